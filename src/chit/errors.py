@@ -1,0 +1,79 @@
+"""The exceptions chit raises, and the one handlers raise.
+
+    Exception
+     ├── PermanentError          raised by a handler: fail now, no retry
+     └── ChitError               raised by chit; `str(e)` is a message a person can act on
+          ├── ConfigError        a CHIT_* setting or flag has a bad value
+          ├── StoreError         the database cannot be reached or used
+          ├── UnknownKind        no task is registered under that kind
+          ├── InvalidPayload     the payload does not fit the task's model
+          ├── PayloadTooLarge
+          ├── IdempotencyConflict  the key was used before with a different request
+          ├── JobNotFound
+          └── InvalidTransition  the job is not in a state that allows the action
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PermanentError(Exception):
+    """Raise from a handler to fail the job at once, without retrying."""
+
+
+class ChitError(Exception):
+    """Base of every error chit raises on purpose."""
+
+
+class ConfigError(ChitError):
+    pass
+
+
+class StoreError(ChitError):
+    pass
+
+
+class UnknownKind(ChitError):
+    def __init__(self, kind: str, known: list[str]) -> None:
+        self.kind = kind
+        self.known = sorted(known)
+        listed = ", ".join(self.known) if self.known else "none are registered"
+        super().__init__(f"unknown job kind {kind!r}; known kinds: {listed}")
+
+
+class InvalidPayload(ChitError):
+    def __init__(self, kind: str, errors: list[dict[str, Any]]) -> None:
+        self.kind = kind
+        self.errors = errors
+        details = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ())) or 'payload'}: {e.get('msg')}"
+            for e in errors
+        )
+        super().__init__(f"invalid payload for {kind!r}: {details}")
+
+
+class PayloadTooLarge(ChitError):
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"payload is {size} bytes as JSON; the limit is {limit} bytes")
+
+
+class IdempotencyConflict(ChitError):
+    def __init__(self, key: str, job_id: str) -> None:
+        self.key = key
+        self.job_id = job_id
+        super().__init__(
+            f"idempotency key {key!r} was already used for job {job_id} with a different request"
+        )
+
+
+class JobNotFound(ChitError):
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        super().__init__(f"no job with id {job_id!r}")
+
+
+class InvalidTransition(ChitError):
+    pass

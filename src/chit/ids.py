@@ -1,0 +1,36 @@
+"""Job ids: 26 characters, time-ordered (48-bit milliseconds, then 80 random bits),
+Crockford base32, so new rows append to the primary-key index. Within one
+process ids are strictly increasing, even inside one millisecond."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+_RANDOM_BITS = 80
+_lock = threading.Lock()
+_last = 0
+
+JOB_ID_PATTERN = re.compile(r"[0-9a-hjkmnp-tv-z]{26}")
+
+
+def new_job_id() -> str:
+    global _last
+    ms = time.time_ns() // 1_000_000
+    with _lock:
+        value = (ms << _RANDOM_BITS) | int.from_bytes(os.urandom(10), "big")
+        if value <= _last:
+            value = _last + 1
+        _last = value
+    chars = []
+    for _ in range(26):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def is_job_id(value: str) -> bool:
+    return JOB_ID_PATTERN.fullmatch(value) is not None

@@ -1,0 +1,256 @@
+"""The values the store takes and returns: states, jobs, attempts, outcomes, reports.
+
+Everything here is plain data. Times are timezone-aware UTC datetimes; JSON
+payloads, results and checkpoints are already-decoded Python values.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class State(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
+
+
+class AttemptOutcome(enum.StrEnum):
+    """How one claim of a job ended; `None` on an attempt that is still running."""
+
+    SUCCEEDED = "succeeded"
+    RETRIED = "retried"
+    FAILED = "failed"
+    LEASE_EXPIRED = "lease_expired"
+    RELEASED = "released"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job to insert. `run_at=None` means now (by the database clock)."""
+
+    kind: str
+    payload: Any
+    queue: str = "default"
+    priority: int = 0
+    max_attempts: int = 5
+    run_at: datetime | None = None
+    idempotency_key: str | None = None
+    tenant: str = ""
+    # Fingerprint of what was asked for, so the same idempotency key with a
+    # different request can be told apart from an honest retry.
+    request_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    id: str
+    created: bool
+    # Only meaningful when created is False: the stored job's fingerprint.
+    request_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    done: int | None = None
+    total: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job row as a status read sees it. Large results are not loaded:
+    `result_external` says the result lives in the results table."""
+
+    id: str
+    kind: str
+    queue: str
+    priority: int
+    payload: Any
+    state: State
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    tenant: str = ""
+    idempotency_key: str | None = None
+    lease_expires_at: datetime | None = None
+    worker: str | None = None
+    progress: Progress = field(default_factory=Progress)
+    checkpoint: Any = None
+    result: Any = None
+    result_external: bool = False
+    error: str | None = None
+    cancel_requested: bool = False
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    # Computed by the store with its own clock: running and past the lease.
+    stale: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """What a worker gets from `claim`: enough to run the job and fence its writes."""
+
+    id: str
+    kind: str
+    queue: str
+    payload: Any
+    attempt: int
+    max_attempts: int
+    lease_token: str
+    checkpoint: Any = None
+    progress: Progress = field(default_factory=Progress)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    job_id: str
+    attempt: int
+    worker: str
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: AttemptOutcome | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """One held job in a heartbeat; progress is written only when given."""
+
+    job_id: str
+    lease_token: str
+    progress: Progress | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    held: frozenset[str]
+    cancel_requested: frozenset[str]
+
+
+# Outcomes a worker records. Each is fenced by the lease token.
+
+
+@dataclass(frozen=True, slots=True)
+class Succeeded:
+    job_id: str
+    lease_token: str
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """`retry_in=None` fails the job for good; otherwise it is queued again
+    that many seconds from now (by the store's clock)."""
+
+    job_id: str
+    lease_token: str
+    error: str
+    retry_in: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """Handed back unfinished (worker shutdown): queued at once, attempt not counted."""
+
+    job_id: str
+    lease_token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """The handler stopped because cancellation was requested."""
+
+    job_id: str
+    lease_token: str
+
+
+Outcome = Succeeded | Failed | Released | Cancelled
+
+
+class CancelResult(enum.StrEnum):
+    CANCELLED = "cancelled"  # was queued; now cancelled
+    REQUESTED = "requested"  # is running; the worker will see it at its next heartbeat
+    ALREADY_FINISHED = "already_finished"  # terminal; nothing changed
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class RescueReport:
+    requeued: int
+    failed: int
+    cancelled: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    state: State | None = None
+    kind: str | None = None
+    queue: str | None = None
+    since: datetime | None = None  # created at or after
+    tenant: str | None = None  # None: every tenant
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    jobs: list[Job]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaySelector:
+    """Which failed jobs to replay: explicit ids, or every failed job matching
+    all the given filters. Ids may name failed or cancelled jobs."""
+
+    ids: tuple[str, ...] = ()
+    kind: str | None = None
+    error_prefix: str | None = None
+    since: datetime | None = None  # finished at or after
+    tenant: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FailureGroup:
+    kind: str
+    error: str  # first line of the error
+    count: int
+    first_seen: datetime
+    last_seen: datetime
+    latest_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    by_state: dict[str, int]
+    by_kind: dict[str, dict[str, int]]  # kind -> state -> count
+    failed_last_hour: int
+    succeeded_last_hour: int
+    oldest_queued_age: float | None  # seconds; queue lag
+    stale_running: int
+
+    @property
+    def failure_ratio(self) -> float | None:
+        """failed / succeeded over the last hour; None when nothing succeeded."""
+        if self.succeeded_last_hour == 0:
+            return None
+        return self.failed_last_hour / self.succeeded_last_hour
+
+    @property
+    def failure_rate(self) -> float | None:
+        """failed / (failed + succeeded) over the last hour; None when nothing finished."""
+        finished = self.failed_last_hour + self.succeeded_last_hour
+        return None if finished == 0 else self.failed_last_hour / finished

@@ -1,0 +1,33 @@
+"""Job stores. `open_store(settings)` picks the backend from the database URL."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from chit.store.base import Store
+
+if TYPE_CHECKING:
+    from chit.settings import Settings
+
+__all__ = ["Store", "open_store"]
+
+
+def open_store(settings: Settings) -> Store:
+    url = settings.database_url
+    if url.startswith("sqlite:"):
+        from chit.store.sqlite import SQLiteStore, path_from_url
+
+        return SQLiteStore(
+            path_from_url(url),
+            synchronous=settings.sqlite_synchronous,
+            result_inline_bytes=settings.result_inline_bytes,
+        )
+    if url.startswith(("postgresql:", "postgres:")):
+        from chit.store.postgres import PostgresStore
+
+        return PostgresStore(
+            url,
+            result_inline_bytes=settings.result_inline_bytes,
+            pool_size=settings.concurrency + 2,
+        )
+    raise ValueError(f"unsupported database URL {url!r}")

@@ -1,0 +1,178 @@
+"""The store contract: everything chit asks of a database, in one place.
+
+Each backend (SQLite, PostgreSQL) implements `Store`; nothing outside
+`chit.store` writes SQL. The same behavioural suite (tests/store) runs against
+every backend.
+
+Rules every implementation keeps:
+
+- Claiming is one atomic statement: a job is handed to at most one worker.
+- Every write a worker makes about a job it holds (heartbeat, checkpoint,
+  outcome) is fenced by that claim's lease token and `state = 'running'`.
+  A fenced-out write changes nothing and reports False; it never raises.
+- Times come from the database clock. `now` arguments exist for tests only.
+- Large results live outside the job row; `get` never loads them.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from chit.jobs import (
+    Attempt,
+    Beat,
+    CancelResult,
+    ClaimedJob,
+    Enqueued,
+    FailureGroup,
+    HeartbeatResult,
+    Job,
+    JobFilter,
+    NewJob,
+    Outcome,
+    Page,
+    Progress,
+    ReplaySelector,
+    RescueReport,
+    Stats,
+)
+
+
+class Store(abc.ABC):
+    """A job store. Safe to share between threads; each backend manages its connections."""
+
+    # Schema
+
+    @abc.abstractmethod
+    def migrate(self) -> int:
+        """Apply pending numbered migrations (safe if several processes race);
+        return the schema version now in the database."""
+
+    @abc.abstractmethod
+    def schema_version(self) -> int:
+        """The version recorded in the database; 0 for an empty database."""
+
+    # Submitting
+
+    @abc.abstractmethod
+    def enqueue(self, job: NewJob) -> Enqueued:
+        """Insert a `queued` job. With an idempotency key already used by the same
+        tenant, insert nothing and return the existing id with `created=False`
+        and the stored request hash (the caller decides whether that is a conflict)."""
+
+    @abc.abstractmethod
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[Enqueued]:
+        """`enqueue` for many jobs in one transaction; results in input order."""
+
+    # Working
+
+    @abc.abstractmethod
+    def claim(
+        self,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> list[ClaimedJob]:
+        """Move up to `limit` due `queued` jobs to `running` for `worker`, in queue
+        order, then priority (smaller first), then run_at. Each claim counts an
+        attempt, sets a fresh lease token and opens an attempt record."""
+
+    @abc.abstractmethod
+    def heartbeat(
+        self, beats: Sequence[Beat], lease_seconds: float, now: datetime | None = None
+    ) -> HeartbeatResult:
+        """Renew the leases of all given held jobs, writing progress where given,
+        in one statement. Jobs whose token no longer matches are left out of
+        `held`: the worker has lost them."""
+
+    @abc.abstractmethod
+    def checkpoint(
+        self,
+        job_id: str,
+        lease_token: str,
+        data: Any,
+        progress: Progress | None,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> bool:
+        """Persist resume state now, renewing the lease (and progress) with it.
+        False when fenced out."""
+
+    @abc.abstractmethod
+    def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
+        """Record outcomes of held jobs in one transaction; each item is fenced
+        on its own and reports whether it took effect.
+
+        - Succeeded: `succeeded`, result stored (out of the row when large).
+        - Failed with retry_in: `queued` again after that many seconds.
+        - Failed without retry_in: `failed`, with the error.
+        - Released: `queued` at once, the attempt not counted.
+        - Cancelled: `cancelled`.
+        A job whose cancellation was requested ends `cancelled` on Failed and
+        Released too. Each closes the job's open attempt record."""
+
+    @abc.abstractmethod
+    def rescue_expired(self, now: datetime | None = None) -> RescueReport:
+        """Running jobs past their lease: `queued` again when attempts remain,
+        `failed` with "worker lost: lease expired after N attempts" when not,
+        `cancelled` when cancellation was requested."""
+
+    # Reading
+
+    @abc.abstractmethod
+    def get(self, job_id: str, tenant: str | None = None) -> Job | None:
+        """One job, without a large result; None if unknown (or another tenant's)."""
+
+    @abc.abstractmethod
+    def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
+        """(found, result), loading a large result from the results table."""
+
+    @abc.abstractmethod
+    def attempts(self, job_id: str) -> list[Attempt]:
+        """Every claim of the job, oldest first."""
+
+    @abc.abstractmethod
+    def list(self, where: JobFilter, limit: int = 50, cursor: str | None = None) -> Page:
+        """Jobs newest first; pass `next_cursor` back to get the next page."""
+
+    @abc.abstractmethod
+    def failures(self, tenant: str | None = None) -> list[FailureGroup]:
+        """Failed jobs grouped by kind and first line of error, largest group first."""
+
+    @abc.abstractmethod
+    def stats(self, tenant: str | None = None, now: datetime | None = None) -> Stats:
+        """Counts by state and kind, last hour's outcomes, queue lag, stale leases."""
+
+    # Operating
+
+    @abc.abstractmethod
+    def cancel(self, job_id: str, tenant: str | None = None) -> CancelResult:
+        """Queued: cancelled at once. Running: cancellation requested (the worker
+        sees it at its next heartbeat). Terminal: unchanged."""
+
+    @abc.abstractmethod
+    def retry(self, job_id: str, tenant: str | None = None) -> bool:
+        """A failed or cancelled job back to `queued`, attempts 0. False when the
+        job is in any other state (or unknown); history is kept."""
+
+    @abc.abstractmethod
+    def replay(self, selector: ReplaySelector) -> int:
+        """`retry` for every job the selector matches; returns how many."""
+
+    @abc.abstractmethod
+    def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
+        """Delete terminal jobs finished longer ago than that; returns how many."""
+
+    @abc.abstractmethod
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        """Block up to `timeout` seconds, returning early when new work may have
+        arrived (a cheap change check or a notification). Spurious returns are fine."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release every connection."""

@@ -1,0 +1,245 @@
+-- SQLite queries. Times are text 'YYYY-MM-DDTHH:MM:SS.sssZ' made by strftime;
+-- :now is the string 'now' (the database clock) unless a test passes a time.
+-- Lease and retry offsets arrive as SQLite modifiers, e.g. '+30.000 seconds'.
+
+-- name: schema_version
+SELECT coalesce(max(version), 0) FROM chit_schema_migrations
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS chit_schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+)
+
+-- name: record_migration
+INSERT INTO chit_schema_migrations (version, name, applied_at)
+VALUES (:version, :name, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+
+-- name: enqueue
+INSERT INTO chit_jobs (
+    id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
+    max_attempts, run_at, created_at, updated_at
+) VALUES (
+    :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
+    :max_attempts,
+    coalesce(:run_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
+    strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+)
+ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+
+-- name: find_by_idempotency_key
+SELECT id, request_hash FROM chit_jobs
+WHERE tenant = :tenant AND idempotency_key = :idempotency_key
+
+-- name: has_due
+SELECT 1 FROM chit_jobs
+WHERE state = 'queued' AND queue = :queue AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+LIMIT 1
+
+-- name: claim
+UPDATE chit_jobs
+SET state = 'running',
+    attempts = attempts + 1,
+    lease_token = lower(hex(randomblob(12))),
+    lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now, :lease),
+    worker = :worker,
+    started_at = coalesce(started_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id IN (
+    SELECT id FROM chit_jobs
+    WHERE state = 'queued' AND queue = :queue
+      AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+    ORDER BY priority, run_at, id
+    LIMIT :limit
+)
+RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
+          checkpoint, progress_done, progress_total
+
+-- name: open_attempt
+INSERT INTO chit_attempts (job_id, attempt, worker, started_at)
+VALUES (:job_id, :attempt, :worker, strftime('%Y-%m-%dT%H:%M:%fZ', :now))
+
+-- name: close_attempt
+UPDATE chit_attempts
+SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now), outcome = :outcome, error = :error
+WHERE job_id = :job_id AND finished_at IS NULL
+
+-- name: heartbeat
+UPDATE chit_jobs AS j
+SET lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now, :lease),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    progress_done = CASE WHEN b.has_progress THEN b.done ELSE j.progress_done END,
+    progress_total = CASE WHEN b.has_progress THEN b.total ELSE j.progress_total END
+FROM (
+    SELECT value ->> 'id' AS id, value ->> 'token' AS token, value ->> 'p' AS has_progress,
+           value ->> 'done' AS done, value ->> 'total' AS total
+    FROM json_each(:beats)
+) AS b
+WHERE j.id = b.id AND j.lease_token = b.token AND j.state = 'running'
+RETURNING id, cancel_requested
+
+-- name: checkpoint
+UPDATE chit_jobs
+SET checkpoint = :checkpoint,
+    progress_done = CASE WHEN :has_progress THEN :done ELSE progress_done END,
+    progress_total = CASE WHEN :has_progress THEN :total ELSE progress_total END,
+    lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now, :lease),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id = :id AND lease_token = :token AND state = 'running'
+
+-- name: succeed
+UPDATE chit_jobs
+SET state = 'succeeded', result = :result, result_external = :result_external,
+    lease_token = NULL, lease_expires_at = NULL, error = NULL,
+    finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id = :id AND lease_token = :token AND state = 'running'
+
+-- name: store_result
+INSERT INTO chit_results (job_id, result) VALUES (:id, :result)
+ON CONFLICT (job_id) DO UPDATE SET result = excluded.result
+
+-- name: fail
+UPDATE chit_jobs
+SET state = CASE WHEN cancel_requested THEN 'cancelled'
+                 WHEN :retry IS NULL THEN 'failed' ELSE 'queued' END,
+    run_at = CASE WHEN :retry IS NULL OR cancel_requested THEN run_at
+                  ELSE strftime('%Y-%m-%dT%H:%M:%fZ', :now, :retry) END,
+    finished_at = CASE WHEN :retry IS NULL OR cancel_requested
+                       THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
+    error = :error, lease_token = NULL, lease_expires_at = NULL,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING state
+
+-- name: release
+UPDATE chit_jobs
+SET state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
+    attempts = attempts - 1,
+    run_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    finished_at = CASE WHEN cancel_requested THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
+    lease_token = NULL, lease_expires_at = NULL,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING state
+
+-- name: mark_cancelled
+UPDATE chit_jobs
+SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
+    finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id = :id AND lease_token = :token AND state = 'running'
+
+-- name: expire_attempts
+UPDATE chit_attempts
+SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now), outcome = 'lease_expired',
+    error = 'lease expired: worker lost'
+WHERE finished_at IS NULL AND job_id IN (
+    SELECT id FROM chit_jobs
+    WHERE state = 'running' AND lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+)
+
+-- name: rescue_expired
+UPDATE chit_jobs
+SET state = CASE WHEN cancel_requested THEN 'cancelled'
+                 WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+    error = CASE WHEN cancel_requested THEN error
+                 ELSE 'worker lost: lease expired after ' || attempts || ' attempts' END,
+    finished_at = CASE WHEN cancel_requested OR attempts >= max_attempts
+                       THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
+    run_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    lease_token = NULL, lease_expires_at = NULL,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE state = 'running' AND lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+RETURNING state
+
+-- name: get
+SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at,
+       created_at, updated_at, tenant, idempotency_key, lease_expires_at, worker,
+       progress_done, progress_total, checkpoint, result, result_external, error,
+       cancel_requested, started_at, finished_at,
+       state = 'running' AND lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now) AS stale
+FROM chit_jobs
+WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant)
+
+-- name: get_result
+SELECT j.result_external, j.result, r.result
+FROM chit_jobs AS j LEFT JOIN chit_results AS r ON r.job_id = j.id
+WHERE j.id = :id AND (:tenant IS NULL OR j.tenant = :tenant)
+
+-- name: attempts
+SELECT job_id, attempt, worker, started_at, finished_at, outcome, error
+FROM chit_attempts WHERE job_id = :id ORDER BY rowid
+
+-- name: cancel
+UPDATE chit_jobs
+SET state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
+    cancel_requested = 1,
+    finished_at = CASE WHEN state = 'queued'
+                       THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) ELSE finished_at END,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant) AND state IN ('queued', 'running')
+RETURNING state
+
+-- name: job_state
+SELECT state FROM chit_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant)
+
+-- name: failures
+SELECT kind,
+       CASE WHEN instr(error, char(10)) > 0 THEN substr(error, 1, instr(error, char(10)) - 1)
+            ELSE error END AS first_line,
+       count(*) AS n, min(finished_at), max(finished_at), max(id)
+FROM chit_jobs
+WHERE state = 'failed' AND (:tenant IS NULL OR tenant = :tenant)
+GROUP BY kind, first_line
+ORDER BY n DESC, max(finished_at) DESC
+
+-- name: stats_by_state_kind
+SELECT state, kind, count(*) FROM chit_jobs
+WHERE :tenant IS NULL OR tenant = :tenant
+GROUP BY state, kind
+
+-- name: stats_last_hour
+SELECT state, count(*) FROM chit_jobs
+WHERE finished_at >= strftime('%Y-%m-%dT%H:%M:%fZ', :now, '-1 hour')
+  AND (:tenant IS NULL OR tenant = :tenant)
+GROUP BY state
+
+-- name: stats_queue_lag
+SELECT (julianday(strftime('%Y-%m-%dT%H:%M:%fZ', :now)) - julianday(min(run_at))) * 86400.0
+FROM chit_jobs
+WHERE state = 'queued' AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+  AND (:tenant IS NULL OR tenant = :tenant)
+
+-- name: stats_stale
+SELECT count(*) FROM chit_jobs
+WHERE state = 'running' AND lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+  AND (:tenant IS NULL OR tenant = :tenant)
+
+-- name: prune
+DELETE FROM chit_jobs
+WHERE finished_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now, :age)
+  AND state IN ('succeeded', 'failed', 'cancelled')
+
+-- name: replay
+UPDATE chit_jobs
+SET state = 'queued', attempts = 0, run_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
+    progress_done = NULL, progress_total = NULL, cancel_requested = 0,
+    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE (:tenant IS NULL OR tenant = :tenant)
+  AND CASE WHEN :ids IS NOT NULL
+           THEN state IN ('failed', 'cancelled') AND id IN (SELECT value FROM json_each(:ids))
+           ELSE state = 'failed'
+                AND (:kind IS NULL OR kind = :kind)
+                AND (:error_prefix IS NULL
+                     OR substr(error, 1, length(:error_prefix)) = :error_prefix)
+                AND (:since IS NULL OR finished_at >= :since)
+      END
+RETURNING id
+
+-- name: data_version
+PRAGMA data_version
