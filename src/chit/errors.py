@@ -1,16 +1,17 @@
 """The exceptions chit raises, and the one handlers raise.
 
-    Exception
-     ├── PermanentError          raised by a handler: fail now, no retry
-     └── ChitError               raised by chit; `str(e)` is a message a person can act on
-          ├── ConfigError        a CHIT_* setting or flag has a bad value
-          ├── StoreError         the database cannot be reached or used
-          ├── UnknownKind        no task is registered under that kind
-          ├── InvalidPayload     the payload does not fit the task's model
-          ├── PayloadTooLarge
-          ├── IdempotencyConflict  the key was used before with a different request
-          ├── JobNotFound
-          └── InvalidTransition  the job is not in a state that allows the action
+Exception
+ ├── PermanentError          raised by a handler: fail now, no retry
+ └── ChitError               raised by chit; `str(e)` is a message a person can act on
+      ├── ConfigError        a CHIT_* setting or flag has a bad value
+      ├── StoreError         the database cannot be reached or used
+      ├── InvalidRequest     a submission is malformed (bad key, bad max_attempts)
+      │    ├── UnknownKind       no task is registered under that kind
+      │    ├── InvalidPayload    the payload does not fit the task's model
+      │    └── PayloadTooLarge
+      ├── IdempotencyConflict  the key was used before with a different request
+      ├── JobNotFound
+      └── InvalidTransition  the job is not in a state that allows the action
 """
 
 from __future__ import annotations
@@ -34,7 +35,11 @@ class StoreError(ChitError):
     pass
 
 
-class UnknownKind(ChitError):
+class InvalidRequest(ChitError):
+    pass
+
+
+class UnknownKind(InvalidRequest):
     def __init__(self, kind: str, known: list[str]) -> None:
         self.kind = kind
         self.known = sorted(known)
@@ -42,7 +47,7 @@ class UnknownKind(ChitError):
         super().__init__(f"unknown job kind {kind!r}; known kinds: {listed}")
 
 
-class InvalidPayload(ChitError):
+class InvalidPayload(InvalidRequest):
     def __init__(self, kind: str, errors: list[dict[str, Any]]) -> None:
         self.kind = kind
         self.errors = errors
@@ -53,7 +58,7 @@ class InvalidPayload(ChitError):
         super().__init__(f"invalid payload for {kind!r}: {details}")
 
 
-class PayloadTooLarge(ChitError):
+class PayloadTooLarge(InvalidRequest):
     def __init__(self, size: int, limit: int) -> None:
         self.size = size
         self.limit = limit

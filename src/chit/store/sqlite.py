@@ -29,8 +29,8 @@ from chit.jobs import (
     Attempt,
     AttemptOutcome,
     Beat,
-    CancelResult,
     Cancelled,
+    CancelResult,
     ClaimedJob,
     Enqueued,
     Failed,
@@ -283,7 +283,12 @@ class SQLiteStore(Store):
                 for r in rows:
                     conn.execute(
                         Q["open_attempt"],
-                        {"job_id": r["id"], "attempt": r["attempts"], "worker": worker, "now": clock},
+                        {
+                            "job_id": r["id"],
+                            "attempt": r["attempts"],
+                            "worker": worker,
+                            "now": clock,
+                        },
                     )
                     claimed.append(
                         ClaimedJob(

@@ -1,0 +1,232 @@
+"""`Queue`: the task registry and the way code submits jobs.
+
+queue = chit.Queue()                      # settings from CHIT_* variables
+
+@queue.task("sales_report", payload=ReportRequest, max_attempts=3)
+def sales_report(job: chit.JobContext, body: ReportRequest) -> dict: ...
+
+queue.enqueue("sales_report", {"region": "emea"}, idempotency_key="emea-q3")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pydantic
+
+from chit.errors import (
+    ConfigError,
+    IdempotencyConflict,
+    InvalidPayload,
+    InvalidRequest,
+    PayloadTooLarge,
+    UnknownKind,
+)
+from chit.jobs import Enqueued, NewJob
+from chit.settings import Settings
+from chit.store import Store, open_store
+
+Handler = Callable[..., Any]
+IDEMPOTENCY_KEY_MAX = 255
+
+
+@dataclass(frozen=True)
+class Task:
+    kind: str
+    handler: Handler
+    payload_model: type[pydantic.BaseModel] | None
+    max_attempts: int | None
+    queue: str
+    priority: int
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.handler)
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """One job for `Queue.enqueue_many`."""
+
+    kind: str
+    payload: Any = None
+    idempotency_key: str | None = None
+    run_at: datetime | None = None
+    priority: int | None = None
+    queue: str | None = None
+    max_attempts: int | None = None
+    tenant: str = ""
+
+
+class Queue:
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        settings: Settings | None = None,
+    ) -> None:
+        base = settings if settings is not None else Settings.from_env()
+        self.settings = base.replace(database_url=database_url)
+        self.tasks: dict[str, Task] = {}
+        self._store: Store | None = None
+        self._store_lock = threading.Lock()
+
+    # Registering
+
+    def task(
+        self,
+        kind: str,
+        *,
+        payload: type[pydantic.BaseModel] | None = None,
+        max_attempts: int | None = None,
+        queue: str = "default",
+        priority: int = 0,
+    ) -> Callable[[Handler], Handler]:
+        if not kind or len(kind) > 200:
+            raise ConfigError(f"task kind {kind!r}: must be 1 to 200 characters")
+        if max_attempts is not None and max_attempts < 1:
+            raise ConfigError(f"task {kind!r}: max_attempts must be at least 1")
+
+        def register(handler: Handler) -> Handler:
+            if kind in self.tasks:
+                raise ConfigError(f"task kind {kind!r} is registered twice")
+            self.tasks[kind] = Task(kind, handler, payload, max_attempts, queue, priority)
+            return handler
+
+        return register
+
+    # The store
+
+    @property
+    def store(self) -> Store:
+        """Opened on first use, so importing an app module never touches the database."""
+        if self._store is None:
+            with self._store_lock:
+                if self._store is None:
+                    self._store = open_store(self.settings)
+        return self._store
+
+    def use_store(self, store: Store) -> None:
+        self._store = store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    # Submitting
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        tenant: str = "",
+    ) -> Enqueued:
+        """Store a job and return `.id` and `.created` (False when the idempotency
+        key matched an existing job with the same request).
+
+        Raises UnknownKind, InvalidPayload, PayloadTooLarge, IdempotencyConflict."""
+        request = JobRequest(
+            kind, payload, idempotency_key, run_at, priority, queue, max_attempts, tenant
+        )
+        return self.enqueue_many([request])[0]
+
+    def enqueue_many(self, requests: Iterable[JobRequest]) -> list[Enqueued]:
+        """Validate every job first, then store them all in one transaction."""
+        jobs = [self.prepare(r) for r in requests]
+        results = self.store.enqueue_many(jobs)
+        for job, result in zip(jobs, results, strict=True):
+            if not result.created and result.request_hash != job.request_hash:
+                assert job.idempotency_key is not None
+                raise IdempotencyConflict(job.idempotency_key, result.id)
+        return results
+
+    def prepare(self, request: JobRequest) -> NewJob:
+        """Validate a request against its task and settings; the NewJob to store."""
+        task = self.tasks.get(request.kind)
+        if task is None:
+            raise UnknownKind(request.kind, list(self.tasks))
+        payload = validate_payload(task, request.payload)
+        size = len(_canonical(payload).encode())
+        if size > self.settings.max_payload_bytes:
+            raise PayloadTooLarge(size, self.settings.max_payload_bytes)
+        if request.idempotency_key is not None:
+            check_idempotency_key(request.idempotency_key)
+        max_attempts = request.max_attempts or task.max_attempts or self.settings.max_attempts
+        if max_attempts < 1:
+            raise InvalidRequest(f"max_attempts must be at least 1, not {max_attempts}")
+        run_at = request.run_at
+        if run_at is not None and run_at.tzinfo is None:
+            run_at = run_at.replace(tzinfo=UTC)
+        job = NewJob(
+            kind=request.kind,
+            payload=payload,
+            queue=request.queue or task.queue,
+            priority=task.priority if request.priority is None else request.priority,
+            max_attempts=max_attempts,
+            run_at=run_at,
+            idempotency_key=request.idempotency_key,
+            tenant=request.tenant,
+        )
+        return _with_hash(job)
+
+
+def validate_payload(task: Task, payload: Any) -> Any:
+    """The payload as it will be stored: the model's JSON form, or plain JSON."""
+    if task.payload_model is None:
+        if payload is None:
+            return {}
+        try:
+            return json.loads(_canonical(payload))
+        except (TypeError, ValueError) as e:
+            raise InvalidPayload(task.kind, [{"loc": [], "msg": f"not JSON: {e}"}]) from None
+    if isinstance(payload, task.payload_model):
+        return payload.model_dump(mode="json")
+    try:
+        return task.payload_model.model_validate(payload or {}).model_dump(mode="json")
+    except pydantic.ValidationError as e:
+        errors = [
+            {"loc": list(err["loc"]), "msg": err["msg"], "type": err["type"]}
+            for err in e.errors(include_url=False)
+        ]
+        raise InvalidPayload(task.kind, errors) from None
+
+
+def check_idempotency_key(key: str) -> None:
+    if not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX or not key.isprintable() or not key.isascii():
+        raise InvalidRequest(
+            f"idempotency key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters"
+        )
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _with_hash(job: NewJob) -> NewJob:
+    if job.idempotency_key is None:
+        return job
+    fingerprint: Mapping[str, Any] = {
+        "kind": job.kind,
+        "payload": job.payload,
+        "queue": job.queue,
+        "priority": job.priority,
+        "max_attempts": job.max_attempts,
+        "run_at": None if job.run_at is None else job.run_at.isoformat(),
+    }
+    digest = hashlib.sha256(_canonical(fingerprint).encode()).hexdigest()
+    return dataclasses.replace(job, request_hash=digest)

@@ -1,0 +1,374 @@
+"""The worker: a claim loop that fills free slots in batches, a pool that runs
+handlers (threads; `async def` handlers on one event loop), a finisher that
+records outcomes in batches, a heartbeat and the maintenance loop.
+
+Shutdown (SIGTERM or SIGINT): claim nothing more, keep heartbeating, give
+running jobs `grace_seconds` to finish, hand back the rest (queued again at
+once, attempt not counted), exit 0. A second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue as queue_mod
+import secrets
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from chit.context import JobContext
+from chit.errors import StoreError
+from chit.jobs import ClaimedJob, Outcome, Released, Succeeded
+from chit.queue import Queue
+from chit.store import Store
+from chit.worker.execute import Prepared, classify, prepare
+from chit.worker.heartbeat import Heartbeat
+from chit.worker.maintenance import Maintenance
+
+log = logging.getLogger("chit.worker")
+
+# Idle polling starts fast and backs off to poll_interval; between polls the
+# store's change check (SQLite data_version, PostgreSQL LISTEN) wakes us early.
+FIRST_IDLE_WAIT = 0.05
+
+
+def worker_id() -> str:
+    """Unique per process incarnation: host, pid and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class Worker:
+    def __init__(
+        self,
+        queue: Queue,
+        *,
+        store: Store | None = None,
+        concurrency: int | None = None,
+        queues: tuple[str, ...] | None = None,
+        lease_seconds: float | None = None,
+        grace_seconds: float | None = None,
+        poll_interval: float | None = None,
+    ) -> None:
+        self.settings = queue.settings.replace(
+            concurrency=concurrency,
+            queues=queues,
+            lease_seconds=lease_seconds,
+            grace_seconds=grace_seconds,
+            poll_interval=poll_interval,
+        )
+        self.queue = queue
+        self.store = store if store is not None else queue.store
+        self.id = worker_id()
+        self.concurrency = self.settings.concurrency
+        self.queues = self.settings.queues
+        self.lease_seconds = self.settings.lease_seconds
+        self.processed = 0
+
+        self._lock = threading.Lock()
+        self._active: dict[str, JobContext] = {}
+        self._started: dict[str, float] = {}
+        self._outcomes: list[Outcome] = []
+        self._outcome_ready = threading.Event()
+        self._slot_freed = threading.Event()
+        self._stopping = threading.Event()
+        self._signals = 0
+        self._pool = _ThreadPool(self.concurrency)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+        self.heartbeat = Heartbeat(self.store, self.held, self.lease_seconds)
+        self.maintenance = Maintenance(self.store, max(0.5, min(self.lease_seconds / 2, 15.0)))
+        self._finisher = threading.Thread(
+            target=self._finish_loop, name="chit-finisher", daemon=True
+        )
+
+    # State shared with the heartbeat
+
+    def held(self) -> list[JobContext]:
+        with self._lock:
+            return list(self._active.values())
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def stop(self) -> None:
+        """Ask the worker to shut down gracefully (what SIGTERM does)."""
+        self._stopping.set()
+        self._slot_freed.set()
+
+    # One tick
+
+    def run_once(self) -> int:
+        """Claim jobs into free slots and start them; returns how many were claimed."""
+        if self._stopping.is_set():
+            return 0
+        with self._lock:
+            free = self.concurrency - len(self._active)
+        if free <= 0:
+            return 0
+        claimed = self.store.claim(self.id, self.queues, free, self.lease_seconds)
+        for job in claimed:
+            self._start(job)
+        return len(claimed)
+
+    def _start(self, job: ClaimedJob) -> None:
+        ctx = JobContext(
+            id=job.id,
+            kind=job.kind,
+            queue=job.queue,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            lease_token=job.lease_token,
+            last_checkpoint=job.checkpoint,
+            progress=job.progress,
+            store=self.store,
+            lease_seconds=self.lease_seconds,
+        )
+        with self._lock:
+            self._active[job.id] = ctx
+            self._started[job.id] = time.monotonic()
+        log.info("job %s %s attempt %d/%d started", job.kind, job.id, job.attempt, job.max_attempts)
+        prepared = prepare(self.queue, job, self.settings)
+        if prepared.early is not None:
+            self._outcome(prepared.early)
+        elif prepared.task is not None and prepared.task.is_async:
+            asyncio.run_coroutine_threadsafe(
+                self._run_async(job, ctx, prepared), self._event_loop()
+            )
+        else:
+            self._pool.submit(lambda: self._run_sync(job, ctx, prepared))
+
+    def _run_sync(self, job: ClaimedJob, ctx: JobContext, prepared: Prepared) -> None:
+        assert prepared.task is not None
+        try:
+            result = prepared.task.handler(ctx, prepared.body)
+        except BaseException as e:  # a handler must not take its thread down
+            self._outcome(classify(job, ctx, self.settings, error=e))
+        else:
+            self._outcome(classify(job, ctx, self.settings, result=result))
+
+    async def _run_async(self, job: ClaimedJob, ctx: JobContext, prepared: Prepared) -> None:
+        assert prepared.task is not None
+        try:
+            result = await prepared.task.handler(ctx, prepared.body)
+        except BaseException as e:
+            self._outcome(classify(job, ctx, self.settings, error=e))
+        else:
+            self._outcome(classify(job, ctx, self.settings, result=result))
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="chit-async", daemon=True).start()
+                self._loop = loop
+            return self._loop
+
+    # Outcomes
+
+    def _outcome(self, outcome: Outcome) -> None:
+        with self._lock:
+            self._outcomes.append(outcome)
+        self._outcome_ready.set()
+
+    def flush(self) -> int:
+        """Record every pending outcome in one store call; retries while the
+        database is away, so no outcome is dropped. Returns how many were recorded."""
+        with self._lock:
+            batch, self._outcomes = self._outcomes, []
+        if not batch:
+            return 0
+        delay = 0.1
+        while True:
+            try:
+                applied = self.store.finish(batch)
+                break
+            except StoreError as e:
+                log.warning(
+                    "recording %d outcomes failed, retrying in %.1fs: %s", len(batch), delay, e
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        now = time.monotonic()
+        for outcome, ok in zip(batch, applied, strict=True):
+            with self._lock:
+                ctx = self._active.pop(outcome.job_id, None)
+                started = self._started.pop(outcome.job_id, now)
+            self._log_outcome(outcome, ok, ctx, now - started)
+        self.processed += len(batch)
+        self._slot_freed.set()
+        return len(batch)
+
+    def _log_outcome(
+        self, outcome: Outcome, applied: bool, ctx: JobContext | None, seconds: float
+    ) -> None:
+        kind = ctx.kind if ctx else "?"
+        name = type(outcome).__name__.lower()
+        if not applied:
+            log.warning(
+                "job %s %s: %s outcome fenced out: the lease was lost and the job "
+                "belongs to someone else now; nothing recorded",
+                kind,
+                outcome.job_id,
+                name,
+            )
+        elif isinstance(outcome, Succeeded):
+            log.info("job %s %s succeeded in %.3fs", kind, outcome.job_id, seconds)
+        else:
+            detail = getattr(outcome, "error", "") or ""
+            retry_in = getattr(outcome, "retry_in", None)
+            when = f", retry in {retry_in:.1f}s" if retry_in is not None else ""
+            log.warning(
+                "job %s %s %s after %.3fs%s %s",
+                kind,
+                outcome.job_id,
+                name,
+                seconds,
+                when,
+                detail.split("\n", 1)[0],
+            )
+
+    def _finish_loop(self) -> None:
+        while True:
+            self._outcome_ready.wait()
+            self._outcome_ready.clear()
+            try:
+                self.flush()
+            except Exception:
+                log.exception("finisher error; continuing")
+
+    # Running
+
+    def run(self, install_signals: bool = True) -> int:
+        """Work until stopped; returns the process exit code."""
+        if install_signals and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+        log.info(
+            "worker %s started: queues %s, concurrency %d, lease %.1fs",
+            self.id,
+            ",".join(self.queues),
+            self.concurrency,
+            self.lease_seconds,
+        )
+        self._finisher.start()
+        self.heartbeat.start()
+        self.maintenance.start()
+        idle_wait = FIRST_IDLE_WAIT
+        error_wait = 0.5
+        while not self._stopping.is_set():
+            self._slot_freed.clear()
+            try:
+                claimed = self.run_once()
+                error_wait = 0.5
+            except StoreError as e:
+                log.warning("claim failed, retrying in %.1fs: %s", error_wait, e)
+                self._stopping.wait(error_wait)
+                error_wait = min(error_wait * 2, 10.0)
+                continue
+            with self._lock:
+                full = len(self._active) >= self.concurrency
+            if full:
+                self._slot_freed.wait(self.settings.poll_interval)
+            elif claimed:
+                idle_wait = FIRST_IDLE_WAIT
+            else:
+                try:
+                    self.store.wait_for_jobs(self.queues, idle_wait)
+                except StoreError as e:
+                    log.warning("waiting for jobs failed: %s", e)
+                    self._stopping.wait(idle_wait)
+                idle_wait = min(idle_wait * 2, self.settings.poll_interval)
+        return self._shutdown()
+
+    def _shutdown(self) -> int:
+        deadline = time.monotonic() + self.settings.grace_seconds
+        with self._lock:
+            running = len(self._active)
+        if running:
+            log.info(
+                "stopping: waiting up to %.0fs for %d running jobs",
+                self.settings.grace_seconds,
+                running,
+            )
+        while time.monotonic() < deadline:
+            self._slot_freed.clear()
+            with self._lock:
+                if not self._active:
+                    break
+            self._slot_freed.wait(0.1)
+        self.release_held()
+        self.heartbeat.stop()
+        self.maintenance.stop()
+        log.info("worker %s stopped after %d jobs", self.id, self.processed)
+        return 0
+
+    def release_held(self) -> int:
+        """Hand back every job still held: queued again at once, attempt not counted."""
+        with self._lock:
+            pending = {o.job_id for o in self._outcomes}
+            unfinished = [c for c in self._active.values() if c.id not in pending]
+        for ctx in unfinished:
+            self._outcome(Released(ctx.id, ctx.lease_token))
+        if unfinished:
+            log.warning("handing back %d unfinished jobs", len(unfinished))
+        self.flush()
+        return len(unfinished)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            log.warning("second signal: exiting now")
+            os._exit(128 + signum)
+        log.info(
+            "%s: finishing running jobs (grace %.0fs); send again to exit at once",
+            signal.Signals(signum).name,
+            self.settings.grace_seconds,
+        )
+        self.stop()
+
+    # For tests and scripts
+
+    def run_until_idle(self, timeout: float = 30.0) -> int:
+        """Run jobs from this thread until nothing is due and nothing runs (tests,
+        scripts); returns how many outcomes were recorded."""
+        deadline = time.monotonic() + timeout
+        done = 0
+        while time.monotonic() < deadline:
+            claimed = self.run_once()
+            flushed = self.flush()
+            done += flushed
+            with self._lock:
+                busy = bool(self._active)
+            if busy:
+                self._outcome_ready.wait(0.05)
+                self._outcome_ready.clear()
+            elif not claimed and not flushed:
+                return done
+        raise TimeoutError(f"jobs still running or due after {timeout}s")
+
+
+class _ThreadPool:
+    """Daemon threads, so a worker that must exit is never held by a stuck handler."""
+
+    def __init__(self, size: int) -> None:
+        self._tasks: queue_mod.SimpleQueue[Callable[[], Any]] = queue_mod.SimpleQueue()
+        for i in range(size):
+            threading.Thread(target=self._work, name=f"chit-job-{i}", daemon=True).start()
+
+    def submit(self, fn: Callable[[], Any]) -> None:
+        self._tasks.put(fn)
+
+    def _work(self) -> None:
+        while True:
+            fn = self._tasks.get()
+            try:
+                fn()
+            except Exception:
+                log.exception("job thread error")
