@@ -1,0 +1,3 @@
+from chit.cli.main import main
+
+raise SystemExit(main())

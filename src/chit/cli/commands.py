@@ -1,0 +1,382 @@
+"""What each `chit` command does. Each takes the parsed arguments and returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from chit.cli import output, parse
+from chit.cli.loading import load_queue
+from chit.errors import ConfigError, InvalidRequest, JobNotFound
+from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
+from chit.queue import Queue
+from chit.settings import Settings
+
+# Exit codes: 0 done, 1 the job failed / was cancelled / timed out, 2 bad input, 3 store error.
+EXIT_JOB_FAILED = 1
+
+
+def migrate(args: argparse.Namespace) -> int:
+    queue = load_queue(args.app)
+    version = queue.store.migrate()
+    if args.json:
+        output.print_json({"schema_version": version})
+    else:
+        print(f"schema version {version}: {_safe_url(queue.settings.database_url)}")
+    return 0
+
+
+def worker(args: argparse.Namespace) -> int:
+    from chit.worker import Worker
+
+    queue = load_queue(args.app)
+    if not queue.tasks:
+        print(
+            "chit: warning: no tasks registered; pass --app module:queue (or CHIT_APP)",
+            file=sys.stderr,
+        )
+    return Worker(queue).run()
+
+
+def up(args: argparse.Namespace) -> int:
+    """Migrate, then run worker processes (and the API once present) until Ctrl-C."""
+    queue = load_queue(args.app)
+    queue.store.migrate()
+    settings = queue.settings
+    commands = [[sys.executable, "-m", "chit", "worker"] for _ in range(args.workers)]
+    print(
+        f"chit up: {args.workers} worker process(es) x {settings.concurrency} slots on "
+        f"{_safe_url(settings.database_url)}; Ctrl-C stops everything",
+        flush=True,
+    )
+    # Own sessions: Ctrl-C reaches only this process, which stops the children once, gently.
+    children = [subprocess.Popen(cmd, start_new_session=True) for cmd in commands]
+    stopping = False
+
+    def stop(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        if stopping:
+            for child in children:
+                if child.poll() is None:
+                    child.kill()
+            return
+        stopping = True
+        print("\nchit up: stopping (again to force)", file=sys.stderr, flush=True)
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    if args.demo:
+        _submit_demo_jobs(args.app, queue)
+    while any(c.poll() is None for c in children):
+        if not stopping and any(c.poll() is not None for c in children):
+            print("chit up: a child process exited; stopping the rest", file=sys.stderr)
+            stop(signal.SIGTERM, None)
+        time.sleep(0.2)
+    return 0 if stopping else 1
+
+
+def _submit_demo_jobs(app: str | None, queue: Queue) -> None:
+    """Call the app module's `demo(queue)`, which submits a few jobs to watch."""
+    module = sys.modules.get((app or "").partition(":")[0])
+    demo = getattr(module, "demo", None)
+    if not callable(demo):
+        raise ConfigError(f"--demo: the app module {app!r} has no demo(queue) function")
+    ids = demo(queue)
+    print(f"chit up: submitted {len(ids)} demo jobs; watch them with `chit list`", flush=True)
+
+
+def submit(args: argparse.Namespace) -> int:
+    queue = load_queue(args.app)
+    try:
+        payload = json.loads(args.payload)
+    except json.JSONDecodeError as e:
+        raise InvalidRequest(f"payload is not valid JSON: {e}") from None
+    run_at = None
+    if args.delay is not None:
+        run_at = datetime.now(UTC) + timedelta(seconds=parse.duration(args.delay))
+    if args.run_at is not None:
+        run_at = parse.moment(args.run_at)
+    result = queue.enqueue(
+        args.kind,
+        payload,
+        idempotency_key=args.idempotency_key,
+        run_at=run_at,
+        priority=args.priority,
+        queue=args.queue,
+        max_attempts=args.max_attempts,
+    )
+    if not args.wait:
+        if args.json:
+            output.print_json({"job_id": result.id, "created": result.created})
+        else:
+            print(result.id if result.created else f"{result.id} (existing job, same key)")
+        return 0
+    if not args.json:
+        print(result.id, file=sys.stderr)
+    return _wait(queue, result.id, args.timeout, args.json)
+
+
+def status(args: argparse.Namespace) -> int:
+    queue = load_queue(args.app)
+    job = _job(queue, args.id)
+    attempts = queue.store.attempts(job.id)
+    if args.json:
+        output.print_json(output.to_json(job) | {"attempts_history": output.to_json(attempts)})
+        return 0
+    print(_describe(job))
+    if attempts:
+        print("\nattempts:")
+        rows = [
+            (
+                a.attempt,
+                a.worker,
+                output.when(a.started_at),
+                output.when(a.finished_at),
+                a.outcome or "running",
+                (a.error or "").split("\n", 1)[0][:80],
+            )
+            for a in attempts
+        ]
+        print(output.table(["#", "worker", "started", "finished", "outcome", "error"], rows))
+    return 0
+
+
+def wait(args: argparse.Namespace) -> int:
+    queue = load_queue(args.app)
+    return _wait(queue, args.id, args.timeout, args.json)
+
+
+def _wait(queue: Queue, job_id: str, timeout: float | None, as_json: bool) -> int:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    live = sys.stderr.isatty() and not as_json
+    last_line = ""
+    delay = 0.1
+    while True:
+        job = _job(queue, job_id)
+        line = f"{job.state.value} {output.progress_bar(job.progress.done, job.progress.total)}"
+        if live:
+            sys.stderr.write("\r" + line.ljust(len(last_line)))
+            sys.stderr.flush()
+        elif line != last_line and not as_json:
+            print(line, file=sys.stderr, flush=True)
+        last_line = line
+        if job.state.terminal:
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            if live:
+                sys.stderr.write("\n")
+            print(f"chit: still {job.state.value} after {timeout}s", file=sys.stderr)
+            return EXIT_JOB_FAILED
+        time.sleep(delay)
+        delay = min(delay * 1.5, 1.0)
+    if live:
+        sys.stderr.write("\n")
+    if job.result_external:
+        _, result = queue.store.get_result(job.id)
+        job = dataclasses.replace(job, result=result)
+    if as_json:
+        output.print_json(job)
+    elif job.state is State.SUCCEEDED:
+        print(json.dumps(job.result, indent=2, ensure_ascii=False))
+    else:
+        print(f"{job.state.value}: {(job.error or '').split(chr(10), 1)[0]}", file=sys.stderr)
+    return 0 if job.state is State.SUCCEEDED else EXIT_JOB_FAILED
+
+
+def list_jobs(args: argparse.Namespace) -> int:
+    queue = load_queue(args.app)
+    page = queue.store.list(
+        JobFilter(state=args.state, kind=args.kind, queue=args.queue), args.limit, args.cursor
+    )
+    if args.json:
+        output.print_json({"jobs": page.jobs, "next_cursor": page.next_cursor})
+        return 0
+    rows = [
+        (
+            j.id,
+            j.kind,
+            j.state.value + (" (stale)" if j.stale else ""),
+            f"{j.attempts}/{j.max_attempts}",
+            output.progress_bar(j.progress.done, j.progress.total, 10),
+            output.when(j.created_at),
+            (j.error or "").split("\n", 1)[0][:60],
+        )
+        for j in page.jobs
+    ]
+    print(output.table(["id", "kind", "state", "tries", "progress", "created", "error"], rows))
+    if page.next_cursor:
+        print(f"\nmore: chit list --cursor {page.next_cursor}")
+    return 0
+
+
+def failures(args: argparse.Namespace) -> int:
+    queue = load_queue(args.app)
+    groups = queue.store.failures()
+    if args.json:
+        output.print_json({"failures": groups})
+        return 0
+    if not groups:
+        print("no failed jobs")
+        return 0
+    rows = [
+        (g.count, g.kind, g.error[:70], output.when(g.first_seen), output.when(g.last_seen))
+        for g in groups
+    ]
+    print(output.table(["count", "kind", "error", "first seen", "last seen"], rows))
+    print("\nreplay a group: chit replay --kind KIND --error 'ERROR PREFIX'")
+    return 0
+
+
+def replay(args: argparse.Namespace) -> int:
+    queue = load_queue(args.app)
+    if not (args.ids or args.kind or args.error or args.since or args.all):
+        raise InvalidRequest(
+            "say what to replay: job ids, or --kind/--error/--since, or --all for every failed job"
+        )
+    selector = ReplaySelector(
+        ids=tuple(args.ids),
+        kind=args.kind,
+        error_prefix=args.error,
+        since=None if args.since is None else parse.moment(args.since),
+    )
+    count = queue.store.replay(selector)
+    if args.json:
+        output.print_json({"replayed": count})
+    else:
+        print(f"replayed {count} job{'s' if count != 1 else ''}")
+    return 0
+
+
+def cancel(args: argparse.Namespace) -> int:
+    queue = load_queue(args.app)
+    result = queue.store.cancel(args.id)
+    if result is CancelResult.NOT_FOUND:
+        raise JobNotFound(args.id)
+    if args.json:
+        output.print_json({"job_id": args.id, "result": result})
+    else:
+        print(
+            {
+                CancelResult.CANCELLED: f"{args.id} cancelled",
+                CancelResult.REQUESTED: f"{args.id} is running: cancellation requested; "
+                "the worker stops it at its next heartbeat",
+                CancelResult.ALREADY_FINISHED: f"{args.id} had already finished; nothing changed",
+            }[result]
+        )
+    return 0
+
+
+def prune(args: argparse.Namespace) -> int:
+    queue = load_queue(args.app)
+    seconds = parse.duration(args.older_than)
+    count = queue.store.prune(seconds)
+    if args.json:
+        output.print_json({"pruned": count})
+    else:
+        print(
+            f"deleted {count} finished job{'s' if count != 1 else ''} older than {args.older_than}"
+        )
+    return 0
+
+
+def stats(args: argparse.Namespace) -> int:
+    queue = load_queue(args.app)
+    s = queue.store.stats()
+    summary = {
+        "by_state": s.by_state,
+        "by_kind": s.by_kind,
+        "failed_last_hour": s.failed_last_hour,
+        "succeeded_last_hour": s.succeeded_last_hour,
+        "failure_ratio": s.failure_ratio,
+        "failure_rate": s.failure_rate,
+        "oldest_queued_age_seconds": s.oldest_queued_age,
+        "stale_running": s.stale_running,
+    }
+    if args.json:
+        output.print_json(summary)
+        return 0
+    states = [st.value for st in State]
+    print(output.table(["state", "jobs"], [(st, s.by_state.get(st, 0)) for st in states]))
+    if s.by_kind:
+        rows = [(k, *(v.get(st, 0) for st in states)) for k, v in sorted(s.by_kind.items())]
+        print()
+        print(output.table(["kind", *states], rows))
+    ratio = "-" if s.failure_ratio is None else f"{s.failure_ratio:.3f}"
+    lag = "-" if s.oldest_queued_age is None else f"{s.oldest_queued_age:.1f}s"
+    print(
+        f"\nlast hour: {s.succeeded_last_hour} succeeded, {s.failed_last_hour} failed "
+        f"(failed/succeeded {ratio}); queue lag {lag}; stale running jobs {s.stale_running}"
+    )
+    return 0
+
+
+def _job(queue: Queue, job_id: str) -> Job:
+    job = queue.store.get(job_id)
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+
+def _describe(job: Job) -> str:
+    lines = [
+        f"id          {job.id}",
+        f"kind        {job.kind} (queue {job.queue}, priority {job.priority})",
+        f"state       {job.state.value}" + ("  STALE: lease expired" if job.stale else ""),
+        f"attempts    {job.attempts}/{job.max_attempts}",
+    ]
+    if job.progress.done is not None:
+        lines.append(f"progress    {output.progress_bar(job.progress.done, job.progress.total)}")
+    lines += [
+        f"created     {output.when(job.created_at)}",
+        f"run at      {output.when(job.run_at)}",
+        f"finished    {output.when(job.finished_at)}",
+    ]
+    if job.worker:
+        lines.append(f"worker      {job.worker}")
+    if job.state is State.SUCCEEDED:
+        shown = "(large: chit wait --json)" if job.result_external else json.dumps(job.result)
+        lines.append(f"result      {shown}")
+    if job.error:
+        lines.append("error       " + job.error.replace("\n", "\n            "))
+    return "\n".join(lines)
+
+
+def _safe_url(url: str) -> str:
+    """The database URL without a password."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
+    return url
+
+
+def settings_from_args(args: argparse.Namespace) -> None:
+    """CLI flags win over CHIT_* variables; setting them in the environment makes
+    the app's own `chit.Queue()` and every child process see them."""
+    for flag, name in (
+        ("database_url", "CHIT_DATABASE_URL"),
+        ("app", "CHIT_APP"),
+        ("concurrency", "CHIT_CONCURRENCY"),
+        ("queues", "CHIT_QUEUES"),
+        ("lease", "CHIT_LEASE_SECONDS"),
+        ("grace", "CHIT_GRACE_SECONDS"),
+        ("poll_interval", "CHIT_POLL_INTERVAL"),
+        ("host", "CHIT_HOST"),
+        ("port", "CHIT_PORT"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            os.environ[name] = str(value)
+    args.app = os.environ.get("CHIT_APP") or None
+    Settings.from_env()  # fail now, naming the variable, if anything is off

@@ -1,0 +1,142 @@
+"""The `chit` command: argument parsing and error handling; the work is in commands.py."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from chit.cli import commands
+from chit.errors import ChitError, ConfigError, InvalidRequest, JobNotFound, StoreError
+from chit.jobs import State
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--database-url", help="database URL (CHIT_DATABASE_URL; default sqlite:///chit.db)"
+    )
+    common.add_argument("--app", help="module:queue that registers the handlers (CHIT_APP)")
+    common.add_argument("--json", action="store_true", help="print JSON for scripts")
+    common.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+
+    parser = argparse.ArgumentParser(
+        prog="chit",
+        description="Durable background jobs: a job table you can query, workers under leases.",
+        epilog="Exit codes: 0 ok; 1 the job failed, was cancelled or a wait timed out; "
+        "2 bad input or unknown job; 3 the database could not be used.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, handler: Command, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help, description=help)
+        p.set_defaults(handler=handler)
+        return p
+
+    def worker_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--concurrency", type=int, help="jobs run at once (CHIT_CONCURRENCY)")
+        p.add_argument("--queues", help="comma-separated queues, first first (CHIT_QUEUES)")
+        p.add_argument("--lease", type=float, help="lease seconds (CHIT_LEASE_SECONDS)")
+        p.add_argument(
+            "--grace", type=float, help="seconds to finish jobs on SIGTERM (CHIT_GRACE_SECONDS)"
+        )
+        p.add_argument(
+            "--poll-interval", type=float, help="longest idle wait, seconds (CHIT_POLL_INTERVAL)"
+        )
+
+    p = command("up", commands.up, "start workers (and the HTTP API) on one machine")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument("--demo", action="store_true", help="submit the app's demo jobs at start")
+    worker_flags(p)
+
+    p = command("worker", commands.worker, "run a worker process until SIGTERM")
+    worker_flags(p)
+
+    p = command("submit", commands.submit, "submit a job: chit submit KIND JSON")
+    p.add_argument("kind")
+    p.add_argument("payload", metavar="JSON", help='the payload, e.g. \'{"region": "emea"}\'')
+    p.add_argument("--idempotency-key", help="submitting the same key again returns the same job")
+    p.add_argument("--queue", help="queue name (default: the task's)")
+    p.add_argument("--priority", type=int, help="smaller runs first (default: the task's)")
+    p.add_argument("--max-attempts", type=int, help="default: the task's or CHIT_MAX_ATTEMPTS")
+    p.add_argument("--delay", help="run after this long, e.g. 30s, 5m")
+    p.add_argument("--run-at", help="run at this ISO 8601 time")
+    p.add_argument("--wait", action="store_true", help="wait for the result")
+    p.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
+
+    p = command("status", commands.status, "show a job and every attempt")
+    p.add_argument("id")
+
+    p = command("wait", commands.wait, "wait for a job to finish, with a progress bar")
+    p.add_argument("id")
+    p.add_argument("--timeout", type=float, help="give up after this many seconds")
+
+    p = command("list", commands.list_jobs, "list jobs, newest first")
+    p.add_argument("--state", choices=[s.value for s in State])
+    p.add_argument("--kind")
+    p.add_argument("--queue")
+    p.add_argument("--limit", type=_limit, default=50, help="1 to 1000 (default 50)")
+    p.add_argument("--cursor", help="next_cursor from the previous page")
+
+    command(
+        "failures", commands.failures, "failed jobs grouped by kind and first line of the error"
+    )
+
+    p = command("replay", commands.replay, "queue failed jobs again, attempts reset to 0")
+    p.add_argument("ids", nargs="*", metavar="ID", help="jobs to replay (failed or cancelled)")
+    p.add_argument("--kind", help="every failed job of this kind")
+    p.add_argument("--error", help="every failed job whose error starts with this")
+    p.add_argument("--since", help="failed since: a duration (1h) or an ISO 8601 time")
+    p.add_argument("--all", action="store_true", help="every failed job")
+
+    p = command("cancel", commands.cancel, "cancel a queued job, or ask a running one to stop")
+    p.add_argument("id")
+
+    p = command("prune", commands.prune, "delete finished jobs older than a duration")
+    p.add_argument("--older-than", default="7d", help="e.g. 12h, 7d (default 7d)")
+
+    command("stats", commands.stats, "counts by state and kind, last hour's failure ratio")
+    command("migrate", commands.migrate, "create or upgrade the database schema")
+    return parser
+
+
+def _limit(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError("must be between 1 and 1000")
+    return value
+
+
+EXIT_BAD_INPUT = 2
+EXIT_STORE = 3
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        commands.settings_from_args(args)
+        return int(args.handler(args))
+    except (InvalidRequest, JobNotFound, ConfigError, ValueError) as e:
+        print(f"chit: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except StoreError as e:
+        print(f"chit: error: {e}", file=sys.stderr)
+        return EXIT_STORE
+    except ChitError as e:
+        print(f"chit: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
