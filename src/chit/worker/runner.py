@@ -340,6 +340,7 @@ class Worker:
         scripts); returns how many outcomes were recorded."""
         deadline = time.monotonic() + timeout
         done = 0
+        quiet = 0
         while time.monotonic() < deadline:
             claimed = self.run_once()
             flushed = self.flush()
@@ -347,10 +348,17 @@ class Worker:
             with self._lock:
                 busy = bool(self._active)
             if busy:
+                quiet = 0
                 self._outcome_ready.wait(0.05)
                 self._outcome_ready.clear()
-            elif not claimed and not flushed:
+            elif claimed or flushed:
+                quiet = 0
+            elif quiet >= 2:
                 return done
+            else:
+                # A retry due in a few milliseconds is still work to wait for.
+                quiet += 1
+                time.sleep(0.01)
         raise TimeoutError(f"jobs still running or due after {timeout}s")
 
 

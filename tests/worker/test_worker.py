@@ -1,0 +1,207 @@
+"""The worker in-process: one tick at a time, real SQLite file, no sleeps to wait on."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import chit
+from chit.jobs import AttemptOutcome, State
+from chit.worker import Worker
+
+
+def test_sync_and_async_handlers_run_to_success(queue: chit.Queue) -> None:
+    @queue.task("double")
+    def double(job: chit.JobContext, body: dict) -> int:
+        return body["n"] * 2
+
+    @queue.task("later")
+    async def later(job: chit.JobContext, body: dict) -> str:
+        await asyncio.sleep(0.01)
+        return f"{job.kind}:{job.attempt}"
+
+    a = queue.enqueue("double", {"n": 21})
+    b = queue.enqueue("later", {})
+    assert Worker(queue).run_until_idle() == 2
+    assert queue.store.get(a.id).result == 42
+    assert queue.store.get(b.id).result == "later:1"
+
+
+def test_a_flaky_job_is_retried_until_it_succeeds(queue: chit.Queue) -> None:
+    @queue.task("flaky", max_attempts=3)
+    def flaky(job: chit.JobContext, body: dict) -> int:
+        if job.attempt < 3:
+            raise ConnectionError(f"try {job.attempt}")
+        return job.attempt
+
+    job = queue.enqueue("flaky", {})
+    Worker(queue).run_until_idle()
+    stored = queue.store.get(job.id)
+    assert (stored.state, stored.attempts, stored.result) == (State.SUCCEEDED, 3, 3)
+    outcomes = [a.outcome for a in queue.store.attempts(job.id)]
+    assert outcomes == [AttemptOutcome.RETRIED, AttemptOutcome.RETRIED, AttemptOutcome.SUCCEEDED]
+
+
+def test_attempts_run_out_and_the_job_fails_with_its_last_error(queue: chit.Queue) -> None:
+    @queue.task("doomed", max_attempts=2)
+    def doomed(job: chit.JobContext, body: dict) -> None:
+        raise KeyError(f"missing {job.attempt}")
+
+    job = queue.enqueue("doomed", {})
+    Worker(queue).run_until_idle()
+    stored = queue.store.get(job.id)
+    assert stored.state is State.FAILED
+    assert stored.error.splitlines()[0] == "KeyError: 'missing 2'"
+    assert "Traceback" in stored.error
+
+
+def test_progress_is_written_with_the_lease_renewal_not_per_call(queue: chit.Queue) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    @queue.task("counting")
+    def counting(job: chit.JobContext, body: dict) -> None:
+        for i in range(1, 101):
+            job.progress(i, 100)
+        entered.set()
+        release.wait(10)
+
+    job = queue.enqueue("counting", {})
+    worker = Worker(queue)
+    worker.run_once()
+    assert entered.wait(10)
+    assert queue.store.get(job.id).progress.done is None  # a hundred calls, no write yet
+    worker.heartbeat.run_once(force=True)
+    stored = queue.store.get(job.id)
+    assert (stored.progress.done, stored.progress.total) == (100, 100)
+    release.set()
+    worker.run_until_idle()
+
+
+def test_a_checkpoint_survives_and_the_next_attempt_resumes_from_it(queue: chit.Queue) -> None:
+    seen: list[object] = []
+
+    @queue.task("resumable", max_attempts=2)
+    def resumable(job: chit.JobContext, body: dict) -> int:
+        seen.append(job.last_checkpoint)
+        if job.attempt == 1:
+            job.checkpoint({"next": 40})
+            raise TimeoutError("interrupted")
+        return job.last_checkpoint["next"]
+
+    job = queue.enqueue("resumable", {})
+    Worker(queue).run_until_idle()
+    assert seen == [None, {"next": 40}]
+    assert queue.store.get(job.id).result == 40
+
+
+def test_cancelling_a_running_job_reaches_the_handler_at_the_next_heartbeat(
+    queue: chit.Queue,
+) -> None:
+    started, stopped = threading.Event(), threading.Event()
+
+    @queue.task("long")
+    def long(job: chit.JobContext, body: dict) -> str:
+        started.set()
+        while not job.cancelled:
+            stopped.wait(0.01)
+        return "stopped early"
+
+    job = queue.enqueue("long", {})
+    worker = Worker(queue)
+    worker.run_once()
+    assert started.wait(10)
+    assert queue.store.cancel(job.id).value == "requested"
+    worker.heartbeat.run_once(force=True)
+    worker.run_until_idle()
+    stored = queue.store.get(job.id)
+    assert stored.state is State.CANCELLED
+    assert queue.store.attempts(job.id)[-1].outcome is AttemptOutcome.CANCELLED
+
+
+def test_a_worker_that_lost_its_lease_is_told_and_its_outcome_is_fenced_out(
+    queue: chit.Queue, caplog: pytest.LogCaptureFixture
+) -> None:
+    started, finish = threading.Event(), threading.Event()
+
+    @queue.task("slow")
+    def slow(job: chit.JobContext, body: dict) -> str:
+        started.set()
+        finish.wait(10)
+        return "late"
+
+    job = queue.enqueue("slow", {})
+    worker = Worker(queue, lease_seconds=30)
+    worker.run_once()
+    assert started.wait(10)
+    # The lease runs out (by the store's clock) and another worker takes the job.
+    later = datetime.now(UTC) + timedelta(seconds=60)
+    assert queue.store.rescue_expired(now=later).requeued == 1
+    other = queue.store.claim("other", ["default"], 1, 30)
+    assert [c.id for c in other] == [job.id]
+
+    with caplog.at_level(logging.WARNING, logger="chit.worker"):
+        worker.heartbeat.run_once(force=True)
+        assert worker.held()[0].lease_lost
+        finish.set()
+        worker.run_until_idle()
+    assert "lease lost" in caplog.text
+    assert "fenced out" in caplog.text
+    stored = queue.store.get(job.id)
+    assert (stored.state, stored.worker) == (State.RUNNING, "other")
+
+
+def test_release_hands_jobs_back_at_once_without_using_an_attempt(queue: chit.Queue) -> None:
+    started, finish = threading.Event(), threading.Event()
+
+    @queue.task("held")
+    def held(job: chit.JobContext, body: dict) -> None:
+        started.set()
+        finish.wait(10)
+
+    job = queue.enqueue("held", {})
+    worker = Worker(queue)
+    worker.run_once()
+    assert started.wait(10)
+    assert worker.release_held() == 1
+    stored = queue.store.get(job.id)
+    assert (stored.state, stored.attempts) == (State.QUEUED, 0)
+    assert queue.store.attempts(job.id)[-1].outcome is AttemptOutcome.RELEASED
+    finish.set()
+
+
+def test_claims_fill_only_the_free_slots(queue: chit.Queue) -> None:
+    gate = threading.Event()
+
+    @queue.task("wait")
+    def wait(job: chit.JobContext, body: dict) -> None:
+        gate.wait(10)
+
+    queue.enqueue_many([chit.JobRequest("wait", {}) for _ in range(10)])
+    worker = Worker(queue, concurrency=3)
+    assert worker.run_once() == 3
+    assert worker.run_once() == 0
+    gate.set()
+    assert worker.run_until_idle() == 10
+
+
+def test_run_stops_on_request_and_returns_zero(queue: chit.Queue) -> None:
+    @queue.task("quick")
+    def quick(job: chit.JobContext, body: dict) -> int:
+        return 1
+
+    queue.enqueue_many([chit.JobRequest("quick", {}) for _ in range(20)])
+    worker = Worker(queue, poll_interval=0.05)
+    code: list[int] = []
+    thread = threading.Thread(target=lambda: code.append(worker.run(install_signals=False)))
+    thread.start()
+    deadline = datetime.now(UTC) + timedelta(seconds=10)
+    while queue.store.stats().by_state["succeeded"] < 20 and datetime.now(UTC) < deadline:
+        threading.Event().wait(0.02)
+    worker.stop()
+    thread.join(10)
+    assert code == [0]
+    assert queue.store.stats().by_state["succeeded"] == 20
