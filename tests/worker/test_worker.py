@@ -140,7 +140,7 @@ def test_a_worker_that_lost_its_lease_is_told_and_its_outcome_is_fenced_out(
     # The lease runs out (by the store's clock) and another worker takes the job.
     later = datetime.now(UTC) + timedelta(seconds=60)
     assert queue.store.rescue_expired(now=later).requeued == 1
-    other = queue.store.claim("other", ["default"], 1, 30)
+    other = queue.store.claim("other", ["default"], 1, 30, now=later)
     assert [c.id for c in other] == [job.id]
 
     with caplog.at_level(logging.WARNING, logger="chit.worker"):
