@@ -101,6 +101,34 @@ def process(url: str, n: int, workers: int, concurrency: int) -> float:
     return n / (last - first).total_seconds()
 
 
+def latency(url: str, n: int, spacing: float) -> tuple[float, float]:
+    """Enqueue-to-start with an idle worker: (median, p99) in milliseconds, from the
+    store's own timestamps (created_at to the claim's started_at)."""
+    queue = make_queue(url)
+    env = {**os.environ, "CHIT_DATABASE_URL": url, "PYTHONPATH": str(HERE)}
+    cmd = [sys.executable, "-m", "chit", "worker", "--app", "noop_app:queue", "--log-level",
+           "WARNING"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env)
+    try:
+        time.sleep(2.0)  # let it go idle
+        ids = []
+        for i in range(n):
+            ids.append(queue.enqueue("noop", {"i": i}).id)
+            time.sleep(spacing)
+        while queue.store.stats().by_state[State.SUCCEEDED.value] < n:
+            time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    waits = sorted(
+        (job.started_at - job.created_at).total_seconds() * 1000
+        for job in (queue.store.get(i) for i in ids)
+        if job is not None and job.started_at is not None
+    )
+    queue.close()
+    return waits[len(waits) // 2], waits[min(len(waits) - 1, int(len(waits) * 0.99))]
+
+
 def versions() -> str:
     return (
         f"chit {metadata.version('chit')}, Python {platform.python_version()}, "
@@ -131,6 +159,10 @@ def main() -> None:
                     f"{label}: process, {workers} worker process(es) x {args.concurrency} slots "
                     f"{rate:10,.0f} jobs/s"
                 )
+            median, p99 = latency(reset(backend, tmp, "latency"), 200, 0.02)
+            print(
+                f"{label}: enqueue to start, idle worker: median {median:.1f} ms, p99 {p99:.1f} ms"
+            )
 
 
 if __name__ == "__main__":
