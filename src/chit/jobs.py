@@ -254,3 +254,41 @@ class Stats:
         """failed / (failed + succeeded) over the last hour; None when nothing finished."""
         finished = self.failed_last_hour + self.succeeded_last_hour
         return None if finished == 0 else self.failed_last_hour / finished
+
+
+# The HTTP API: keys and metrics
+
+
+@dataclass(frozen=True, slots=True)
+class NewApiKey:
+    """A key to store. Only `key_hash` (sha256 of the whole key) is kept, never the key."""
+
+    id: str
+    key_hash: str
+    tenant: str  # "*" means every tenant
+    scopes: tuple[str, ...]
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    id: str
+    name: str
+    tenant: str
+    scopes: tuple[str, ...]
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptStats:
+    """Every attempt of one kind that ended one way; `outcome=None` counts the
+    attempts still running. `buckets[i]` counts finished attempts that took at
+    most `bounds[i]` seconds and more than `bounds[i - 1]`; the last entry counts
+    those longer than every bound (not cumulative)."""
+
+    kind: str
+    outcome: AttemptOutcome | None
+    count: int
+    duration_sum: float
+    buckets: tuple[int, ...]

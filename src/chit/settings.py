@@ -34,6 +34,8 @@ class Settings:
     concurrency: int = 4
     grace_seconds: float = 30.0
     max_payload_bytes: int = 1024 * 1024
+    # The HTTP API refuses request bodies larger than this with a 413.
+    max_body_bytes: int = 1024 * 1024
     # Results larger than this (as JSON) go to the results table, out of status reads.
     result_inline_bytes: int = 64 * 1024
     # NORMAL in WAL mode: a committed job survives any process crash (kill -9);
@@ -69,6 +71,7 @@ class Settings:
         _positive("CHIT_POLL_INTERVAL", self.poll_interval)
         _positive("CHIT_CONCURRENCY", self.concurrency)
         _positive("CHIT_MAX_PAYLOAD_BYTES", self.max_payload_bytes)
+        _positive("CHIT_MAX_BODY_BYTES", self.max_body_bytes)
         if self.grace_seconds < 0:
             raise ConfigError(f"CHIT_GRACE_SECONDS has value {self.grace_seconds}: must be >= 0")
         if not 0 < self.port < 65536:

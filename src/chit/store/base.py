@@ -22,7 +22,9 @@ from datetime import datetime
 from typing import Any
 
 from chit.jobs import (
+    ApiKey,
     Attempt,
+    AttemptStats,
     Beat,
     CancelResult,
     ClaimedJob,
@@ -31,6 +33,7 @@ from chit.jobs import (
     HeartbeatResult,
     Job,
     JobFilter,
+    NewApiKey,
     NewJob,
     Outcome,
     Page,
@@ -176,3 +179,37 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release every connection."""
+
+    # The HTTP API
+
+    @abc.abstractmethod
+    def get_many(self, job_ids: Sequence[str]) -> list[Job]:
+        """The jobs among `job_ids` that exist, read as `get` reads them, in any
+        order, in one query however many ids: the API's event poller watches
+        every streamed job with one call per tick."""
+
+    @abc.abstractmethod
+    def attempt_stats(
+        self, bounds: Sequence[float], tenant: str | None = None
+    ) -> list[AttemptStats]:
+        """Attempts grouped by kind and outcome, with durations counted into the
+        histogram `bounds` (seconds, ascending). Read from the attempt records,
+        so the figures are right whichever processes ran the jobs; pruning jobs
+        removes their attempts, which a metrics scraper sees as a counter reset."""
+
+    @abc.abstractmethod
+    def create_api_key(self, key: NewApiKey) -> ApiKey:
+        """Store a new key (its hash, tenant and scopes) and return it."""
+
+    @abc.abstractmethod
+    def find_api_key(self, key_hash: str) -> ApiKey | None:
+        """The unrevoked key with that hash, or None."""
+
+    @abc.abstractmethod
+    def list_api_keys(self, include_revoked: bool = False) -> list[ApiKey]:
+        """Keys, oldest first; revoked ones only when asked for."""
+
+    @abc.abstractmethod
+    def revoke_api_key(self, key_id: str) -> bool:
+        """Revoke for good (the row is kept for the record). False when the id is
+        unknown or the key was already revoked."""

@@ -18,7 +18,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,8 +26,10 @@ from typing import Any
 
 from chit.errors import StoreError
 from chit.jobs import (
+    ApiKey,
     Attempt,
     AttemptOutcome,
+    AttemptStats,
     Beat,
     Cancelled,
     CancelResult,
@@ -38,6 +40,7 @@ from chit.jobs import (
     HeartbeatResult,
     Job,
     JobFilter,
+    NewApiKey,
     NewJob,
     Outcome,
     Page,
@@ -565,6 +568,49 @@ class SQLiteStore(Store):
                     return
 
 
+    # The HTTP API
+
+    def get_many(self, job_ids: Sequence[str]) -> list[Job]:
+        if not job_ids:
+            return []
+        with self._read() as conn:
+            rows = conn.execute(Q["get_many"], {"ids": _dumps(list(job_ids))}).fetchall()
+        return [_job(r) for r in rows]
+
+    def attempt_stats(
+        self, bounds: Sequence[float], tenant: str | None = None
+    ) -> list[AttemptStats]:
+        params = {"bounds": _dumps([float(b) for b in bounds]), "tenant": tenant}
+        with self._read() as conn:
+            rows = conn.execute(Q["attempt_stats"], params).fetchall()
+        return _attempt_stats(rows, len(bounds))
+
+    def create_api_key(self, key: NewApiKey) -> ApiKey:
+        params = {
+            "id": key.id,
+            "name": key.name,
+            "tenant": key.tenant,
+            "scopes": " ".join(key.scopes),
+            "key_hash": key.key_hash,
+        }
+        with self._write() as conn:
+            return _api_key(conn.execute(Q["create_api_key"], params).fetchone())
+
+    def find_api_key(self, key_hash: str) -> ApiKey | None:
+        with self._read() as conn:
+            row = conn.execute(Q["find_api_key"], {"key_hash": key_hash}).fetchone()
+        return None if row is None else _api_key(row)
+
+    def list_api_keys(self, include_revoked: bool = False) -> list[ApiKey]:
+        with self._read() as conn:
+            rows = conn.execute(Q["list_api_keys"], {"include_revoked": include_revoked})
+            return [_api_key(r) for r in rows]
+
+    def revoke_api_key(self, key_id: str) -> bool:
+        with self._write() as conn:
+            return bool(conn.execute(Q["revoke_api_key"], {"id": key_id}).rowcount)
+
+
 def _statements(script: str) -> Iterator[str]:
     buffer = ""
     for line in script.splitlines(keepends=True):
@@ -604,3 +650,37 @@ def _job(r: sqlite3.Row) -> Job:
         finished_at=_dt(r["finished_at"]),
         stale=bool(r["stale"]),
     )
+
+
+def _api_key(r: sqlite3.Row) -> ApiKey:
+    return ApiKey(
+        id=r["id"],
+        name=r["name"],
+        tenant=r["tenant"],
+        scopes=tuple(r["scopes"].split()),
+        created_at=datetime.fromisoformat(r["created_at"]),
+        revoked_at=_dt(r["revoked_at"]),
+    )
+
+
+def _attempt_stats(rows: Iterable[Sequence[Any]], n_bounds: int) -> list[AttemptStats]:
+    """Fold (kind, outcome, bucket, count, seconds) rows into one AttemptStats per
+    kind and outcome; shared in shape by every backend's `attempt_stats` query."""
+    groups: dict[tuple[str, str | None], tuple[int, float, list[int]]] = {}
+    for kind, outcome, bucket, count, seconds in rows:
+        total, seconds_sum, buckets = groups.get((kind, outcome), (0, 0.0, [0] * (n_bounds + 1)))
+        if bucket is not None:
+            buckets[int(bucket)] += count
+        groups[(kind, outcome)] = (total + count, seconds_sum + (seconds or 0.0), buckets)
+    return [
+        AttemptStats(
+            kind=kind,
+            outcome=None if outcome is None else AttemptOutcome(outcome),
+            count=total,
+            duration_sum=seconds_sum,
+            buckets=tuple(buckets),
+        )
+        for (kind, outcome), (total, seconds_sum, buckets) in sorted(
+            groups.items(), key=lambda item: (item[0][0], item[0][1] or "")
+        )
+    ]

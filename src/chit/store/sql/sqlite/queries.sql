@@ -243,3 +243,50 @@ RETURNING id
 
 -- name: data_version
 PRAGMA data_version
+
+-- The HTTP API
+
+-- name: get_many
+SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at,
+       created_at, updated_at, tenant, idempotency_key, lease_expires_at, worker,
+       progress_done, progress_total, checkpoint, result, result_external, error,
+       cancel_requested, started_at, finished_at,
+       state = 'running' AND lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
+FROM chit_jobs
+WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: attempt_stats
+-- bucket: how many bounds lie below the duration, so the first bound it fits
+-- under (Prometheus `le`); NULL for attempts still running. 200k attempts: 0.8 s.
+WITH bounds AS MATERIALIZED (SELECT value FROM json_each(:bounds))
+SELECT kind, outcome, bucket, count(*), total(seconds)
+FROM (
+    SELECT kind, outcome, seconds,
+           CASE WHEN seconds IS NOT NULL
+                THEN (SELECT count(*) FROM bounds WHERE value < seconds) END AS bucket
+    FROM (
+        SELECT j.kind, t.outcome,
+               (julianday(t.finished_at) - julianday(t.started_at)) * 86400.0 AS seconds
+        FROM chit_attempts AS t JOIN chit_jobs AS j ON j.id = t.job_id
+        WHERE :tenant IS NULL OR j.tenant = :tenant
+    )
+)
+GROUP BY kind, outcome, bucket
+
+-- name: create_api_key
+INSERT INTO chit_api_keys (id, name, tenant, scopes, key_hash, created_at)
+VALUES (:id, :name, :tenant, :scopes, :key_hash, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+RETURNING id, name, tenant, scopes, created_at, revoked_at
+
+-- name: find_api_key
+SELECT id, name, tenant, scopes, created_at, revoked_at FROM chit_api_keys
+WHERE key_hash = :key_hash AND revoked_at IS NULL
+
+-- name: list_api_keys
+SELECT id, name, tenant, scopes, created_at, revoked_at FROM chit_api_keys
+WHERE :include_revoked OR revoked_at IS NULL
+ORDER BY created_at, id
+
+-- name: revoke_api_key
+UPDATE chit_api_keys SET revoked_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+WHERE id = :id AND revoked_at IS NULL
