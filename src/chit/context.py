@@ -46,6 +46,8 @@ class JobContext:
         self._progress_dirty = False
         self._cancelled = threading.Event()
         self._lost = threading.Event()
+        # Set by the worker once the handler's outcome is waiting to be recorded.
+        self.finished = False
 
     def __repr__(self) -> str:
         return f"<JobContext {self.kind} {self.id} attempt {self.attempt}/{self.max_attempts}>"

@@ -73,7 +73,8 @@ class Heartbeat:
             if ctx.id in result.cancel_requested and not ctx.cancelled:
                 log.info("job %s %s: cancellation requested", ctx.kind, ctx.id)
                 ctx.mark_cancelled()
-            if ctx.id not in result.held and ctx.id in still_held and not ctx.lease_lost:
+            lost = ctx.id not in result.held and ctx.id in still_held and not ctx.finished
+            if lost and not ctx.lease_lost:
                 log.warning(
                     "job %s %s: lease lost (another worker may run it); its outcome will be "
                     "fenced out",

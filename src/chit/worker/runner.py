@@ -175,6 +175,9 @@ class Worker:
     def _outcome(self, outcome: Outcome) -> None:
         with self._lock:
             self._outcomes.append(outcome)
+            ctx = self._active.get(outcome.job_id)
+            if ctx is not None:
+                ctx.finished = True
         self._outcome_ready.set()
 
     def flush(self) -> int:
@@ -312,8 +315,8 @@ class Worker:
     def release_held(self) -> int:
         """Hand back every job still held: queued again at once, attempt not counted."""
         with self._lock:
-            pending = {o.job_id for o in self._outcomes}
-            unfinished = [c for c in self._active.values() if c.id not in pending]
+            # Not those whose outcome is waiting or being written: that outcome stands.
+            unfinished = [c for c in self._active.values() if not c.finished]
         for ctx in unfinished:
             self._outcome(Released(ctx.id, ctx.lease_token))
         if unfinished:
