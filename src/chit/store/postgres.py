@@ -1,0 +1,755 @@
+"""The PostgreSQL store: workers on many machines, one database.
+
+Connections: a `psycopg_pool.ConnectionPool` of autocommit connections. Before
+a pooled connection is handed out it is checked (`_check_connection`), so after
+a server restart the first call gets a fresh connection instead of a dead one.
+A single statement runs on its own; several run inside one explicit
+transaction. Statements are prepared by psycopg after a few executions of the
+same text.
+
+Clock: every time is the database's (`now()`, see sql/postgres/queries.sql), so
+clock skew between worker machines cannot shorten or stretch a lease.
+
+Waking: a trigger NOTIFYs channel `chit_jobs` with the queue name whenever a
+statement leaves jobs queued; `wait_for_jobs` LISTENs on one dedicated
+connection per thread and falls back to sleeping when it cannot.
+
+Errors: a server that cannot be reached, or any other database error, is
+raised as `StoreError` with a message naming the server (never the password).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import psycopg.conninfo
+from psycopg import sql
+from psycopg.rows import dict_row, tuple_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from chit.errors import StoreError
+from chit.ids import new_job_id
+from chit.jobs import (
+    ApiKey,
+    Attempt,
+    AttemptOutcome,
+    AttemptStats,
+    Beat,
+    Cancelled,
+    CancelResult,
+    ClaimedJob,
+    Enqueued,
+    Failed,
+    FailureGroup,
+    HeartbeatResult,
+    Job,
+    JobFilter,
+    NewApiKey,
+    NewJob,
+    Outcome,
+    Page,
+    Progress,
+    Released,
+    ReplaySelector,
+    RescueReport,
+    State,
+    Stats,
+    Succeeded,
+)
+from chit.store import queries
+from chit.store.base import Store
+
+# The folding of attempt_stats rows is shared with the SQLite store, as its query's shape is.
+from chit.store.sqlite import _attempt_stats
+
+Q = queries.load("postgres")
+CHANNEL = "chit_jobs"
+
+Connection = psycopg.Connection[dict[str, Any]]
+
+
+def describe_url(url: str) -> str:
+    """The server and database a URL names, without its password, for messages."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        return "PostgreSQL (unparsable URL)"
+    user = f"{info['user']}@" if info.get("user") else ""
+    host = info.get("host") or "localhost"
+    port = f":{info['port']}" if info.get("port") else ""
+    return f"postgresql://{user}{host}{port}/{info.get('dbname') or ''}"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _text(value: str) -> str:
+    # PostgreSQL text cannot hold NUL; an error message must never be lost to one.
+    return value.replace("\x00", "\N{REPLACEMENT CHARACTER}")
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """Aware UTC; a naive time is taken to be UTC already, as the SQLite store does."""
+    if value is None:
+        return None
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+class PostgresStore(Store):
+    def __init__(
+        self,
+        url: str,
+        *,
+        result_inline_bytes: int = 64 * 1024,
+        pool_size: int = 10,
+        connect_timeout: float = 30.0,
+        migrate: bool = True,
+    ) -> None:
+        """`connect_timeout`: how long a call waits for a connection (the server
+        starting, or every pooled connection busy) before raising `StoreError`."""
+        self.url = url
+        self.where = describe_url(url)
+        self.result_inline_bytes = result_inline_bytes
+        self._listeners = threading.local()
+        self._all_listeners: list[psycopg.Connection[Any]] = []
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            check=_check_connection,
+            timeout=connect_timeout,
+            name="chit",
+            open=False,
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except PoolTimeout as e:
+            self._pool.close()
+            raise StoreError(
+                f"cannot connect to {self.where} within {connect_timeout:g} s: is the server"
+                " running and the URL (host, port, user, database) right?"
+            ) from e
+        if migrate:
+            try:
+                self.migrate()
+            except BaseException:
+                self.close()
+                raise
+
+    # Connections
+
+    @contextmanager
+    def _conn(self) -> Iterator[Connection]:
+        """A pooled autocommit connection; psycopg and pool errors become StoreError."""
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as e:
+            raise StoreError(
+                f"no connection to {self.where}: the server is unreachable or every pooled"
+                f" connection is busy ({e})"
+            ) from e
+        except psycopg.OperationalError as e:
+            raise StoreError(f"lost the connection to {self.where}: {e}") from e
+        except psycopg.Error as e:
+            raise StoreError(f"{self.where}: {e}") from e
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        with self._conn() as conn, conn.transaction():
+            yield conn
+
+    def close(self) -> None:
+        with self._lock:
+            listeners, self._all_listeners = self._all_listeners, []
+        for conn in listeners:
+            conn.close()
+        self._listeners = threading.local()
+        self._pool.close()
+
+    # Schema
+
+    def schema_version(self) -> int:
+        with self._conn() as conn:
+            return self._schema_version(conn)
+
+    def _schema_version(self, conn: Connection) -> int:
+        exists = _scalar(conn.execute(Q["migrations_table_exists"]))
+        return _scalar(conn.execute(Q["schema_version"])) if exists else 0
+
+    def migrate(self) -> int:
+        pending = queries.migrations("postgres")
+        if self.schema_version() == len(pending):
+            return len(pending)
+        with self._tx() as conn:
+            conn.execute(Q["migration_lock"])
+            conn.execute(Q["create_migrations_table"], prepare=False)
+            current = _scalar(conn.execute(Q["schema_version"]))
+            if current > len(pending):
+                raise StoreError(
+                    f"database schema is version {current}, newer than this chit "
+                    f"({len(pending)}); upgrade chit"
+                )
+            for version, name, script in pending:
+                if version <= current:
+                    continue
+                # No parameters: psycopg sends the whole file as one simple query.
+                conn.execute(script.encode(), prepare=False)
+                conn.execute(Q["record_migration"], {"version": version, "name": name})
+        return len(pending)
+
+    # Submitting
+
+    def enqueue(self, job: NewJob) -> Enqueued:
+        return self.enqueue_many([job])[0]
+
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[Enqueued]:
+        if not jobs:
+            return []
+        with self._conn() as conn:
+            return self._enqueue_many(conn, jobs)
+
+    def _enqueue_many(self, conn: Connection, jobs: Sequence[NewJob]) -> list[Enqueued]:
+        """Insert on `conn`, inside whatever transaction it is in: one statement for
+        the batch, so it is atomic on an autocommit connection too."""
+        ids = [new_job_id() for _ in jobs]
+        batch = _dumps(
+            [
+                {
+                    "n": n,
+                    "id": job_id,
+                    "kind": job.kind,
+                    "queue": job.queue,
+                    "priority": job.priority,
+                    "payload": job.payload,
+                    "tenant": job.tenant,
+                    "idempotency_key": job.idempotency_key,
+                    "request_hash": job.request_hash,
+                    "max_attempts": job.max_attempts,
+                    "run_at": None if job.run_at is None else _iso(job.run_at),
+                }
+                for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
+            ]
+        )
+        inserted = {r["id"] for r in conn.execute(Q["enqueue"], {"jobs": batch, "now": None})}
+        if len(inserted) == len(jobs):
+            return [Enqueued(job_id, True) for job_id in ids]
+        # Some idempotency keys were taken (by earlier jobs, or earlier in this batch).
+        taken = [job for job_id, job in zip(ids, jobs, strict=True) if job_id not in inserted]
+        existing = {
+            (r["tenant"], r["idempotency_key"]): r
+            for r in conn.execute(
+                Q["find_by_idempotency_key"],
+                {
+                    "tenants": [job.tenant for job in taken],
+                    "keys": [job.idempotency_key for job in taken],
+                },
+            )
+        }
+        out = []
+        for job_id, job in zip(ids, jobs, strict=True):
+            if job_id in inserted:
+                out.append(Enqueued(job_id, True))
+            else:
+                row = existing[(job.tenant, job.idempotency_key)]
+                out.append(Enqueued(row["id"], False, row["request_hash"]))
+        return out
+
+    # Working
+
+    def claim(
+        self,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> list[ClaimedJob]:
+        if limit <= 0 or not queues:
+            return []
+        claimed: list[ClaimedJob] = []
+        # One queue: one statement. Several: one transaction, so a failure part
+        # way leaves no job claimed by a worker that never heard of it.
+        with self._tx() if len(queues) > 1 else self._conn() as conn:
+            for queue in queues:
+                rows = conn.execute(
+                    Q["claim"],
+                    {
+                        "queue": queue,
+                        "worker": worker,
+                        "limit": limit - len(claimed),
+                        "lease": timedelta(seconds=lease_seconds),
+                        "now": _utc(now),
+                    },
+                ).fetchall()
+                claimed.extend(
+                    ClaimedJob(
+                        id=r["id"],
+                        kind=r["kind"],
+                        queue=r["queue"],
+                        payload=r["payload"],
+                        attempt=r["attempts"],
+                        max_attempts=r["max_attempts"],
+                        lease_token=r["lease_token"],
+                        checkpoint=r["checkpoint"],
+                        progress=Progress(r["progress_done"], r["progress_total"]),
+                    )
+                    for r in rows
+                )
+                if len(claimed) >= limit:
+                    break
+        return claimed
+
+    def heartbeat(
+        self, beats: Sequence[Beat], lease_seconds: float, now: datetime | None = None
+    ) -> HeartbeatResult:
+        if not beats:
+            return HeartbeatResult(frozenset(), frozenset())
+        payload = _dumps(
+            [
+                {"id": b.job_id, "token": b.lease_token}
+                | (
+                    {"p": True, "done": b.progress.done, "total": b.progress.total}
+                    if b.progress is not None
+                    else {}
+                )
+                for b in beats
+            ]
+        )
+        with self._conn() as conn:
+            rows = conn.execute(
+                Q["heartbeat"],
+                {"beats": payload, "lease": timedelta(seconds=lease_seconds), "now": _utc(now)},
+            ).fetchall()
+        return HeartbeatResult(
+            held=frozenset(r["id"] for r in rows),
+            cancel_requested=frozenset(r["id"] for r in rows if r["cancel_requested"]),
+        )
+
+    def checkpoint(
+        self,
+        job_id: str,
+        lease_token: str,
+        data: Any,
+        progress: Progress | None,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> bool:
+        with self._conn() as conn:
+            cursor = conn.execute(
+                Q["checkpoint"],
+                {
+                    "id": job_id,
+                    "token": lease_token,
+                    "checkpoint": _dumps(data),
+                    "has_progress": progress is not None,
+                    "done": progress.done if progress else None,
+                    "total": progress.total if progress else None,
+                    "lease": timedelta(seconds=lease_seconds),
+                    "now": _utc(now),
+                },
+            )
+            return cursor.rowcount == 1
+
+    def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
+        if not outcomes:
+            return []
+        job_ids = [o.job_id for o in outcomes]
+        if len(set(job_ids)) < len(job_ids):
+            # The same job twice: apply in input order, so the first that holds the
+            # lease wins and the rest are fenced out, as they would be one by one.
+            with self._tx() as conn:
+                return [self._finish(conn, [o], now)[0] for o in outcomes]
+        kinds = {type(o) for o in outcomes}
+        externals = any(
+            isinstance(o, Succeeded) and self._is_large(_dumps(o.result)) for o in outcomes
+        )
+        if len(kinds) == 1 and not externals:
+            with self._conn() as conn:
+                return self._finish(conn, outcomes, now)
+        with self._tx() as conn:
+            if len(kinds) > 1:
+                conn.execute(Q["lock_jobs"], {"ids": sorted(job_ids)})
+            return self._finish(conn, outcomes, now)
+
+    def _is_large(self, encoded: str) -> bool:
+        return len(encoded.encode()) > self.result_inline_bytes
+
+    def _finish(
+        self, conn: Connection, outcomes: Sequence[Outcome], now: datetime | None
+    ) -> list[bool]:
+        """One statement per kind of outcome, each fenced per item and closing the
+        attempt records of the items it applied."""
+        applied: set[str] = set()
+        succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
+        if succeeded:
+            encoded = {o.job_id: _dumps(o.result) for o in succeeded}
+            large = {job_id for job_id, text in encoded.items() if self._is_large(text)}
+            items = "[{}]".format(
+                ",".join(
+                    '{{"id":{},"token":{},"external":{},"result":{}}}'.format(
+                        _dumps(o.job_id),
+                        _dumps(o.lease_token),
+                        "true" if o.job_id in large else "false",
+                        "null" if o.job_id in large else encoded[o.job_id],
+                    )
+                    for o in succeeded
+                )
+            )
+            done = {r["id"] for r in conn.execute(Q["succeed"], {"items": items, "now": _utc(now)})}
+            applied |= done
+            if large & done:
+                stored = "[{}]".format(
+                    ",".join(
+                        f'{{"id":{_dumps(job_id)},"result":{encoded[job_id]}}}'
+                        for job_id in sorted(large & done)
+                    )
+                )
+                conn.execute(Q["store_result"], {"items": stored})
+        failed = [o for o in outcomes if isinstance(o, Failed)]
+        if failed:
+            items = _dumps(
+                [
+                    {
+                        "id": o.job_id,
+                        "token": o.lease_token,
+                        "error": _text(o.error),
+                        "retry": o.retry_in,
+                    }
+                    for o in failed
+                ]
+            )
+            applied |= {
+                r["id"] for r in conn.execute(Q["fail"], {"items": items, "now": _utc(now)})
+            }
+        for kind, query in ((Released, "release"), (Cancelled, "mark_cancelled")):
+            group = [o for o in outcomes if isinstance(o, kind)]
+            if group:
+                items = _dumps([{"id": o.job_id, "token": o.lease_token} for o in group])
+                applied |= {
+                    r["id"] for r in conn.execute(Q[query], {"items": items, "now": _utc(now)})
+                }
+        return [o.job_id in applied for o in outcomes]
+
+    def rescue_expired(self, now: datetime | None = None) -> RescueReport:
+        with self._conn() as conn:
+            states = [r["state"] for r in conn.execute(Q["rescue_expired"], {"now": _utc(now)})]
+        return RescueReport(
+            requeued=states.count("queued"),
+            failed=states.count("failed"),
+            cancelled=states.count("cancelled"),
+        )
+
+    # Reading
+
+    def get(self, job_id: str, tenant: str | None = None) -> Job | None:
+        with self._conn() as conn:
+            row = conn.execute(Q["get"], {"id": job_id, "tenant": tenant, "now": None}).fetchone()
+        return None if row is None else _job(row)
+
+    def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
+        with self._conn() as conn:
+            row = conn.execute(Q["get_result"], {"id": job_id, "tenant": tenant}).fetchone()
+        if row is None:
+            return False, None
+        return True, row["external_result"] if row["result_external"] else row["result"]
+
+    def attempts(self, job_id: str) -> list[Attempt]:
+        with self._conn() as conn:
+            rows = conn.execute(Q["attempts"], {"id": job_id}).fetchall()
+        return [
+            Attempt(
+                job_id=r["job_id"],
+                attempt=r["attempt"],
+                worker=r["worker"],
+                started_at=r["started_at"].astimezone(UTC),
+                finished_at=_utc(r["finished_at"]),
+                outcome=None if r["outcome"] is None else AttemptOutcome(r["outcome"]),
+                error=r["error"],
+            )
+            for r in rows
+        ]
+
+    def list(self, where: JobFilter, limit: int = 50, cursor: str | None = None) -> Page:
+        clauses: list[sql.Composable] = []
+        params: dict[str, Any] = {"limit": limit + 1}
+        for column, value in (
+            ("state", where.state),
+            ("kind", where.kind),
+            ("queue", where.queue),
+            ("tenant", where.tenant),
+        ):
+            if value is not None:
+                clauses.append(sql.SQL(f"{column} = %({column})s::text"))
+                params[column] = str(value)
+        if where.since is not None:
+            clauses.append(sql.SQL("created_at >= %(since)s::timestamptz"))
+            params["since"] = _utc(where.since)
+        if cursor is not None:
+            clauses.append(sql.SQL("id < %(cursor)s::text"))
+            params["cursor"] = cursor
+        query = sql.SQL(Q["list"]).format(where=_conjunction(clauses))
+        with self._conn() as conn:
+            rows = conn.execute(query, params).fetchall()
+        jobs = [_job(r) for r in rows[:limit]]
+        return Page(jobs, jobs[-1].id if len(rows) > limit else None)
+
+    def failures(self, tenant: str | None = None) -> list[FailureGroup]:
+        with self._conn() as conn:
+            rows = conn.execute(Q["failures"], {"tenant": tenant}).fetchall()
+        return [
+            FailureGroup(
+                kind=r["kind"],
+                error=r["first_line"],
+                count=r["n"],
+                first_seen=r["first_seen"].astimezone(UTC),
+                last_seen=r["last_seen"].astimezone(UTC),
+                latest_id=r["latest_id"],
+            )
+            for r in rows
+        ]
+
+    def stats(self, tenant: str | None = None, now: datetime | None = None) -> Stats:
+        params = {"tenant": tenant, "now": _utc(now)}
+        by_state = {s.value: 0 for s in State}
+        by_kind: dict[str, dict[str, int]] = {}
+        with self._conn() as conn:
+            for r in conn.execute(Q["stats_by_state_kind"], params):
+                by_state[r["state"]] += r["count"]
+                by_kind.setdefault(r["kind"], {})[r["state"]] = r["count"]
+            last_hour = {r["state"]: r["count"] for r in conn.execute(Q["stats_last_hour"], params)}
+            lag = _scalar(conn.execute(Q["stats_queue_lag"], params))
+            stale = _scalar(conn.execute(Q["stats_stale"], params))
+        return Stats(
+            by_state=by_state,
+            by_kind=by_kind,
+            failed_last_hour=last_hour.get("failed", 0),
+            succeeded_last_hour=last_hour.get("succeeded", 0),
+            oldest_queued_age=lag,
+            stale_running=stale,
+        )
+
+    # Operating
+
+    def cancel(self, job_id: str, tenant: str | None = None) -> CancelResult:
+        params = {"id": job_id, "tenant": tenant, "now": None}
+        with self._conn() as conn:
+            row = conn.execute(Q["cancel"], params).fetchone()
+            if row is not None:
+                if row["state"] == "cancelled":
+                    return CancelResult.CANCELLED
+                return CancelResult.REQUESTED
+            exists = conn.execute(Q["job_state"], params).fetchone()
+        return CancelResult.ALREADY_FINISHED if exists else CancelResult.NOT_FOUND
+
+    def retry(self, job_id: str, tenant: str | None = None) -> bool:
+        return self.replay(ReplaySelector(ids=(job_id,), tenant=tenant)) == 1
+
+    def replay(self, selector: ReplaySelector) -> int:
+        clauses: list[sql.Composable] = []
+        params: dict[str, Any] = {}
+        if selector.ids:
+            clauses.append(sql.SQL("id = ANY(%(ids)s::text[])"))
+            clauses.append(sql.SQL("state IN ('failed', 'cancelled')"))
+            params["ids"] = list(selector.ids)
+        else:
+            clauses.append(sql.SQL("state = 'failed'"))
+            if selector.kind is not None:
+                clauses.append(sql.SQL("kind = %(kind)s::text"))
+                params["kind"] = selector.kind
+            if selector.error_prefix is not None:
+                clauses.append(sql.SQL("starts_with(error, %(error_prefix)s::text)"))
+                params["error_prefix"] = selector.error_prefix
+            if selector.since is not None:
+                clauses.append(sql.SQL("finished_at >= %(since)s::timestamptz"))
+                params["since"] = _utc(selector.since)
+        if selector.tenant is not None:
+            clauses.append(sql.SQL("tenant = %(tenant)s::text"))
+            params["tenant"] = selector.tenant
+        query = sql.SQL(Q["replay"]).format(where=_conjunction(clauses))
+        with self._conn() as conn:
+            return len(conn.execute(query, params).fetchall())
+
+    def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
+        with self._conn() as conn:
+            cursor = conn.execute(
+                Q["prune"], {"age": timedelta(seconds=older_than_seconds), "now": _utc(now)}
+            )
+            return cursor.rowcount
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        wanted = set(queues)
+        conn = self._listener(timeout)
+        if conn is None:
+            # LISTEN is not possible (server down, a pooler that drops it): poll.
+            time.sleep(max(0.0, deadline - time.monotonic()))
+            return
+        try:
+            # Notifications that arrived while this thread was busy come first:
+            # drain them all, so a burst of enqueues wakes the worker once, not
+            # once per job on every later call.
+            if any(n.payload in wanted for n in conn.notifies(timeout=0)):
+                return
+            remaining = deadline - time.monotonic()
+            if remaining > 0:
+                for n in conn.notifies(timeout=remaining):
+                    if n.payload in wanted:
+                        return
+        except psycopg.Error:
+            # The server went away: forget this connection (the next call
+            # reconnects) and wait out the rest, as a poll would.
+            self._drop_listener(conn)
+            time.sleep(max(0.0, deadline - time.monotonic()))
+
+    def _listener(self, timeout: float) -> psycopg.Connection[Any] | None:
+        """This thread's LISTENing connection, made on first use."""
+        conn: psycopg.Connection[Any] | None = getattr(self._listeners, "conn", None)
+        if conn is not None and not conn.closed:
+            return conn
+        try:
+            # libpq counts whole seconds, at least 2.
+            limit = max(2, min(5, round(timeout)))
+            conn = psycopg.Connection.connect(self.url, autocommit=True, connect_timeout=limit)
+        except psycopg.Error:
+            return None
+        try:
+            conn.execute(Q["listen"])
+        except psycopg.Error:
+            conn.close()
+            return None
+        self._listeners.conn = conn
+        with self._lock:
+            self._all_listeners.append(conn)
+        return conn
+
+    def _drop_listener(self, conn: psycopg.Connection[Any]) -> None:
+        self._listeners.conn = None
+        with self._lock:
+            if conn in self._all_listeners:
+                self._all_listeners.remove(conn)
+        conn.close()
+
+    # The HTTP API
+
+    def get_many(self, job_ids: Sequence[str]) -> list[Job]:
+        if not job_ids:
+            return []
+        with self._conn() as conn:
+            rows = conn.execute(Q["get_many"], {"ids": list(job_ids)}).fetchall()
+        return [_job(r) for r in rows]
+
+    def attempt_stats(
+        self, bounds: Sequence[float], tenant: str | None = None
+    ) -> list[AttemptStats]:
+        params = {"bounds": [float(b) for b in bounds], "tenant": tenant}
+        with self._conn() as conn:
+            rows = conn.cursor(row_factory=tuple_row).execute(Q["attempt_stats"], params)
+            return _attempt_stats(rows.fetchall(), len(bounds))
+
+    def create_api_key(self, key: NewApiKey) -> ApiKey:
+        params = {
+            "id": key.id,
+            "name": key.name,
+            "tenant": key.tenant,
+            "scopes": " ".join(key.scopes),
+            "key_hash": key.key_hash,
+        }
+        with self._conn() as conn:
+            return _api_key(conn.execute(Q["create_api_key"], params).fetchone())
+
+    def find_api_key(self, key_hash: str) -> ApiKey | None:
+        with self._conn() as conn:
+            row = conn.execute(Q["find_api_key"], {"key_hash": key_hash}).fetchone()
+        return None if row is None else _api_key(row)
+
+    def list_api_keys(self, include_revoked: bool = False) -> list[ApiKey]:
+        with self._conn() as conn:
+            rows = conn.execute(Q["list_api_keys"], {"include_revoked": include_revoked})
+            return [_api_key(r) for r in rows]
+
+    def revoke_api_key(self, key_id: str) -> bool:
+        with self._conn() as conn:
+            return conn.execute(Q["revoke_api_key"], {"id": key_id}).rowcount == 1
+
+
+def _check_connection(conn: Connection) -> None:
+    """Raise if a pooled connection is dead, so the pool replaces it.
+
+    An idle connection has nothing to read unless the server has spoken: a
+    server that shuts down or terminates the backend sends an error and closes
+    the socket. So a socket with nothing to read is taken as alive (no round
+    trip on the hot path), and one with something to read is checked with an
+    empty query. A silently vanished server is not caught here; the call then
+    fails with StoreError and the pool discards the connection.
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        ConnectionPool.check_connection(conn)
+
+
+def _scalar(cursor: psycopg.Cursor[dict[str, Any]]) -> Any:
+    row = cursor.fetchone()
+    return None if row is None else next(iter(row.values()))
+
+
+def _conjunction(clauses: list[sql.Composable]) -> sql.Composable:
+    return sql.SQL(" AND ").join(clauses) if clauses else sql.SQL("true")
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat() if value.tzinfo else value.isoformat() + "+00:00"
+
+
+def _api_key(r: dict[str, Any] | None) -> ApiKey:
+    assert r is not None
+    return ApiKey(
+        id=r["id"],
+        name=r["name"],
+        tenant=r["tenant"],
+        scopes=tuple(r["scopes"].split()),
+        created_at=r["created_at"].astimezone(UTC),
+        revoked_at=_utc(r["revoked_at"]),
+    )
+
+
+def _job(r: dict[str, Any]) -> Job:
+    return Job(
+        id=r["id"],
+        kind=r["kind"],
+        queue=r["queue"],
+        priority=r["priority"],
+        payload=r["payload"],
+        state=State(r["state"]),
+        attempts=r["attempts"],
+        max_attempts=r["max_attempts"],
+        run_at=r["run_at"].astimezone(UTC),
+        created_at=r["created_at"].astimezone(UTC),
+        updated_at=r["updated_at"].astimezone(UTC),
+        tenant=r["tenant"],
+        idempotency_key=r["idempotency_key"],
+        lease_expires_at=_utc(r["lease_expires_at"]),
+        worker=r["worker"],
+        progress=Progress(r["progress_done"], r["progress_total"]),
+        checkpoint=r["checkpoint"],
+        result=r["result"],
+        result_external=r["result_external"],
+        error=r["error"],
+        cancel_requested=r["cancel_requested"],
+        started_at=_utc(r["started_at"]),
+        finished_at=_utc(r["finished_at"]),
+        stale=bool(r["stale"]),
+    )

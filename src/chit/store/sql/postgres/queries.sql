@@ -1,0 +1,433 @@
+-- PostgreSQL queries: the same names, in the same order, as sql/sqlite/queries.sql.
+--
+-- The clock is `coalesce(%(now)s::timestamptz, now())`: the database's, unless a
+-- test passes a time. now() is the transaction's start, stable for the whole
+-- transaction, so one statement sees one instant, and it errs on the safe side:
+-- a lease computed from it ends a little early, a rescue compared with it runs a
+-- little late. Lease and retry delays arrive as intervals.
+--
+-- Where SQLite needs two statements PostgreSQL does it in one with a
+-- data-modifying CTE, so some SQLite names have no twin here:
+--   has_due          not needed: a claim with SKIP LOCKED never waits on a lock
+--   open_attempt     inside `claim`
+--   close_attempt    inside `succeed`, `fail`, `release` and `mark_cancelled`
+--   expire_attempts  inside `rescue_expired`
+--   data_version     replaced by LISTEN (`listen`); the NOTIFY is sent by the
+--                    trigger in migration 001 whenever a statement leaves jobs queued
+-- Batches arrive as one jsonb array read with jsonb_to_recordset.
+--
+-- Lock order: statements that update several running jobs lock them in id order
+-- first (`locked` CTEs, `lock_jobs`), so a heartbeat and a batch of outcomes from
+-- the same worker cannot deadlock; rescue and prune SKIP LOCKED rows and never wait.
+
+-- name: migrations_table_exists
+SELECT to_regclass('chit_schema_migrations') IS NOT NULL
+
+-- name: schema_version
+SELECT coalesce(max(version), 0) FROM chit_schema_migrations
+
+-- name: migration_lock
+-- Held until the migrating transaction ends: a second migrator waits, then finds
+-- the work done. The key is arbitrary but fixed: 'chit' in ASCII.
+SELECT pg_advisory_xact_lock(1667787124)
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS chit_schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+
+-- name: record_migration
+INSERT INTO chit_schema_migrations (version, name) VALUES (%(version)s, %(name)s)
+
+-- name: enqueue
+-- A whole batch in one statement. ORDER BY n: with two jobs sharing an
+-- idempotency key in one batch, the first one is inserted.
+INSERT INTO chit_jobs (
+    id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
+    max_attempts, run_at, created_at, updated_at
+)
+SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key,
+       j.request_hash, j.max_attempts,
+       coalesce(j.run_at, coalesce(%(now)s::timestamptz, now())),
+       coalesce(%(now)s::timestamptz, now()),
+       coalesce(%(now)s::timestamptz, now())
+FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(
+    n integer, id text, kind text, queue text, priority integer, payload jsonb, tenant text,
+    idempotency_key text, request_hash text, max_attempts integer, run_at timestamptz
+)
+ORDER BY j.n
+ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING id
+
+-- name: find_by_idempotency_key
+SELECT tenant, idempotency_key, id, request_hash FROM chit_jobs
+WHERE (tenant, idempotency_key) IN (
+    SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[])
+)
+
+-- name: claim
+-- One statement: pick (skipping rows another claimer holds), move to running,
+-- open the attempt records.
+WITH due AS (
+    SELECT id FROM chit_jobs
+    WHERE state = 'queued' AND queue = %(queue)s::text
+      AND run_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY priority, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE chit_jobs AS j
+    SET state = 'running',
+        attempts = j.attempts + 1,
+        lease_token = gen_random_uuid()::text,
+        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+        worker = %(worker)s::text,
+        started_at = coalesce(j.started_at, coalesce(%(now)s::timestamptz, now())),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM due
+    WHERE j.id = due.id
+    RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
+              j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total
+), opened AS (
+    INSERT INTO chit_attempts (job_id, attempt, worker, started_at)
+    SELECT id, attempts, %(worker)s::text, coalesce(%(now)s::timestamptz, now()) FROM claimed
+)
+SELECT * FROM claimed ORDER BY priority, run_at, id
+
+-- name: heartbeat
+WITH b AS (
+    SELECT * FROM jsonb_to_recordset(%(beats)s::jsonb)
+        AS b(id text, token text, p boolean, done bigint, total bigint)
+), locked AS (
+    SELECT j.id FROM chit_jobs AS j JOIN b ON j.id = b.id AND j.lease_token = b.token
+    WHERE j.state = 'running'
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE chit_jobs AS j
+SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    updated_at = coalesce(%(now)s::timestamptz, now()),
+    progress_done = CASE WHEN b.p THEN b.done ELSE j.progress_done END,
+    progress_total = CASE WHEN b.p THEN b.total ELSE j.progress_total END
+FROM locked, b
+WHERE j.id = locked.id AND j.id = b.id AND j.lease_token = b.token AND j.state = 'running'
+RETURNING j.id, j.cancel_requested
+
+-- name: checkpoint
+UPDATE chit_jobs
+SET checkpoint = %(checkpoint)s::jsonb,
+    progress_done = CASE WHEN %(has_progress)s::boolean THEN %(done)s::bigint
+                         ELSE progress_done END,
+    progress_total = CASE WHEN %(has_progress)s::boolean THEN %(total)s::bigint
+                          ELSE progress_total END,
+    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+WHERE id = %(id)s::text AND lease_token = %(token)s::text AND state = 'running'
+
+-- name: lock_jobs
+-- Before a batch of outcomes of several kinds: take every row lock in id order.
+SELECT id FROM chit_jobs WHERE id = ANY(%(ids)s::text[]) ORDER BY id FOR UPDATE
+
+-- name: succeed
+-- Items: {id, token, result (null when external), external}.
+WITH o AS (
+    SELECT * FROM jsonb_to_recordset(%(items)s::jsonb)
+        AS o(id text, token text, result jsonb, external boolean)
+), locked AS (
+    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
+    WHERE j.state = 'running'
+    ORDER BY j.id
+    FOR UPDATE OF j
+), done AS (
+    UPDATE chit_jobs AS j
+    SET state = 'succeeded', result = o.result, result_external = o.external,
+        lease_token = NULL, lease_expires_at = NULL, error = NULL,
+        finished_at = coalesce(%(now)s::timestamptz, now()),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM locked, o
+    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+    RETURNING j.id
+), closed AS (
+    UPDATE chit_attempts AS a
+    SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'succeeded', error = NULL
+    FROM done
+    WHERE a.job_id = done.id AND a.finished_at IS NULL
+)
+SELECT id FROM done
+
+-- name: store_result
+INSERT INTO chit_results (job_id, result)
+SELECT r.id, r.result FROM jsonb_to_recordset(%(items)s::jsonb) AS r(id text, result jsonb)
+ON CONFLICT (job_id) DO UPDATE SET result = excluded.result
+
+-- name: fail
+-- Items: {id, token, error, retry (seconds, or null to fail for good)}.
+WITH o AS (
+    SELECT * FROM jsonb_to_recordset(%(items)s::jsonb)
+        AS o(id text, token text, error text, retry float8)
+), locked AS (
+    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
+    WHERE j.state = 'running'
+    ORDER BY j.id
+    FOR UPDATE OF j
+), done AS (
+    UPDATE chit_jobs AS j
+    SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                     WHEN o.retry IS NULL THEN 'failed' ELSE 'queued' END,
+        run_at = CASE WHEN o.retry IS NULL OR j.cancel_requested THEN j.run_at
+                      ELSE coalesce(%(now)s::timestamptz, now())
+                           + make_interval(secs => o.retry) END,
+        finished_at = CASE WHEN o.retry IS NULL OR j.cancel_requested
+                           THEN coalesce(%(now)s::timestamptz, now()) END,
+        error = o.error, lease_token = NULL, lease_expires_at = NULL,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM locked, o
+    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+    RETURNING j.id, j.state, o.error
+), closed AS (
+    UPDATE chit_attempts AS a
+    SET finished_at = coalesce(%(now)s::timestamptz, now()),
+        outcome = CASE done.state WHEN 'queued' THEN 'retried'
+                                  WHEN 'failed' THEN 'failed' ELSE 'cancelled' END,
+        error = done.error
+    FROM done
+    WHERE a.job_id = done.id AND a.finished_at IS NULL
+)
+SELECT id, state FROM done
+
+-- name: release
+-- Items: {id, token}. The attempt is handed back, not used up.
+WITH o AS (
+    SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS o(id text, token text)
+), locked AS (
+    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
+    WHERE j.state = 'running'
+    ORDER BY j.id
+    FOR UPDATE OF j
+), done AS (
+    UPDATE chit_jobs AS j
+    SET state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
+        attempts = j.attempts - 1,
+        run_at = coalesce(%(now)s::timestamptz, now()),
+        finished_at = CASE WHEN j.cancel_requested THEN coalesce(%(now)s::timestamptz, now()) END,
+        lease_token = NULL, lease_expires_at = NULL,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM locked, o
+    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+    RETURNING j.id, j.state
+), closed AS (
+    UPDATE chit_attempts AS a
+    SET finished_at = coalesce(%(now)s::timestamptz, now()),
+        outcome = CASE done.state WHEN 'cancelled' THEN 'cancelled' ELSE 'released' END,
+        error = NULL
+    FROM done
+    WHERE a.job_id = done.id AND a.finished_at IS NULL
+)
+SELECT id, state FROM done
+
+-- name: mark_cancelled
+-- Items: {id, token}.
+WITH o AS (
+    SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS o(id text, token text)
+), locked AS (
+    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
+    WHERE j.state = 'running'
+    ORDER BY j.id
+    FOR UPDATE OF j
+), done AS (
+    UPDATE chit_jobs AS j
+    SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
+        finished_at = coalesce(%(now)s::timestamptz, now()),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM locked, o
+    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+    RETURNING j.id
+), closed AS (
+    UPDATE chit_attempts AS a
+    SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'cancelled', error = NULL
+    FROM done
+    WHERE a.job_id = done.id AND a.finished_at IS NULL
+)
+SELECT id FROM done
+
+-- name: rescue_expired
+-- SKIP LOCKED: a row being heartbeated right now is not expired for long, and two
+-- workers rescuing at once split the work instead of waiting on each other.
+WITH expired AS (
+    SELECT id FROM chit_jobs
+    WHERE state = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, now())
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
+), rescued AS (
+    UPDATE chit_jobs AS j
+    SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                     WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN j.cancel_requested THEN j.error
+                     ELSE 'worker lost: lease expired after ' || j.attempts || ' attempts' END,
+        finished_at = CASE WHEN j.cancel_requested OR j.attempts >= j.max_attempts
+                           THEN coalesce(%(now)s::timestamptz, now()) END,
+        run_at = coalesce(%(now)s::timestamptz, now()),
+        lease_token = NULL, lease_expires_at = NULL,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM expired
+    WHERE j.id = expired.id
+    RETURNING j.id, j.state
+), closed AS (
+    UPDATE chit_attempts AS a
+    SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',
+        error = 'lease expired: worker lost'
+    FROM rescued
+    WHERE a.job_id = rescued.id AND a.finished_at IS NULL
+)
+SELECT state FROM rescued
+
+-- name: get
+SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at,
+       created_at, updated_at, tenant, idempotency_key, lease_expires_at, worker,
+       progress_done, progress_total, checkpoint, result, result_external, error,
+       cancel_requested, started_at, finished_at,
+       state = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, now()) AS stale
+FROM chit_jobs
+WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+
+-- name: list
+-- The WHERE clause is built from the filters actually given (PostgresStore.list),
+-- so the planner sees plain conditions and picks the index that fits.
+SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at,
+       created_at, updated_at, tenant, idempotency_key, lease_expires_at, worker,
+       progress_done, progress_total, checkpoint, result, result_external, error,
+       cancel_requested, started_at, finished_at,
+       state = 'running' AND lease_expires_at < now() AS stale
+FROM chit_jobs
+WHERE {where}
+ORDER BY id DESC
+LIMIT %(limit)s
+
+-- name: get_result
+SELECT j.result_external, j.result, r.result AS external_result
+FROM chit_jobs AS j LEFT JOIN chit_results AS r ON r.job_id = j.id
+WHERE j.id = %(id)s::text AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
+
+-- name: attempts
+SELECT job_id, attempt, worker, started_at, finished_at, outcome, error
+FROM chit_attempts WHERE job_id = %(id)s::text ORDER BY seq
+
+-- name: cancel
+UPDATE chit_jobs
+SET state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
+    cancel_requested = true,
+    finished_at = CASE WHEN state = 'queued'
+                       THEN coalesce(%(now)s::timestamptz, now()) ELSE finished_at END,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND state IN ('queued', 'running')
+RETURNING state
+
+-- name: job_state
+SELECT state FROM chit_jobs
+WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+
+-- name: failures
+SELECT kind, split_part(error, E'\n', 1) AS first_line, count(*) AS n,
+       min(finished_at) AS first_seen, max(finished_at) AS last_seen, max(id) AS latest_id
+FROM chit_jobs
+WHERE state = 'failed' AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+GROUP BY kind, first_line
+ORDER BY n DESC, max(finished_at) DESC
+
+-- name: stats_by_state_kind
+SELECT state, kind, count(*) FROM chit_jobs
+WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s::text
+GROUP BY state, kind
+
+-- name: stats_last_hour
+SELECT state, count(*) FROM chit_jobs
+WHERE finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+GROUP BY state
+
+-- name: stats_queue_lag
+SELECT extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - min(run_at))::float8
+FROM chit_jobs
+WHERE state = 'queued' AND run_at <= coalesce(%(now)s::timestamptz, now())
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+
+-- name: stats_stale
+SELECT count(*) FROM chit_jobs
+WHERE state = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, now())
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+
+-- name: prune
+-- Attempts and stored results go with their job (ON DELETE CASCADE).
+DELETE FROM chit_jobs
+WHERE id IN (
+    SELECT id FROM chit_jobs
+    WHERE finished_at < coalesce(%(now)s::timestamptz, now()) - %(age)s::interval
+      AND state IN ('succeeded', 'failed', 'cancelled')
+    FOR UPDATE SKIP LOCKED
+)
+
+-- name: replay
+-- The WHERE clause is built from the selector (PostgresStore.replay): by ids it
+-- is `id = ANY(...)` and uses the primary key.
+UPDATE chit_jobs
+SET state = 'queued', attempts = 0, run_at = now(),
+    error = NULL, result = NULL, result_external = false, checkpoint = NULL,
+    progress_done = NULL, progress_total = NULL, cancel_requested = false,
+    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    updated_at = now()
+WHERE {where}
+RETURNING id
+
+-- name: listen
+LISTEN chit_jobs
+
+-- The HTTP API
+
+-- name: get_many
+SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at,
+       created_at, updated_at, tenant, idempotency_key, lease_expires_at, worker,
+       progress_done, progress_total, checkpoint, result, result_external, error,
+       cancel_requested, started_at, finished_at,
+       state = 'running' AND lease_expires_at < now() AS stale
+FROM chit_jobs
+WHERE id = ANY(%(ids)s::text[])
+
+-- name: attempt_stats
+-- bucket: how many bounds lie below the duration, so the first bound it fits
+-- under (Prometheus `le`); NULL for attempts still running.
+SELECT kind, outcome, bucket, count(*), coalesce(sum(seconds), 0.0)
+FROM (
+    SELECT kind, outcome, seconds,
+           CASE WHEN seconds IS NOT NULL
+                THEN (SELECT count(*) FROM unnest(%(bounds)s::float8[]) AS b WHERE b < seconds)
+           END AS bucket
+    FROM (
+        SELECT j.kind, t.outcome,
+               extract(epoch FROM t.finished_at - t.started_at)::float8 AS seconds
+        FROM chit_attempts AS t JOIN chit_jobs AS j ON j.id = t.job_id
+        WHERE %(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text
+    ) AS timed
+) AS bucketed
+GROUP BY kind, outcome, bucket
+
+-- name: create_api_key
+INSERT INTO chit_api_keys (id, name, tenant, scopes, key_hash, created_at)
+VALUES (%(id)s::text, %(name)s::text, %(tenant)s::text, %(scopes)s::text, %(key_hash)s::text,
+        clock_timestamp())
+RETURNING id, name, tenant, scopes, created_at, revoked_at
+
+-- name: find_api_key
+SELECT id, name, tenant, scopes, created_at, revoked_at FROM chit_api_keys
+WHERE key_hash = %(key_hash)s::text AND revoked_at IS NULL
+
+-- name: list_api_keys
+SELECT id, name, tenant, scopes, created_at, revoked_at FROM chit_api_keys
+WHERE %(include_revoked)s::boolean OR revoked_at IS NULL
+ORDER BY created_at, id
+
+-- name: revoke_api_key
+UPDATE chit_api_keys SET revoked_at = now()
+WHERE id = %(id)s::text AND revoked_at IS NULL
