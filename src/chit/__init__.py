@@ -6,6 +6,7 @@ queue = chit.Queue()
 def sales_report(job: chit.JobContext, body: ReportRequest) -> dict: ...
 """
 
+from chit.client import AsyncClient, Client
 from chit.context import JobContext
 from chit.errors import (
     ChitError,
@@ -26,7 +27,9 @@ from chit.settings import Settings
 from chit.worker import Worker
 
 __all__ = [
+    "AsyncClient",
     "ChitError",
+    "Client",
     "ConfigError",
     "IdempotencyConflict",
     "InvalidPayload",

@@ -1,0 +1,103 @@
+"""The FastAPI application: `create_app(queue)` for `chit serve`, and
+`create_router(queue)` for applications that mount chit's routes on their own
+app. Either way a lifespan opens the store, starts the event poller and puts
+everything the routes need on `app.state.chit`; nothing lives in module globals.
+
+The API server never runs jobs: workers are separate processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter, FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+
+from chit.api import routes
+from chit.api.auth import KEY_CACHE_SECONDS, Authenticator, parse_env_keys
+from chit.api.errors import answer_exception
+from chit.api.events import POLL_INTERVAL, EventHub
+from chit.queue import Queue
+from chit.settings import Settings
+from chit.store import Store
+
+DESCRIPTION = """Durable background jobs over HTTP.
+
+`POST /jobs` answers `202` with a job id and `Location` at once; poll
+`GET /jobs/{id}` (it says when with `Retry-After`) or listen to
+`GET /jobs/{id}/events`. Send `Authorization: Bearer KEY` when keys are configured.
+"""
+
+
+@dataclass
+class ApiState:
+    queue: Queue
+    settings: Settings
+    store: Store
+    auth: Authenticator
+    hub: EventHub
+
+
+def lifespan(
+    queue: Queue,
+    *,
+    settings: Settings | None = None,
+    allow_open: bool = True,
+    event_interval: float = POLL_INTERVAL,
+    key_cache_seconds: float = KEY_CACHE_SECONDS,
+) -> Callable[[Any], AbstractAsyncContextManager[None]]:
+    """Opens (and migrates) the store, starts the event poller, sets `app.state.chit`.
+
+    `settings` default to the queue's. `allow_open=False` refuses every request
+    while no API key exists, instead of letting everyone in (`chit serve` sets it
+    when listening beyond loopback)."""
+    settings = settings or queue.settings
+    env_keys = parse_env_keys(settings.api_keys)
+
+    @asynccontextmanager
+    async def run(app: Any) -> AsyncIterator[None]:
+        store = await anyio.to_thread.run_sync(lambda: queue.store)
+        state = ApiState(
+            queue=queue,
+            settings=settings,
+            store=store,
+            auth=Authenticator(store, env_keys, key_cache_seconds, allow_open=allow_open),
+            hub=EventHub(store, event_interval),
+        )
+        await state.hub.start()
+        app.state.chit = state
+        try:
+            yield
+        finally:
+            await state.hub.stop()
+
+    return run
+
+
+def create_router(queue: Queue, **options: Any) -> APIRouter:
+    """chit's routes with their lifespan, to include in an application's own app:
+    `app.include_router(create_router(queue), prefix="/chit")`."""
+    router = APIRouter(lifespan=lifespan(queue, **options))
+    router.include_router(routes.router)
+    return router
+
+
+def create_app(queue: Queue, **options: Any) -> FastAPI:
+    """The API as its own app (what `chit serve` runs)."""
+    app = FastAPI(
+        title="chit",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan(queue, **options),
+    )
+    app.include_router(routes.router)
+    # Routing's own 404/405 and anything unexpected answer JSON like the routes do.
+    app.add_exception_handler(HTTPException, answer_exception)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, answer_exception)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, answer_exception)
+    return app

@@ -1,0 +1,173 @@
+"""Every error the API answers is JSON: `{"error": code, "message": ..., "details": ...}`.
+
+chit's exceptions map to statuses here, in one table. `ChitRoute` applies the
+mapping inside each route, so the routes answer the same way when an
+application mounts them on its own FastAPI app, whatever handlers it has.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any
+
+import pydantic
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from chit.api.schemas import ErrorOut
+from chit.errors import (
+    ChitError,
+    IdempotencyConflict,
+    InvalidPayload,
+    InvalidRequest,
+    InvalidTransition,
+    JobNotFound,
+    PayloadTooLarge,
+    StoreError,
+    UnknownKind,
+)
+
+log = logging.getLogger("chit.api")
+
+# Seconds a client should wait before retrying when the database is away.
+STORE_RETRY_AFTER = 5
+
+
+class ApiError(Exception):
+    """An answer other than success, raised anywhere in a route."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.headers = dict(headers or {})
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    return {"error": code, "message": message, "details": details}
+
+
+def to_api_error(exc: Exception) -> ApiError | None:
+    """The answer for an exception, or None for a bug (answered 500)."""
+    match exc:
+        case ApiError():
+            return exc
+        case UnknownKind():
+            return ApiError(422, "unknown_kind", str(exc), {"known_kinds": exc.known})
+        case InvalidPayload():
+            return ApiError(422, "invalid_payload", str(exc), exc.errors)
+        case PayloadTooLarge():
+            return ApiError(413, "payload_too_large", str(exc))
+        case InvalidRequest():
+            return ApiError(422, "invalid_request", str(exc))
+        case IdempotencyConflict():
+            message = f"{exc}; use a new key for a new request"
+            return ApiError(422, "idempotency_conflict", message, {"job_id": exc.job_id})
+        case JobNotFound():
+            return ApiError(404, "job_not_found", str(exc))
+        case InvalidTransition():
+            return ApiError(409, "invalid_transition", str(exc))
+        case StoreError():
+            return ApiError(
+                503,
+                "store_unavailable",
+                f"the job database cannot be used right now ({exc}); try again shortly",
+                headers={"Retry-After": str(STORE_RETRY_AFTER)},
+            )
+        case ChitError():
+            return ApiError(400, "bad_request", str(exc))
+        case RequestValidationError():
+            return _invalid(exc.errors())
+        case pydantic.ValidationError():
+            return _invalid(exc.errors(include_url=False, include_input=False))
+        case HTTPException():
+            return ApiError(exc.status_code, _code(exc.status_code), str(exc.detail), None)
+    return None
+
+
+def _invalid(errors: Sequence[Any]) -> ApiError:
+    details = [
+        {"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg"), "type": e.get("type")}
+        for e in errors
+    ]
+    fields = "; ".join(f"{'.'.join(d['loc']) or 'body'}: {d['msg']}" for d in details)
+    return ApiError(422, "invalid_request", f"invalid request: {fields}", details)
+
+
+def error_response(exc: ApiError) -> JSONResponse:
+    return JSONResponse(
+        error_body(exc.code, exc.message, exc.details), exc.status, headers=exc.headers
+    )
+
+
+def answer_exception(request: Request, exc: Exception) -> Response:
+    """For app-level handlers: 404 and 405 from routing, and anything unexpected."""
+    api_error = to_api_error(exc)
+    if api_error is None:
+        log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
+        api_error = ApiError(
+            500, "internal_error", "internal error: the server log has the details"
+        )
+    return error_response(api_error)
+
+
+class ChitRoute(APIRoute):
+    """Answers chit's exceptions (and parameter validation) as JSON errors."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Exception as exc:
+                return answer_exception(request, exc)
+
+        return guarded
+
+
+def _code(status: int) -> str:
+    return {
+        400: "bad_request",
+        401: "unauthorized",
+        403: "forbidden",
+        404: "not_found",
+        405: "method_not_allowed",
+        413: "body_too_large",
+        415: "unsupported_media_type",
+        422: "invalid_request",
+    }.get(status, f"http_{status}")
+
+
+_DESCRIPTIONS = {
+    400: "the body is not valid UTF-8 JSON, or is nested too deeply",
+    401: "no API key, or one that is not recognised",
+    403: "the key lacks the scope this route needs",
+    404: "no such job (or another tenant's)",
+    409: "the job is not in a state that allows this",
+    413: "the body (CHIT_MAX_BODY_BYTES) or the payload is too large",
+    415: "the body is not JSON",
+    422: "invalid request: the message says which field",
+    503: "the job database cannot be used right now; retry after Retry-After",
+}
+
+
+def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for these error statuses, plus those every route can give."""
+    return {
+        status: {"model": ErrorOut, "description": _DESCRIPTIONS[status]}
+        for status in sorted({401, 403, 422, 503, *statuses})
+    }

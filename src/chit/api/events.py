@@ -1,0 +1,211 @@
+"""Server-Sent Events for jobs, fed by one poller per process.
+
+Each `GET /jobs/{id}/events` registers a `Watch` with the process's `EventHub`.
+The hub reads every watched job with one `Store.get_many` call per tick
+(`interval`, 0.5 s by default), however many listeners there are, and hands each
+watch the latest snapshot; a watch wakes its stream only when what a client
+sees changed (state, attempts, progress, staleness, a cancel request), so lease
+renewals that change nothing visible send nothing.
+
+Event ids are a digest of that visible status. A client reconnecting with
+`Last-Event-ID` gets the current status only if it differs from the last one it
+saw, and a `204` (telling EventSource to stop reconnecting) when that last one
+was already terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import anyio.to_thread
+
+from chit.errors import StoreError
+from chit.jobs import Job
+from chit.store import Store
+
+log = logging.getLogger("chit.api")
+
+POLL_INTERVAL = 0.5
+KEEPALIVE_SECONDS = 15.0
+# Tells EventSource how long to wait before reconnecting, in milliseconds.
+RECONNECT_MS = 2000
+
+
+def version(job: Job) -> str:
+    """What a listener sees of a job, as a short digest: the SSE event id."""
+    seen = (
+        job.state.value,
+        job.attempts,
+        job.progress.done,
+        job.progress.total,
+        job.stale,
+        job.cancel_requested,
+        job.error is not None,
+    )
+    return hashlib.blake2b(repr(seen).encode(), digest_size=8).hexdigest()
+
+
+def kind_of_change(before: Job | None, after: Job) -> str:
+    """`state` for anything but a pure progress step, which is `progress`."""
+    if before is None:
+        return "state"
+    same = (
+        before.state == after.state
+        and before.attempts == after.attempts
+        and before.stale == after.stale
+        and before.cancel_requested == after.cancel_requested
+    )
+    return "progress" if same else "state"
+
+
+class Watch:
+    """One listener's view of one job: the latest snapshot the hub saw."""
+
+    def __init__(self, job_id: str, seen: str | None) -> None:
+        self.job_id = job_id
+        self.seen = seen
+        self.latest: Job | None = None
+        self.gone = False
+        self.closed = False
+        self._changed = asyncio.Event()
+
+    def offer(self, job: Job | None) -> None:
+        if job is None:
+            self.gone = True
+            self._changed.set()
+        elif version(job) != self.seen:
+            self.latest = job
+            self._changed.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._changed.set()
+
+    async def changed(self, timeout: float) -> bool:
+        """Wait for a new snapshot (or the end); False on timeout."""
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._changed.clear()
+        return True
+
+
+class EventHub:
+    """The process's single poller for every watched job."""
+
+    def __init__(self, store: Store, interval: float = POLL_INTERVAL) -> None:
+        self.store = store
+        self.interval = interval
+        self._watches: dict[str, set[Watch]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.polls = 0
+
+    @property
+    def listeners(self) -> int:
+        return sum(len(w) for w in self._watches.values())
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="chit-event-hub")
+
+    async def stop(self) -> None:
+        for watches in list(self._watches.values()):
+            for watch in list(watches):
+                watch.close()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    @contextlib.contextmanager
+    def watch(self, job_id: str, seen: str | None = None) -> Iterator[Watch]:
+        w = Watch(job_id, seen)
+        self._watches.setdefault(job_id, set()).add(w)
+        self._wake.set()
+        try:
+            yield w
+        finally:
+            watches = self._watches.get(job_id)
+            if watches is not None:
+                watches.discard(w)
+                if not watches:
+                    del self._watches[job_id]
+
+    async def poll_once(self) -> int:
+        """One store call for every watched job; returns how many were read."""
+        ids = list(self._watches)
+        if not ids:
+            return 0
+        jobs = await anyio.to_thread.run_sync(self.store.get_many, ids)
+        self.polls += 1
+        found = {job.id: job for job in jobs}
+        for job_id in ids:
+            for w in list(self._watches.get(job_id, ())):
+                w.offer(found.get(job_id))
+        return len(jobs)
+
+    async def _run(self) -> None:
+        delay = self.interval
+        while True:
+            if not self._watches:
+                self._wake.clear()
+                await self._wake.wait()
+            try:
+                await self.poll_once()
+                delay = self.interval
+            except StoreError as e:
+                delay = min(delay * 2, 10.0)
+                log.warning("event poller: store unavailable, retrying in %.1fs: %s", delay, e)
+            except Exception:
+                delay = min(delay * 2, 10.0)
+                log.exception("event poller error; continuing")
+            await asyncio.sleep(delay)
+
+
+def sse(event: str, data: str, event_id: str | None = None) -> bytes:
+    lines = []
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append(f"event: {event}")
+    lines.extend(f"data: {line}" for line in data.splitlines() or [""])
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+async def stream(
+    watch: Watch,
+    first: Job,
+    render: Callable[[Job], str],
+    send_first: bool,
+    keepalive: float = KEEPALIVE_SECONDS,
+) -> AsyncIterator[bytes]:
+    """The event stream for one listener: the current status (unless the client
+    already has it), then one event per visible change, ending after a terminal
+    state or when the job is deleted."""
+    yield f"retry: {RECONNECT_MS}\n\n".encode()
+    last = first
+    if send_first:
+        watch.seen = version(first)
+        yield sse("state", render(first), watch.seen)
+    if first.state.terminal:
+        return
+    while not watch.closed:
+        if not await watch.changed(keepalive):
+            yield b": keepalive\n\n"
+            continue
+        if watch.gone:
+            yield sse("gone", '{"message": "the job was deleted"}')
+            return
+        job = watch.latest
+        if job is None or version(job) == watch.seen:
+            continue
+        watch.seen = version(job)
+        yield sse(kind_of_change(last, job), render(job), watch.seen)
+        last = job
+        if job.state.terminal:
+            return

@@ -1,0 +1,117 @@
+"""`GET /metrics`: Prometheus text, derived from the database at scrape time.
+
+Workers are separate processes (often on other machines), so counting in this
+process would see nothing they do. Instead every figure is read from the job
+and attempt tables when scraped: jobs by state and kind, claims, completions,
+failures, attempt durations as a histogram, queue lag and stale leases. Each
+scrape builds a private `CollectorRegistry` (the global one is never touched),
+scoped to the caller's tenant.
+
+Pruning deletes jobs with their attempts, so the counters can go down; Prometheus
+treats that as a counter reset, which `rate()` and `increase()` handle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from chit.jobs import AttemptOutcome, State
+from chit.store import Store
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Seconds; from a quick handler to a half-hour report.
+DURATION_BOUNDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+# Attempts that ended in a failure of the handler or of its worker.
+FAILED_OUTCOMES = frozenset(
+    {AttemptOutcome.FAILED, AttemptOutcome.RETRIED, AttemptOutcome.LEASE_EXPIRED}
+)
+
+
+class StoreCollector(Collector):
+    def __init__(self, store: Store, tenant: str | None, listeners: int = 0) -> None:
+        self.store = store
+        self.tenant = tenant
+        self.listeners = listeners
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.store.stats(self.tenant)
+        jobs = GaugeMetricFamily("chit_jobs", "Jobs by state and kind", labels=["state", "kind"])
+        for kind, states in sorted(stats.by_kind.items()):
+            for state in State:
+                jobs.add_metric([state.value, kind], states.get(state.value, 0))
+        yield jobs
+        yield GaugeMetricFamily(
+            "chit_queue_lag_seconds",
+            "How long the oldest due queued job has waited",
+            value=stats.oldest_queued_age or 0.0,
+        )
+        yield GaugeMetricFamily(
+            "chit_stale_running_jobs",
+            "Running jobs whose lease expired (worker gone, not yet rescued)",
+            value=stats.stale_running,
+        )
+
+        claims = CounterMetricFamily("chit_claims", "Jobs claimed by workers", labels=["kind"])
+        completions = CounterMetricFamily(
+            "chit_completions", "Attempts that succeeded", labels=["kind"]
+        )
+        failures = CounterMetricFamily(
+            "chit_failures",
+            "Attempts that failed (retried, failed for good, or lease expired)",
+            labels=["kind"],
+        )
+        durations = HistogramMetricFamily(
+            "chit_attempt_duration_seconds",
+            "How long finished attempts ran, by outcome",
+            labels=["kind", "outcome"],
+        )
+        per_kind: dict[str, list[int]] = {}
+        for group in self.store.attempt_stats(DURATION_BOUNDS, self.tenant):
+            counts = per_kind.setdefault(group.kind, [0, 0, 0])
+            counts[0] += group.count
+            if group.outcome is AttemptOutcome.SUCCEEDED:
+                counts[1] += group.count
+            if group.outcome in FAILED_OUTCOMES:
+                counts[2] += group.count
+            if group.outcome is None:
+                continue
+            cumulative, buckets = 0, []
+            for bound, count in zip((*DURATION_BOUNDS, float("inf")), group.buckets, strict=True):
+                cumulative += count
+                buckets.append((_le(bound), cumulative))
+            durations.add_metric(
+                [group.kind, group.outcome.value], buckets, sum_value=group.duration_sum
+            )
+        for kind, (claimed, succeeded, failed) in sorted(per_kind.items()):
+            claims.add_metric([kind], claimed)
+            completions.add_metric([kind], succeeded)
+            failures.add_metric([kind], failed)
+        yield claims
+        yield completions
+        yield failures
+        yield durations
+        yield GaugeMetricFamily(
+            "chit_api_event_listeners",
+            "Server-Sent Event streams open on this API process",
+            value=self.listeners,
+        )
+
+
+def render(store: Store, tenant: str | None, listeners: int = 0) -> bytes:
+    """The metrics text (blocking: it queries the store)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(store, tenant, listeners))
+    return generate_latest(registry)
+
+
+def _le(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(bound)

@@ -1,0 +1,444 @@
+"""The HTTP routes, as an `APIRouter`. Each route reads its `ApiState` from
+`request.app.state.chit`, which the lifespan from `chit.api.app` sets; build
+the app with `create_app(queue)` or include `create_router(queue)` in yours."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import anyio.to_thread
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.security import HTTPBearer
+
+from chit.api import events, metrics
+from chit.api.auth import Principal, require_scope
+from chit.api.body import read_json
+from chit.api.errors import ApiError, ChitRoute, documented
+from chit.api.schemas import (
+    FailureGroupOut,
+    Failures,
+    Health,
+    JobList,
+    JobStatus,
+    Moment,
+    Ready,
+    Replayed,
+    ReplayRequest,
+    StatsOut,
+    SubmitJob,
+    Submitted,
+)
+from chit.errors import InvalidTransition, JobNotFound
+from chit.ids import is_job_id
+from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
+from chit.queue import JobRequest
+
+if TYPE_CHECKING:
+    from chit.api.app import ApiState
+
+T = TypeVar("T")
+
+# How soon to poll again a job that is running (or due and waiting for a worker).
+RUNNING_RETRY_AFTER = 1
+MAX_LIST_LIMIT = 500
+
+router = APIRouter(route_class=ChitRoute)
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="An API key from CHIT_API_KEYS or `chit keys create`",
+)
+
+
+def api_state(request: Request) -> ApiState:
+    state: ApiState | None = getattr(request.app.state, "chit", None)
+    if state is None:
+        raise RuntimeError(
+            "chit's API state is missing: build the app with chit.api.create_app(queue), "
+            "or include chit.api.create_router(queue) so that its lifespan runs"
+        )
+    return state
+
+
+async def blocking(fn: Callable[..., T], *args: Any) -> T:
+    """Run a store call on a worker thread, off the event loop."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args))
+
+
+def caller(scope: str) -> Callable[..., Any]:
+    async def authenticate(request: Request, _: Annotated[Any, Depends(_bearer)]) -> Principal:
+        auth = api_state(request).auth
+        header = request.headers.get("authorization")
+        principal = auth.cached(header)
+        if principal is None:
+            principal = await blocking(auth.authenticate, header)
+        require_scope(principal, scope)
+        return principal
+
+    return authenticate
+
+
+Submitter = Annotated[Principal, Depends(caller("submit"))]
+Reader = Annotated[Principal, Depends(caller("read"))]
+Admin = Annotated[Principal, Depends(caller("admin"))]
+
+
+# Submitting
+
+_SUBMIT_BODY = {
+    "required": True,
+    "content": {"application/json": {"schema": SubmitJob.model_json_schema()}},
+}
+
+
+@router.post(
+    "/jobs",
+    status_code=202,
+    response_model=Submitted,
+    summary="Submit a job",
+    responses={
+        200: {"model": Submitted, "description": "the Idempotency-Key matched this job"},
+        **documented(400, 413, 415),
+    },
+    openapi_extra={"requestBody": _SUBMIT_BODY},
+)
+async def submit_job(
+    request: Request,
+    principal: Submitter,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description="1 to 255 printable ASCII characters; the same key and body "
+            "answer the same job",
+        ),
+    ] = None,
+) -> Response:
+    """Answers 202 and `Location` at once; a worker runs the job later."""
+    state = api_state(request)
+    body = SubmitJob.model_validate(await read_json(request, state.settings.max_body_bytes))
+    job = JobRequest(
+        kind=body.kind,
+        payload=body.payload,
+        idempotency_key=idempotency_key,
+        run_at=body.run_at,
+        priority=body.priority,
+        queue=body.queue,
+        max_attempts=body.max_attempts,
+        tenant=principal.submit_tenant,
+    )
+    [result] = await blocking(state.queue.enqueue_many, [job])
+    url = _path(request, "get_job", result.id)
+    answer = Submitted(job_id=result.id, status_url=url, created=result.created)
+    return JSONResponse(
+        answer.model_dump(), status_code=202 if result.created else 200, headers={"Location": url}
+    )
+
+
+# Reading
+
+
+@router.get(
+    "/jobs/{job_id}",
+    name="get_job",
+    response_model=JobStatus,
+    summary="A job's status",
+    responses={304: {"description": "unchanged since the ETag sent"}, **documented(404)},
+)
+async def get_job(
+    request: Request,
+    job_id: str,
+    principal: Reader,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """`Retry-After` says when to poll again while the job is not finished."""
+    job = await _load(request, job_id, principal)
+    body = _render(request, job).encode()
+    etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if not job.state.terminal:
+        headers["Retry-After"] = str(retry_after(job, datetime.now(UTC)))
+    if if_none_match is not None and _etag_matches(if_none_match, etag):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
+
+
+@router.get(
+    "/jobs/{job_id}/result",
+    name="get_job_result",
+    summary="A succeeded job's result, however large",
+    responses={
+        200: {"description": "the result, as the handler returned it"},
+        **documented(404, 409),
+    },
+)
+async def get_job_result(request: Request, job_id: str, principal: Reader) -> Response:
+    job = await _load(request, job_id, principal)
+    if job.state is not State.SUCCEEDED:
+        raise InvalidTransition(
+            f"job {job.id} is {job.state.value}: a result exists once it has succeeded"
+        )
+    found, result = await blocking(api_state(request).store.get_result, job.id, principal.tenant)
+    if not found:
+        raise JobNotFound(job_id)
+    return JSONResponse(result)
+
+
+@router.get("/jobs", response_model=JobList, summary="Jobs, newest first")
+async def list_jobs(
+    request: Request,
+    principal: Reader,
+    state: State | None = None,
+    kind: Annotated[str | None, Query(max_length=200)] = None,
+    queue: Annotated[str | None, Query(max_length=200)] = None,
+    since: Annotated[Moment | None, Query(description="created at or after")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 50,
+    cursor: Annotated[
+        str | None, Query(max_length=100, description="next_cursor from the previous page")
+    ] = None,
+) -> Response:
+    if cursor is not None and not is_job_id(cursor):
+        raise ApiError(
+            422,
+            "invalid_cursor",
+            "cursor is not one this API hands out: pass next_cursor from the previous "
+            "page unchanged, or leave it out for the first page",
+        )
+    where = JobFilter(state=state, kind=kind, queue=queue, since=since, tenant=principal.tenant)
+    page = await blocking(api_state(request).store.list, where, limit, cursor)
+    answer = JobList(
+        jobs=[_status(request, job) for job in page.jobs], next_cursor=page.next_cursor
+    )
+    return Response(answer.model_dump_json(), media_type="application/json")
+
+
+@router.get(
+    "/jobs/{job_id}/events",
+    summary="Server-Sent Events: progress and state changes until the job finishes",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "description": "events `state` and `progress`, data a job status; ends after "
+            "the terminal state",
+        },
+        204: {"description": "Last-Event-ID was the terminal event: nothing more will come"},
+        **documented(404),
+    },
+)
+async def job_events(
+    request: Request,
+    job_id: str,
+    principal: Reader,
+    last_event_id: Annotated[str | None, Header(max_length=100)] = None,
+) -> Response:
+    state = api_state(request)
+    job = await _load(request, job_id, principal)
+    if last_event_id == events.version(job) and job.state.terminal:
+        return Response(status_code=204)
+
+    async def body() -> AsyncIterator[bytes]:
+        with state.hub.watch(job_id, last_event_id) as watch:
+            # Read again once watched, so no change can fall between the two.
+            current = await blocking(state.store.get, job_id, principal.tenant) or job
+            send_first = watch.seen != events.version(current)
+            async for chunk in events.stream(
+                watch, current, lambda j: _render(request, j), send_first
+            ):
+                yield chunk
+
+    return StreamingResponse(
+        body(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+# Operating
+
+
+@router.post(
+    "/jobs/{job_id}/retry",
+    response_model=JobStatus,
+    summary="Queue a failed or cancelled job again, attempts reset",
+    responses=documented(404, 409),
+)
+async def retry_job(request: Request, job_id: str, principal: Admin) -> Response:
+    store = api_state(request).store
+    job = await _load(request, job_id, principal)
+    if job.state not in (State.FAILED, State.CANCELLED) or not await blocking(
+        store.retry, job.id, principal.tenant
+    ):
+        now = await _load(request, job_id, principal)
+        raise InvalidTransition(
+            f"job {job.id} is {now.state.value}: only failed or cancelled jobs can be retried"
+        )
+    return await _answer(request, job_id, principal)
+
+
+@router.post(
+    "/jobs/{job_id}/cancel",
+    response_model=JobStatus,
+    summary="Cancel a queued job, or ask a running one to stop",
+    responses={
+        202: {
+            "model": JobStatus,
+            "description": "running: the worker stops it at its next heartbeat",
+        },
+        **documented(404, 409),
+    },
+)
+async def cancel_job(request: Request, job_id: str, principal: Admin) -> Response:
+    if not is_job_id(job_id):
+        raise JobNotFound(job_id[:100])
+    result = await blocking(api_state(request).store.cancel, job_id, principal.tenant)
+    if result is CancelResult.NOT_FOUND:
+        raise JobNotFound(job_id)
+    if result is CancelResult.ALREADY_FINISHED:
+        job = await _load(request, job_id, principal)
+        raise InvalidTransition(f"job {job_id} already {job.state.value}: nothing to cancel")
+    return await _answer(
+        request, job_id, principal, 202 if result is CancelResult.REQUESTED else 200
+    )
+
+
+@router.post(
+    "/jobs/replay",
+    response_model=Replayed,
+    summary="Queue failed jobs again: by ids, or by kind, error prefix and time",
+    responses=documented(400, 413, 415),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": ReplayRequest.model_json_schema()}},
+        }
+    },
+)
+async def replay_jobs(request: Request, principal: Admin) -> Replayed:
+    state = api_state(request)
+    body = ReplayRequest.model_validate(await read_json(request, state.settings.max_body_bytes))
+    filters = body.kind is not None or body.error_prefix is not None or body.since is not None
+    if body.ids is None and not filters:
+        raise ApiError(
+            422,
+            "invalid_request",
+            "say which jobs to replay: ids, or any of kind, error_prefix and since "
+            '(every failed job: {"since": "1970-01-01T00:00:00Z"})',
+        )
+    if body.ids is not None and filters:
+        raise ApiError(
+            422,
+            "invalid_request",
+            "give either ids or filters (kind, error_prefix, since), not both",
+        )
+    bad = [i for i in body.ids or () if not is_job_id(i)]
+    if bad:
+        raise ApiError(
+            422, "invalid_request", f"not job ids: {', '.join(repr(i[:40]) for i in bad[:5])}"
+        )
+    if body.ids == []:
+        return Replayed(replayed=0)
+    selector = ReplaySelector(
+        ids=tuple(body.ids or ()),
+        kind=body.kind,
+        error_prefix=body.error_prefix,
+        since=body.since,
+        tenant=principal.tenant,
+    )
+    return Replayed(replayed=await blocking(state.store.replay, selector))
+
+
+@router.get(
+    "/failures",
+    response_model=Failures,
+    summary="Failed jobs grouped by kind and first line of the error",
+)
+async def failures(request: Request, principal: Admin) -> Failures:
+    groups = await blocking(api_state(request).store.failures, principal.tenant)
+    return Failures(groups=[FailureGroupOut.of(g) for g in groups])
+
+
+@router.get("/stats", response_model=StatsOut, summary="Counts by state and kind, failure rate")
+async def stats(request: Request, principal: Admin) -> StatsOut:
+    return StatsOut.of(await blocking(api_state(request).store.stats, principal.tenant))
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics, read from the database",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+async def prometheus_metrics(request: Request, principal: Admin) -> Response:
+    state = api_state(request)
+    text = await blocking(metrics.render, state.store, principal.tenant, state.hub.listeners)
+    return Response(text, media_type=metrics.CONTENT_TYPE)
+
+
+# Health
+
+
+@router.get("/healthz", response_model=Health, summary="Liveness: the process answers")
+async def healthz() -> Health:
+    return Health(status="ok")
+
+
+@router.get(
+    "/readyz",
+    response_model=Ready,
+    summary="Readiness: the database answers",
+    responses=documented(),
+)
+async def readyz(request: Request) -> Ready:
+    version = await blocking(api_state(request).store.schema_version)
+    return Ready(status="ready", schema_version=version)
+
+
+# Helpers
+
+
+def retry_after(job: Job, now: datetime) -> int:
+    """Whole seconds until polling again is worth it: until run_at for a delayed
+    job, a second otherwise."""
+    if job.state is State.QUEUED and job.run_at > now:
+        return max(RUNNING_RETRY_AFTER, math.ceil((job.run_at - now).total_seconds()))
+    return RUNNING_RETRY_AFTER
+
+
+async def _load(request: Request, job_id: str, principal: Principal) -> Job:
+    if not is_job_id(job_id):
+        raise JobNotFound(job_id[:100])
+    job = await blocking(api_state(request).store.get, job_id, principal.tenant)
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+
+async def _answer(
+    request: Request, job_id: str, principal: Principal, status: int = 200
+) -> Response:
+    job = await _load(request, job_id, principal)
+    return Response(_render(request, job), status_code=status, media_type="application/json")
+
+
+def _status(request: Request, job: Job) -> JobStatus:
+    url = _path(request, "get_job_result", job.id) if job.result_external else ""
+    return JobStatus.of(job, url)
+
+
+def _render(request: Request, job: Job) -> str:
+    return _status(request, job).model_dump_json()
+
+
+def _path(request: Request, route: str, job_id: str) -> str:
+    return request.url_for(route, job_id=job_id).path
+
+
+def _etag_matches(header: str, etag: str) -> bool:
+    candidates = {tag.strip().removeprefix("W/") for tag in header.split(",")}
+    return "*" in candidates or etag in candidates

@@ -1,0 +1,188 @@
+"""What the HTTP API takes and answers, as pydantic models: the OpenAPI schema
+and `chit.Client` both use them. Times are ISO 8601 with a timezone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+
+from chit.jobs import FailureGroup, Job, State, Stats
+
+# The store keeps times as UTC text with a four-digit year.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def _in_range(value: datetime) -> datetime:
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("time out of range: use a year from 1970 to 9998") from None
+    if not EARLIEST <= utc < LATEST:
+        raise ValueError("time out of range: use a year from 1970 to 9998")
+    return utc
+
+
+Moment = Annotated[AwareDatetime, AfterValidator(_in_range)]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class SubmitJob(BaseModel):
+    """`POST /jobs`. The payload is checked against the task's model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Name
+    payload: Any = Field(default=None, description="JSON; checked against the task's payload model")
+    queue: Name | None = None
+    priority: int | None = Field(
+        default=None, ge=-1_000_000, le=1_000_000, description="smaller runs first; default 0"
+    )
+    run_at: Moment | None = Field(default=None, description="not before this time")
+    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+
+
+class Submitted(BaseModel):
+    job_id: str
+    status_url: str
+    created: bool = Field(description="false: the Idempotency-Key matched an existing job")
+
+
+class ProgressOut(BaseModel):
+    done: int | None = None
+    total: int | None = None
+
+
+class JobStatus(BaseModel):
+    """`GET /jobs/{id}`. A large result is not inlined: follow `result_url`."""
+
+    id: str
+    kind: str
+    queue: str
+    priority: int
+    state: State
+    attempts: int
+    max_attempts: int
+    progress: ProgressOut
+    result: Any = None
+    result_url: str | None = Field(
+        default=None, description="set when the result is too large to inline"
+    )
+    error: str | None = None
+    stale: bool = Field(description="running, but the lease expired: the worker may be gone")
+    cancel_requested: bool
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @classmethod
+    def of(cls, job: Job, result_url: str) -> JobStatus:
+        return cls(
+            id=job.id,
+            kind=job.kind,
+            queue=job.queue,
+            priority=job.priority,
+            state=job.state,
+            attempts=job.attempts,
+            max_attempts=job.max_attempts,
+            progress=ProgressOut(done=job.progress.done, total=job.progress.total),
+            result=None if job.result_external else job.result,
+            result_url=result_url if job.result_external else None,
+            error=job.error,
+            stale=job.stale,
+            cancel_requested=job.cancel_requested,
+            run_at=job.run_at,
+            created_at=job.created_at,
+            updated_at=job.updated_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+        )
+
+
+class JobList(BaseModel):
+    jobs: list[JobStatus]
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page")
+
+
+class ReplayRequest(BaseModel):
+    """`POST /jobs/replay`: explicit ids (failed or cancelled jobs), or every failed
+    job matching all the given filters. At least one field is required."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[str] | None = Field(default=None, max_length=1000)
+    kind: Name | None = None
+    error_prefix: str | None = Field(default=None, min_length=1, max_length=1000)
+    since: Moment | None = Field(default=None, description="failed at or after this time")
+
+
+class Replayed(BaseModel):
+    replayed: int
+
+
+class FailureGroupOut(BaseModel):
+    kind: str
+    error: str = Field(description="the first line of the error")
+    count: int
+    first_seen: datetime
+    last_seen: datetime
+    latest_id: str
+
+    @classmethod
+    def of(cls, group: FailureGroup) -> FailureGroupOut:
+        return cls(
+            kind=group.kind,
+            error=group.error,
+            count=group.count,
+            first_seen=group.first_seen,
+            last_seen=group.last_seen,
+            latest_id=group.latest_id,
+        )
+
+
+class Failures(BaseModel):
+    groups: list[FailureGroupOut]
+
+
+class StatsOut(BaseModel):
+    by_state: dict[str, int]
+    by_kind: dict[str, dict[str, int]]
+    failed_last_hour: int
+    succeeded_last_hour: int
+    failure_rate: float | None = Field(description="failed / finished over the last hour")
+    queue_lag_seconds: float | None = Field(description="age of the oldest due queued job")
+    stale_running: int
+
+    @classmethod
+    def of(cls, stats: Stats) -> StatsOut:
+        return cls(
+            by_state=stats.by_state,
+            by_kind=stats.by_kind,
+            failed_last_hour=stats.failed_last_hour,
+            succeeded_last_hour=stats.succeeded_last_hour,
+            failure_rate=stats.failure_rate,
+            queue_lag_seconds=stats.oldest_queued_age,
+            stale_running=stats.stale_running,
+        )
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Ready(BaseModel):
+    status: Literal["ready"]
+    schema_version: int
+
+
+class ErrorOut(BaseModel):
+    """Every error the API answers: a stable `error` code for programs and a
+    `message` for people; `details` carries field errors or known kinds."""
+
+    error: str
+    message: str
+    details: Any = None

@@ -1,0 +1,71 @@
+"""`chit keys create|list|revoke`: API keys kept (hashed) in the database.
+
+The key text is printed once, at creation; the database keeps only its SHA-256.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from chit.api.auth import SCOPES, create_key
+from chit.cli import output
+from chit.errors import InvalidRequest
+from chit.store import Store
+
+
+def keys_create(
+    store: Store,
+    *,
+    tenant: str = "",
+    scopes: str | Iterable[str] = "submit+read",
+    name: str = "",
+    as_json: bool = False,
+) -> int:
+    """Scopes as `submit+read` (or a list): any of submit, read, admin; tenant
+    `*` sees every tenant."""
+    wanted = scopes.split("+") if isinstance(scopes, str) else list(scopes)
+    key, text = create_key(store, tenant=tenant, scopes=wanted, name=name)
+    if as_json:
+        output.print_json({"key": text} | output.to_json(key))
+    else:
+        print(text)
+        print(
+            f"\nkey {key.id}: tenant {key.tenant or '(default)'}, scopes {'+'.join(key.scopes)}"
+            ". It is shown only now: store it; send it as `Authorization: Bearer KEY`.",
+        )
+    return 0
+
+
+def keys_list(store: Store, *, include_revoked: bool = False, as_json: bool = False) -> int:
+    keys = store.list_api_keys(include_revoked)
+    if as_json:
+        output.print_json({"keys": keys})
+        return 0
+    if not keys:
+        print("no API keys in the database (CHIT_API_KEYS may still configure some)")
+        return 0
+    rows = [
+        (
+            k.id,
+            k.name,
+            k.tenant or "(default)",
+            "+".join(s for s in SCOPES if s in k.scopes),
+            output.when(k.created_at),
+            output.when(k.revoked_at),
+        )
+        for k in keys
+    ]
+    print(output.table(["id", "name", "tenant", "scopes", "created", "revoked"], rows))
+    return 0
+
+
+def keys_revoke(store: Store, key_id: str, *, as_json: bool = False) -> int:
+    if not store.revoke_api_key(key_id):
+        known = {k.id for k in store.list_api_keys(include_revoked=True)}
+        state = "was already revoked" if key_id in known else "is unknown (see `chit keys list`)"
+        raise InvalidRequest(f"key {key_id!r} {state}")
+    if as_json:
+        output.print_json({"revoked": key_id})
+    else:
+        print(f"revoked key {key_id}; servers stop accepting it within 5 seconds")
+    return 0

@@ -1,0 +1,72 @@
+"""`chit serve`: the HTTP API under uvicorn. The server never runs jobs; start
+`chit worker` processes for that (`chit up` starts both)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+from chit.api.auth import parse_env_keys
+from chit.errors import ConfigError
+from chit.queue import Queue
+from chit.settings import Settings
+
+log = logging.getLogger("chit.api")
+
+# Seconds open requests (event streams above all) get to finish on SIGTERM.
+SHUTDOWN_GRACE = 5
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(settings: Settings, queue: Queue, host: str) -> None:
+    """Refuse to listen beyond loopback when no API key exists anywhere."""
+    if is_loopback(host) or parse_env_keys(settings.api_keys):
+        return
+    if queue.store.list_api_keys():
+        return
+    raise ConfigError(
+        f"refusing to listen on {host} without API keys: anyone who can reach it could "
+        "submit, read and cancel jobs. Create a key with `chit keys create` or set "
+        "CHIT_API_KEYS, or listen on 127.0.0.1 (--host 127.0.0.1)"
+    )
+
+
+def serve(
+    settings: Settings,
+    queue: Queue,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    log_level: str = "info",
+) -> int:
+    """Run the API until SIGINT/SIGTERM; returns the exit code. `host`/`port`
+    default to CHIT_HOST/CHIT_PORT (127.0.0.1:8718)."""
+    import uvicorn
+
+    from chit.api import create_app
+
+    host = host or settings.host
+    port = port or settings.port
+    check_bind(settings, queue, host)
+    app = create_app(queue, settings=settings, allow_open=is_loopback(host))
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        server_header=False,
+    )
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        queue.close()
+    return 0

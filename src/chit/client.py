@@ -1,0 +1,558 @@
+"""`chit.Client` and `chit.AsyncClient`: the HTTP API from Python, on httpx.
+
+    client = chit.Client("http://127.0.0.1:8718", api_key="chit_...")
+    job = client.submit("sales_report", {"region": "emea"}, idempotency_key="emea-q3")
+    status = client.wait(job.job_id, timeout=600)   # polls, honouring Retry-After
+    print(status.state, status.result)
+
+Errors the server answers raise `APIError` subclasses that are also the
+matching local exceptions, so `except chit.JobNotFound` works either way:
+
+APIError (ChitError)          status, code, message, details
+ ├── APINotFound (JobNotFound)                404
+ ├── APIInvalidRequest (InvalidRequest)       400, 413, 415, 422
+ ├── APIIdempotencyConflict (IdempotencyConflict)
+ ├── APIConflict (InvalidTransition)          409
+ └── APIUnavailable (StoreError)              503, or the server cannot be reached
+
+The request and answer handling is shared; only the I/O differs between the
+two classes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+import httpx
+
+from chit.api.schemas import (
+    Failures,
+    JobList,
+    JobStatus,
+    Replayed,
+    StatsOut,
+    Submitted,
+)
+from chit.errors import (
+    ChitError,
+    IdempotencyConflict,
+    InvalidRequest,
+    InvalidTransition,
+    JobNotFound,
+    StoreError,
+)
+from chit.jobs import State
+
+T = TypeVar("T")
+DEFAULT_TIMEOUT = 30.0
+
+
+class APIError(ChitError):
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        Exception.__init__(self, message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class APINotFound(APIError, JobNotFound):
+    pass
+
+
+class APIInvalidRequest(APIError, InvalidRequest):
+    pass
+
+
+class APIIdempotencyConflict(APIError, IdempotencyConflict):
+    pass
+
+
+class APIConflict(APIError, InvalidTransition):
+    pass
+
+
+class APIUnavailable(APIError, StoreError):
+    pass
+
+
+@dataclass(frozen=True)
+class Event:
+    """One Server-Sent Event: `event` is `state` or `progress` (with `job`), or `gone`."""
+
+    id: str | None
+    event: str
+    data: str
+
+    @property
+    def job(self) -> JobStatus | None:
+        return JobStatus.model_validate_json(self.data) if self.event != "gone" else None
+
+
+def poll_delay(elapsed: float, retry_after: float | None) -> float:
+    """About every second for the first ten seconds, then every five; never
+    sooner than the server's Retry-After."""
+    schedule = 1.0 if elapsed < 10 else 5.0
+    return max(schedule, retry_after or 0.0)
+
+
+class SSEParser:
+    """Incremental text/event-stream parsing (comments and `retry:` are skipped)."""
+
+    def __init__(self) -> None:
+        self._id: str | None = None
+        self._event = "message"
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> Event | None:
+        if line == "":
+            if not self._data:
+                self._event = "message"
+                return None
+            event = Event(self._id, self._event, "\n".join(self._data))
+            self._event, self._data = "message", []
+            return event
+        if line.startswith(":"):
+            return None
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "data":
+            self._data.append(value)
+        elif field == "event":
+            self._event = value
+        elif field == "id":
+            self._id = value
+        return None
+
+
+# Requests and answers, without I/O
+
+
+@dataclass(frozen=True)
+class _Call(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    json: Any = None
+    params: dict[str, Any] | None = None
+    headers: dict[str, str] | None = None
+    ok: tuple[int, ...] = (200,)
+
+
+def _model(model: type[T]) -> Callable[[httpx.Response], T]:
+    return lambda r: model.model_validate_json(r.content)  # type: ignore[attr-defined,no-any-return]
+
+
+def _submit(
+    kind: str,
+    payload: Any,
+    idempotency_key: str | None,
+    queue: str | None,
+    priority: int | None,
+    run_at: datetime | None,
+    max_attempts: int | None,
+) -> _Call[Submitted]:
+    body: dict[str, Any] = {"kind": kind, "payload": payload}
+    for name, value in (("queue", queue), ("priority", priority), ("max_attempts", max_attempts)):
+        if value is not None:
+            body[name] = value
+    if run_at is not None:
+        body["run_at"] = run_at.isoformat()
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
+    return _Call("POST", "/jobs", _model(Submitted), body, headers=headers, ok=(200, 202))
+
+
+def _list(
+    state: State | str | None,
+    kind: str | None,
+    queue: str | None,
+    since: datetime | None,
+    limit: int,
+    cursor: str | None,
+) -> _Call[JobList]:
+    params = {
+        "state": None if state is None else str(state),
+        "kind": kind,
+        "queue": queue,
+        "since": None if since is None else since.isoformat(),
+        "limit": limit,
+        "cursor": cursor,
+    }
+    return _Call(
+        "GET", "/jobs", _model(JobList), params={k: v for k, v in params.items() if v is not None}
+    )
+
+
+def _replay(
+    ids: Iterable[str] | None, kind: str | None, error_prefix: str | None, since: datetime | None
+) -> _Call[int]:
+    body: dict[str, Any] = {}
+    if ids is not None:
+        body["ids"] = list(ids)
+    if kind is not None:
+        body["kind"] = kind
+    if error_prefix is not None:
+        body["error_prefix"] = error_prefix
+    if since is not None:
+        body["since"] = since.isoformat()
+    return _Call(
+        "POST", "/jobs/replay", lambda r: Replayed.model_validate_json(r.content).replayed, body
+    )
+
+
+def _raise_for(response: httpx.Response) -> None:
+    try:
+        body = response.json()
+        code, message, details = body["error"], body["message"], body.get("details")
+    except (ValueError, KeyError, TypeError):
+        code, message, details = f"http_{response.status_code}", response.text[:500], None
+    status = response.status_code
+    if status == 404:
+        cls: type[APIError] = APINotFound
+    elif code == "idempotency_conflict":
+        cls = APIIdempotencyConflict
+    elif status in (400, 413, 415, 422):
+        cls = APIInvalidRequest
+    elif status == 409:
+        cls = APIConflict
+    elif status in (502, 503, 504):
+        cls = APIUnavailable
+    else:
+        cls = APIError
+    raise cls(status, code, message, details)
+
+
+def _unreachable(base_url: str, error: httpx.TransportError) -> APIUnavailable:
+    return APIUnavailable(0, "unreachable", f"cannot reach the chit API at {base_url}: {error}")
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after", "")
+    return float(value) if value.isdigit() else None
+
+
+def _client_headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+class Client:
+    """The HTTP API, blocking. Use as a context manager, or call `close()`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers=_client_headers(api_key),
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: _Call[T]) -> T:
+        try:
+            response = self._http.request(
+                call.method, call.path, json=call.json, params=call.params, headers=call.headers
+            )
+        except httpx.TransportError as e:
+            raise _unreachable(self.base_url, e) from e
+        if response.status_code not in call.ok:
+            _raise_for(response)
+        return call.parse(response)
+
+    def submit(
+        self,
+        kind: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+    ) -> Submitted:
+        return self._send(
+            _submit(kind, payload, idempotency_key, queue, priority, run_at, max_attempts)
+        )
+
+    def get(self, job_id: str) -> JobStatus:
+        return self._send(_Call("GET", f"/jobs/{job_id}", _model(JobStatus)))
+
+    def result(self, job_id: str) -> Any:
+        """A succeeded job's result, however large."""
+        return self._send(_Call("GET", f"/jobs/{job_id}/result", lambda r: r.json()))
+
+    def list(
+        self,
+        *,
+        state: State | str | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobList:
+        return self._send(_list(state, kind, queue, since, limit, cursor))
+
+    def retry(self, job_id: str) -> JobStatus:
+        return self._send(_Call("POST", f"/jobs/{job_id}/retry", _model(JobStatus)))
+
+    def cancel(self, job_id: str) -> JobStatus:
+        """Queued: cancelled now. Running: `cancel_requested`, ends at the next heartbeat."""
+        return self._send(_Call("POST", f"/jobs/{job_id}/cancel", _model(JobStatus), ok=(200, 202)))
+
+    def replay(
+        self,
+        ids: Iterable[str] | None = None,
+        *,
+        kind: str | None = None,
+        error_prefix: str | None = None,
+        since: datetime | None = None,
+    ) -> int:
+        return self._send(_replay(ids, kind, error_prefix, since))
+
+    def failures(self) -> Failures:
+        return self._send(_Call("GET", "/failures", _model(Failures)))
+
+    def stats(self) -> StatsOut:
+        return self._send(_Call("GET", "/stats", _model(StatsOut)))
+
+    def wait(
+        self,
+        job_id: str,
+        *,
+        timeout: float | None = None,
+        on_update: Callable[[JobStatus], None] | None = None,
+    ) -> JobStatus:
+        """Poll until the job finishes (conditional GETs, honouring Retry-After);
+        the final status has the result loaded even when large. Raises
+        TimeoutError after `timeout` seconds."""
+        started = time.monotonic()
+        etag: str | None = None
+        status: JobStatus | None = None
+        while True:
+            headers = {"If-None-Match": etag} if etag else None
+            try:
+                response = self._http.get(f"/jobs/{job_id}", headers=headers)
+            except httpx.TransportError as e:
+                raise _unreachable(self.base_url, e) from e
+            if response.status_code == 200:
+                status = JobStatus.model_validate_json(response.content)
+                etag = response.headers.get("etag")
+                if on_update is not None:
+                    on_update(status)
+            elif response.status_code != 304 or status is None:
+                _raise_for(response)
+            assert status is not None
+            if status.state.terminal:
+                return self._with_result(status)
+            elapsed = time.monotonic() - started
+            delay = poll_delay(elapsed, _retry_after(response))
+            if timeout is not None:
+                if elapsed >= timeout:
+                    raise TimeoutError(f"job {job_id} still {status.state.value} after {timeout}s")
+                delay = min(delay, timeout - elapsed)
+            time.sleep(delay)
+
+    def events(self, job_id: str, last_event_id: str | None = None) -> Iterator[Event]:
+        """Server-Sent Events until the job finishes (the stream then ends)."""
+        headers = {"Accept": "text/event-stream"}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = last_event_id
+        try:
+            with self._http.stream(
+                "GET", f"/jobs/{job_id}/events", headers=headers, timeout=httpx.Timeout(None)
+            ) as response:
+                if response.status_code == 204:
+                    return
+                if response.status_code != 200:
+                    response.read()
+                    _raise_for(response)
+                parser = SSEParser()
+                for line in response.iter_lines():
+                    event = parser.feed(line)
+                    if event is not None:
+                        yield event
+        except httpx.TransportError as e:
+            raise _unreachable(self.base_url, e) from e
+
+    def _with_result(self, status: JobStatus) -> JobStatus:
+        if status.result_url is None:
+            return status
+        return status.model_copy(update={"result": self.result(status.id)})
+
+
+class AsyncClient:
+    """The HTTP API for asyncio code; the same methods as `Client`, awaited."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=_client_headers(api_key),
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: _Call[T]) -> T:
+        try:
+            response = await self._http.request(
+                call.method, call.path, json=call.json, params=call.params, headers=call.headers
+            )
+        except httpx.TransportError as e:
+            raise _unreachable(self.base_url, e) from e
+        if response.status_code not in call.ok:
+            _raise_for(response)
+        return call.parse(response)
+
+    async def submit(
+        self,
+        kind: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+    ) -> Submitted:
+        return await self._send(
+            _submit(kind, payload, idempotency_key, queue, priority, run_at, max_attempts)
+        )
+
+    async def get(self, job_id: str) -> JobStatus:
+        return await self._send(_Call("GET", f"/jobs/{job_id}", _model(JobStatus)))
+
+    async def result(self, job_id: str) -> Any:
+        return await self._send(_Call("GET", f"/jobs/{job_id}/result", lambda r: r.json()))
+
+    async def list(
+        self,
+        *,
+        state: State | str | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobList:
+        return await self._send(_list(state, kind, queue, since, limit, cursor))
+
+    async def retry(self, job_id: str) -> JobStatus:
+        return await self._send(_Call("POST", f"/jobs/{job_id}/retry", _model(JobStatus)))
+
+    async def cancel(self, job_id: str) -> JobStatus:
+        return await self._send(
+            _Call("POST", f"/jobs/{job_id}/cancel", _model(JobStatus), ok=(200, 202))
+        )
+
+    async def replay(
+        self,
+        ids: Iterable[str] | None = None,
+        *,
+        kind: str | None = None,
+        error_prefix: str | None = None,
+        since: datetime | None = None,
+    ) -> int:
+        return await self._send(_replay(ids, kind, error_prefix, since))
+
+    async def failures(self) -> Failures:
+        return await self._send(_Call("GET", "/failures", _model(Failures)))
+
+    async def stats(self) -> StatsOut:
+        return await self._send(_Call("GET", "/stats", _model(StatsOut)))
+
+    async def wait(
+        self,
+        job_id: str,
+        *,
+        timeout: float | None = None,
+        on_update: Callable[[JobStatus], None] | None = None,
+    ) -> JobStatus:
+        started = time.monotonic()
+        etag: str | None = None
+        status: JobStatus | None = None
+        while True:
+            headers = {"If-None-Match": etag} if etag else None
+            try:
+                response = await self._http.get(f"/jobs/{job_id}", headers=headers)
+            except httpx.TransportError as e:
+                raise _unreachable(self.base_url, e) from e
+            if response.status_code == 200:
+                status = JobStatus.model_validate_json(response.content)
+                etag = response.headers.get("etag")
+                if on_update is not None:
+                    on_update(status)
+            elif response.status_code != 304 or status is None:
+                _raise_for(response)
+            assert status is not None
+            if status.state.terminal:
+                if status.result_url is None:
+                    return status
+                return status.model_copy(update={"result": await self.result(status.id)})
+            elapsed = time.monotonic() - started
+            delay = poll_delay(elapsed, _retry_after(response))
+            if timeout is not None:
+                if elapsed >= timeout:
+                    raise TimeoutError(f"job {job_id} still {status.state.value} after {timeout}s")
+                delay = min(delay, timeout - elapsed)
+            await asyncio.sleep(delay)
+
+    async def events(self, job_id: str, last_event_id: str | None = None) -> AsyncIterator[Event]:
+        headers = {"Accept": "text/event-stream"}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = last_event_id
+        try:
+            async with self._http.stream(
+                "GET", f"/jobs/{job_id}/events", headers=headers, timeout=httpx.Timeout(None)
+            ) as response:
+                if response.status_code == 204:
+                    return
+                if response.status_code != 200:
+                    await response.aread()
+                    _raise_for(response)
+                parser = SSEParser()
+                async for line in response.aiter_lines():
+                    event = parser.feed(line)
+                    if event is not None:
+                        yield event
+        except httpx.TransportError as e:
+            raise _unreachable(self.base_url, e) from e
