@@ -116,12 +116,27 @@ def error_response(exc: ApiError) -> JSONResponse:
 def answer_exception(request: Request, exc: Exception) -> Response:
     """For app-level handlers: 404 and 405 from routing, and anything unexpected."""
     api_error = to_api_error(exc)
+    if isinstance(exc, HTTPException) and exc.status_code in (404, 405):
+        api_error = _routing_error(request, exc)
     if api_error is None:
         log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
         api_error = ApiError(
             500, "internal_error", "internal error: the server log has the details"
         )
     return error_response(api_error)
+
+
+def _routing_error(request: Request, exc: HTTPException) -> ApiError:
+    where = f"{request.method} {request.url.path[:200]}"
+    if exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        return ApiError(
+            405,
+            "method_not_allowed",
+            f"{where}: method not allowed here; allowed: {allowed or 'none'}",
+            headers=exc.headers,
+        )
+    return ApiError(404, "not_found", f"{where}: no such route; the routes are listed at /docs")
 
 
 class ChitRoute(APIRoute):

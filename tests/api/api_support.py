@@ -1,0 +1,97 @@
+"""Helpers for the API tests: keys, the in-process app, error checks."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+import chit
+from chit.api import create_app
+from chit.jobs import Job
+from chit.settings import Settings
+from chit.store import Store
+
+_queues = itertools.count()
+
+# CHIT_API_KEYS entries the keyed fixtures configure.
+ADMIN_KEY = "admin-key-0123456789"  # bare: tenant "", every scope
+ACME_KEY = "acme-key-0123456789"  # acme, submit+read
+ACME_READER = "acme-reader-0123456789"
+ACME_SUBMITTER = "acme-submitter-0123456789"
+ACME_ADMIN = "acme-admin-0123456789"
+GLOBEX_ADMIN = "globex-admin-0123456789"
+ROOT_KEY = "root-key-0123456789"  # every tenant, admin
+API_KEYS = (
+    ADMIN_KEY,
+    f"acme:submit+read:{ACME_KEY}",
+    f"acme:read:{ACME_READER}",
+    f"acme:submit:{ACME_SUBMITTER}",
+    f"acme:admin:{ACME_ADMIN}",
+    f"globex:admin:{GLOBEX_ADMIN}",
+    f"*:admin:{ROOT_KEY}",
+)
+
+
+def settings_for(tmp_path: Path, **changes: Any) -> Settings:
+    return Settings(
+        database_url=f"sqlite:///{tmp_path / 'chit.db'}",
+        backoff_base=0.001,
+        backoff_max=0.002,
+        lease_seconds=30,
+        result_inline_bytes=1024,
+        max_body_bytes=64 * 1024,
+        **changes,
+    )
+
+
+@dataclass
+class Api:
+    app: FastAPI
+    http: httpx.AsyncClient
+    queue: chit.Queue
+
+    @property
+    def store(self) -> Store:
+        return self.queue.store
+
+    def job(self, job_id: str) -> Job:
+        job = self.store.get(job_id)
+        assert job is not None
+        return job
+
+    async def submit(self, key: str | None = None, **body: Any) -> str:
+        """Submit a job, by default to a queue of its own so a test can claim it alone."""
+        body.setdefault("kind", "echo")
+        body.setdefault("queue", f"q{next(_queues)}")
+        body.setdefault("payload", {"message": "hi"})
+        response = await self.http.post("/jobs", json=body, headers=bearer(key))
+        assert response.status_code == 202, response.text
+        return str(response.json()["job_id"])
+
+
+def bearer(key: str | None) -> dict[str, str]:
+    return {} if key is None else {"Authorization": f"Bearer {key}"}
+
+
+async def running_api(queue: chit.Queue, **options: Any) -> AsyncIterator[Api]:
+    app = create_app(queue, event_interval=0.02, key_cache_seconds=0, **options)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            yield Api(app, http, queue)
+
+
+def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict:
+    """A JSON error with a message a person can act on."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert isinstance(body["message"], str) and len(body["message"]) > 10, body
+    if code is not None:
+        assert body["error"] == code, body
+    return body

@@ -1,0 +1,46 @@
+"""Tasks for the API tests, in-process and in real `chit worker` processes
+(`--app app_for_tests:queue`, with this folder on PYTHONPATH)."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel, Field
+
+import chit
+
+queue = chit.Queue()  # CHIT_DATABASE_URL and the rest from the environment
+
+
+class Echo(BaseModel):
+    message: str = Field(min_length=1, max_length=1000)
+    seconds: float = Field(default=0.0, ge=0, le=60)
+    steps: int = Field(default=0, ge=0, le=1000)
+    fail_times: int = Field(default=0, ge=0, le=100)
+    permanent: bool = False
+
+
+def register(q: chit.Queue) -> chit.Queue:
+    @q.task("echo", payload=Echo, max_attempts=3)
+    def echo(job: chit.JobContext, body: Echo) -> dict:
+        if body.permanent:
+            raise chit.PermanentError(f"cannot echo {body.message!r}: refused for good")
+        if job.attempt <= body.fail_times:
+            raise ConnectionError(f"flaky upstream on attempt {job.attempt}")
+        steps = max(body.steps, 1)
+        for step in range(steps):
+            if job.cancelled:
+                return {"stopped_at": step}
+            time.sleep(body.seconds / steps)
+            if body.steps:
+                job.progress(step + 1, steps)
+        return {"message": body.message, "attempt": job.attempt}
+
+    @q.task("big")
+    def big(job: chit.JobContext, body: dict) -> dict:
+        return {"blob": "x" * int(body.get("size", 100_000))}
+
+    return q
+
+
+register(queue)
