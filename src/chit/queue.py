@@ -166,7 +166,9 @@ class Queue:
             raise PayloadTooLarge(size, self.settings.max_payload_bytes)
         if request.idempotency_key is not None:
             check_idempotency_key(request.idempotency_key)
-        max_attempts = request.max_attempts or task.max_attempts or self.settings.max_attempts
+        max_attempts = request.max_attempts
+        if max_attempts is None:  # not `or`: an explicit 0 is refused below, not replaced
+            max_attempts = task.max_attempts or self.settings.max_attempts
         if max_attempts < 1:
             raise InvalidRequest(f"max_attempts must be at least 1, not {max_attempts}")
         run_at = request.run_at
