@@ -106,7 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _limit(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:  # argparse would say "invalid _limit value"
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if not 1 <= value <= 1000:
         raise argparse.ArgumentTypeError("must be between 1 and 1000")
     return value
