@@ -1,0 +1,174 @@
+"""GET /jobs/{id}/events in-process: one event per visible change until the
+terminal state, Last-Event-ID reconnects, and one poller however many listen."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import pytest
+from api_support import Api
+
+from chit.api.events import version
+from chit.client import Event, SSEParser
+from chit.jobs import Beat, ClaimedJob, Failed, Progress, Succeeded
+
+pytestmark = pytest.mark.anyio
+
+TICK = 0.1  # several poller intervals (0.02 s in these tests)
+
+
+def events_of(response: httpx.Response) -> list[Event]:
+    parser = SSEParser()
+    return [e for line in [*response.text.splitlines(), ""] if (e := parser.feed(line))]
+
+
+def claim(api: Api, job_id: str) -> ClaimedJob:
+    [job] = api.store.claim("w", [api.job(job_id).queue], 1, 30)
+    return job
+
+
+async def listen(api: Api, job_id: str, headers: dict[str, str] | None = None) -> asyncio.Task:
+    task = asyncio.create_task(api.http.get(f"/jobs/{job_id}/events", headers=headers or {}))
+    await asyncio.sleep(TICK)
+    return task
+
+
+def summary(events: Sequence[Event]) -> list[tuple[str, str | None, Any]]:
+    out = []
+    for e in events:
+        job = e.job
+        assert job is not None
+        out.append((e.event, job.state.value, (job.progress.done, job.progress.total)))
+    return out
+
+
+async def test_one_event_per_change_until_the_terminal_state(api: Api) -> None:
+    job_id = await api.submit()
+    task = await listen(api, job_id)
+    held = claim(api, job_id)
+    await asyncio.sleep(TICK)
+    for done in (1, 2):
+        api.store.heartbeat([Beat(job_id, held.lease_token, Progress(done, 3))], 30)
+        await asyncio.sleep(TICK)
+    api.store.heartbeat([Beat(job_id, held.lease_token)], 30)  # lease only: nothing to tell
+    await asyncio.sleep(TICK)
+    api.store.finish([Succeeded(job_id, held.lease_token, {"ok": True})])
+    response = await asyncio.wait_for(task, 5)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = events_of(response)
+    assert summary(events) == [
+        ("state", "queued", (None, None)),
+        ("state", "running", (None, None)),
+        ("progress", "running", (1, 3)),
+        ("progress", "running", (2, 3)),
+        ("state", "succeeded", (2, 3)),
+    ]
+    assert events[-1].job is not None and events[-1].job.result == {"ok": True}
+    assert len({e.id for e in events}) == len(events)
+    assert response.text.startswith("retry: ")
+
+
+async def test_a_retry_and_a_failure_are_state_events(api: Api) -> None:
+    job_id = await api.submit()
+    task = await listen(api, job_id)
+    first = claim(api, job_id)
+    await asyncio.sleep(TICK)
+    api.store.finish([Failed(job_id, first.lease_token, "flaky", retry_in=0)])
+    await asyncio.sleep(TICK)
+    second = claim(api, job_id)
+    await asyncio.sleep(TICK)
+    api.store.finish([Failed(job_id, second.lease_token, "PermanentError: no")])
+    events = events_of(await asyncio.wait_for(task, 5))
+    states = [(e.event, e.job.state.value, e.job.attempts) for e in events if e.job]
+    assert states == [
+        ("state", "queued", 0),
+        ("state", "running", 1),
+        ("state", "queued", 1),
+        ("state", "running", 2),
+        ("state", "failed", 2),
+    ]
+    assert events[-1].job is not None and events[-1].job.error == "PermanentError: no"
+
+
+async def test_reconnect_with_last_event_id_resumes_without_repeating(api: Api) -> None:
+    job_id = await api.submit()
+    held = claim(api, job_id)
+    api.store.finish([Succeeded(job_id, held.lease_token, 1)])
+    full = events_of(await api.http.get(f"/jobs/{job_id}/events"))
+    assert [e.event for e in full] == ["state"]
+    last = full[-1].id
+    assert last is not None
+    # The client saw the terminal event: 204 tells EventSource to stop reconnecting.
+    again = await api.http.get(f"/jobs/{job_id}/events", headers={"Last-Event-ID": last})
+    assert again.status_code == 204
+    # An id from before: the current status comes at once.
+    stale = await api.http.get(f"/jobs/{job_id}/events", headers={"Last-Event-ID": "0123"})
+    assert [e.id for e in events_of(stale)] == [last]
+
+
+async def test_reconnect_to_an_unfinished_job_waits_for_the_next_change(api: Api) -> None:
+    job_id = await api.submit()
+    held = claim(api, job_id)
+    seen = version(api.job(job_id))  # what a first connection's last event carried
+    task = await listen(api, job_id, {"Last-Event-ID": seen})
+    api.store.finish([Succeeded(job_id, held.lease_token, 2)])
+    events = events_of(await asyncio.wait_for(task, 5))
+    assert [(e.event, e.job.state.value) for e in events if e.job] == [("state", "succeeded")]
+
+
+async def test_many_listeners_share_one_poller(api: Api) -> None:
+    ids = [await api.submit() for _ in range(5)]
+    calls: list[int] = []
+    get_many = api.store.get_many
+
+    def counting(job_ids: Sequence[str]) -> Any:
+        calls.append(len(job_ids))
+        return get_many(job_ids)
+
+    api.store.get_many = counting  # type: ignore[method-assign]
+    tasks = [
+        asyncio.create_task(api.http.get(f"/jobs/{job_id}/events"))
+        for job_id in ids
+        for _ in range(8)
+    ]
+    await asyncio.sleep(0.5)
+    hub = api.app.state.chit.hub
+    assert hub.listeners == 40
+    polls = len(calls)
+    # One call per tick for all 40 listeners (0.5 s / 0.02 s, give or take), each
+    # reading the 5 watched jobs: not 40 calls per tick.
+    assert 5 <= polls <= 40, polls
+    assert max(calls) == 5
+    for job_id in ids:
+        held = claim(api, job_id)
+        api.store.finish([Succeeded(job_id, held.lease_token, None)])
+    responses = await asyncio.wait_for(asyncio.gather(*tasks), 5)
+    assert all(events_of(r)[-1].job.state.value == "succeeded" for r in responses)  # type: ignore[union-attr]
+    await asyncio.sleep(TICK)
+    assert hub.listeners == 0
+    idle = len(calls)
+    await asyncio.sleep(TICK * 2)
+    assert len(calls) == idle  # nobody listening: no polling
+
+
+async def test_cancelling_a_queued_job_ends_its_stream(api: Api) -> None:
+    job_id = await api.submit()
+    task = await listen(api, job_id)
+    api.store.cancel(job_id)
+    events = events_of(await asyncio.wait_for(task, 5))
+    assert [(e.event, e.job.state.value) for e in events if e.job] == [
+        ("state", "queued"),
+        ("state", "cancelled"),
+    ]
+
+
+async def test_a_job_deleted_while_watched_ends_the_stream(api: Api) -> None:
+    job_id = await api.submit()
+    task = await listen(api, job_id)
+    api.store.get_many = lambda job_ids: []  # type: ignore[method-assign]
+    events = events_of(await asyncio.wait_for(task, 5))
+    assert [e.event for e in events] == ["state", "gone"]
