@@ -8,6 +8,7 @@ The API server never runs jobs: workers are separate processes.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -100,4 +101,35 @@ def create_app(queue: Queue, **options: Any) -> FastAPI:
     app.add_exception_handler(HTTPException, answer_exception)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, answer_exception)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, answer_exception)
+    app.openapi = lambda: _openapi_with_tasks(app, queue)  # type: ignore[method-assign]
     return app
+
+
+def _openapi_with_tasks(app: FastAPI, queue: Queue) -> dict[str, Any]:
+    """The OpenAPI schema, with `POST /jobs` spelled out per registered task: its
+    kind and the payload its model accepts. Built once, on first request."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    schema = FastAPI.openapi(app)
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
+    variants = []
+    for kind, task in sorted(queue.tasks.items()):
+        payload: dict[str, Any] = {"type": "object", "description": "any JSON object"}
+        if task.payload_model is not None:
+            model = task.payload_model.model_json_schema(
+                ref_template="#/components/schemas/{model}"
+            )
+            components.update(model.pop("$defs", {}))
+            components[task.payload_model.__name__] = model
+            payload = {"$ref": f"#/components/schemas/{task.payload_model.__name__}"}
+        variant = copy.deepcopy(body["schema"])
+        variant["title"] = f"Submit {kind}"
+        variant["properties"]["kind"] = {"const": kind}
+        variant["properties"]["payload"] = payload
+        variant["required"] = ["kind", "payload"] if task.payload_model is not None else ["kind"]
+        variants.append(variant)
+    if variants:
+        body["schema"] = {"oneOf": variants}
+    app.openapi_schema = schema
+    return schema

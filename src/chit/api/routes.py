@@ -189,7 +189,7 @@ async def get_job_result(request: Request, job_id: str, principal: Reader) -> Re
     return JSONResponse(result)
 
 
-@router.get("/jobs", response_model=JobList, summary="Jobs, newest first")
+@router.get("/jobs", response_model=JobList, summary="Jobs, newest first", responses=documented())
 async def list_jobs(
     request: Request,
     principal: Reader,
@@ -217,13 +217,25 @@ async def list_jobs(
     return Response(answer.model_dump_json(), media_type="application/json")
 
 
+# One Server-Sent Event; `data` is a job status as JSON (for `gone`, a message).
+_SSE_EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"enum": ["state", "progress", "gone"]},
+        "id": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+    "required": ["event", "data"],
+}
+
+
 @router.get(
     "/jobs/{job_id}/events",
     summary="Server-Sent Events: progress and state changes until the job finishes",
     response_class=StreamingResponse,
     responses={
         200: {
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {"text/event-stream": {"schema": _SSE_EVENT}},
             "description": "events `state` and `progress`, data a job status; ends after "
             "the terminal state",
         },
@@ -357,13 +369,19 @@ async def replay_jobs(request: Request, principal: Admin) -> Replayed:
     "/failures",
     response_model=Failures,
     summary="Failed jobs grouped by kind and first line of the error",
+    responses=documented(),
 )
 async def failures(request: Request, principal: Admin) -> Failures:
     groups = await blocking(api_state(request).store.failures, principal.tenant)
     return Failures(groups=[FailureGroupOut.of(g) for g in groups])
 
 
-@router.get("/stats", response_model=StatsOut, summary="Counts by state and kind, failure rate")
+@router.get(
+    "/stats",
+    response_model=StatsOut,
+    summary="Counts by state and kind, failure rate",
+    responses=documented(),
+)
 async def stats(request: Request, principal: Admin) -> StatsOut:
     return StatsOut.of(await blocking(api_state(request).store.stats, principal.tenant))
 
@@ -372,7 +390,10 @@ async def stats(request: Request, principal: Admin) -> StatsOut:
     "/metrics",
     summary="Prometheus metrics, read from the database",
     response_class=PlainTextResponse,
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **documented(),
+    },
 )
 async def prometheus_metrics(request: Request, principal: Admin) -> Response:
     state = api_state(request)
