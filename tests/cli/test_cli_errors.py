@@ -1,0 +1,241 @@
+"""Bad input to `chit`: one clear line on stderr, a non-zero exit, no
+traceback, and nothing stored changed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from cli_support import Result, forget_app, run_jobs, snapshot
+
+import chit
+
+Cli = Callable[..., Result]
+
+
+def assert_refused(result: Result, code: int, *phrases: str) -> str:
+    """The error is one line starting 'chit: error:' (argparse: its usage line, then that)."""
+    assert result.code == code, result
+    assert "Traceback" not in result.err
+    assert result.out == ""
+    error_lines = [line for line in result.err.splitlines() if "error:" in line]
+    assert len(error_lines) == 1, result.err
+    line = error_lines[0]
+    assert line.startswith("chit"), line
+    for phrase in phrases:
+        assert phrase in line, f"{phrase!r} not in {line!r}"
+    return line
+
+
+@pytest.fixture
+def seeded(cli: Cli, app: chit.Queue, db_path: Path) -> Path:
+    """A database with a job in each of queued, succeeded and failed."""
+    app.enqueue("echo", {"n": 1})
+    app.enqueue("boom", {"message": "kaput"})
+    run_jobs(app)
+    app.enqueue("report", {"region": "emea"}, idempotency_key="emea-q3")
+    assert cli("stats").code == 0
+    return db_path
+
+
+BAD_SUBMISSIONS = {
+    "malformed JSON": (["submit", "echo", "{not json"], ["payload is not valid JSON"]),
+    "truncated JSON": (["submit", "echo", '{"a": '], ["payload is not valid JSON"]),
+    "NaN is not JSON": (["submit", "echo", "NaN"], ["not JSON"]),
+    "unknown kind": (
+        ["submit", "nope", "{}"],
+        ["unknown job kind 'nope'", "known kinds: boom, echo, flaky, report"],
+    ),
+    "payload missing a field": (["submit", "report", "{}"], ["'report'", "region", "required"]),
+    "payload field out of range": (
+        ["submit", "report", '{"region": "emea", "seconds": -1}'],
+        ["seconds", "greater than or equal to 0"],
+    ),
+    "payload of the wrong type": (["submit", "report", '{"region": 5}'], ["region"]),
+    "key too long": (
+        ["submit", "echo", "{}", "--idempotency-key", "k" * 256],
+        ["idempotency key", "1 to 255 printable ASCII"],
+    ),
+    "key not printable": (
+        ["submit", "echo", "{}", "--idempotency-key", "bad\x07key"],
+        ["idempotency key"],
+    ),
+    "key with a newline": (
+        ["submit", "echo", "{}", "--idempotency-key", "two\nlines"],
+        ["idempotency key"],
+    ),
+    "empty key": (["submit", "echo", "{}", "--idempotency-key", ""], ["idempotency key"]),
+    "key reused for another payload": (
+        ["submit", "report", '{"region": "apac"}', "--idempotency-key", "emea-q3"],
+        ["'emea-q3' was already used", "different request"],
+    ),
+    "bad --delay": (["submit", "echo", "{}", "--delay", "soon"], ["'soon' is not a duration"]),
+    "bad --run-at": (["submit", "echo", "{}", "--run-at", "tuesday"], ["'tuesday'", "ISO 8601"]),
+    "max attempts 0": (["submit", "echo", "{}", "--max-attempts", "0"], ["max_attempts"]),
+}
+
+
+@pytest.mark.parametrize("args, phrases", BAD_SUBMISSIONS.values(), ids=BAD_SUBMISSIONS.keys())
+def test_bad_submission_is_refused_and_changes_nothing(
+    cli: Cli, seeded: Path, args: list[str], phrases: list[str]
+) -> None:
+    before = snapshot(seeded)
+    assert_refused(cli(*args), 2, *phrases)
+    assert snapshot(seeded) == before
+
+
+def test_oversized_payload_is_refused_and_changes_nothing(
+    cli: Cli, seeded: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHIT_MAX_PAYLOAD_BYTES", "64")
+    forget_app()  # the app's Queue reads the limit when imported
+    before = snapshot(seeded)
+    line = assert_refused(cli("submit", "echo", '{"text": "%s"}' % ("x" * 100)), 2)
+    assert line == "chit: error: payload is 111 bytes as JSON; the limit is 64 bytes"
+    assert snapshot(seeded) == before
+    # Just under the limit is fine.
+    assert cli("submit", "echo", '{"text": "%s"}' % ("x" * 50)).code == 0
+
+
+BAD_OPERATIONS = {
+    "status of an unknown id": (["status", "01nosuchjob"], 2, ["no job with id '01nosuchjob'"]),
+    "wait for an unknown id": (["wait", "01nosuchjob"], 2, ["no job with id '01nosuchjob'"]),
+    "cancel an unknown id": (["cancel", "01nosuchjob"], 2, ["no job with id '01nosuchjob'"]),
+    "replay with no selector": (["replay"], 2, ["say what to replay", "--all"]),
+    "replay with a bad --since": (["replay", "--since", "yesterday"], 2, ["'yesterday'"]),
+    "prune with a bad --older-than": (
+        ["prune", "--older-than", "a week"],
+        2,
+        ["'a week' is not a duration", "7d"],
+    ),
+    "prune with a negative --older-than": (["prune", "--older-than=-1d"], 2, ["duration"]),
+    "list --limit 0": (["list", "--limit", "0"], 2, ["--limit", "between 1 and 1000"]),
+    "list --limit 1001": (["list", "--limit", "1001"], 2, ["--limit", "between 1 and 1000"]),
+    "list --limit abc": (
+        ["list", "--limit", "abc"],
+        2,
+        ["argument --limit: 'abc' is not a whole number"],
+    ),
+    "list --state bogus": (["list", "--state", "bogus"], 2, ["--state", "invalid choice"]),
+    "unknown command": (["frobnicate"], 2, ["invalid choice: 'frobnicate'"]),
+    "--app that does not import": (
+        ["list", "--app", "no_such_module:queue"],
+        2,
+        ["cannot import module 'no_such_module'"],
+    ),
+    "--app that is not a queue": (["list", "--app", "cli_app:Report"], 2, ["not a chit.Queue"]),
+}
+
+
+@pytest.mark.parametrize("args, code, phrases", BAD_OPERATIONS.values(), ids=BAD_OPERATIONS.keys())
+def test_bad_operation_is_refused_and_changes_nothing(
+    cli: Cli, seeded: Path, args: list[str], code: int, phrases: list[str]
+) -> None:
+    before = snapshot(seeded)
+    assert_refused(cli(*args), code, *phrases)
+    assert snapshot(seeded) == before
+
+
+BAD_ENVIRONMENT = {
+    "CHIT_LEASE_SECONDS=abc": (
+        "CHIT_LEASE_SECONDS",
+        "abc",
+        "CHIT_LEASE_SECONDS has value 'abc': not a number",
+    ),
+    "CHIT_LEASE_SECONDS=0": ("CHIT_LEASE_SECONDS", "0", "CHIT_LEASE_SECONDS has value 0.0"),
+    "CHIT_MAX_ATTEMPTS=1.5": (
+        "CHIT_MAX_ATTEMPTS",
+        "1.5",
+        "CHIT_MAX_ATTEMPTS has value '1.5': not a whole number",
+    ),
+    "CHIT_PORT=99999": ("CHIT_PORT", "99999", "CHIT_PORT has value 99999"),
+    "CHIT_SQLITE_SYNCHRONOUS=fast": ("CHIT_SQLITE_SYNCHRONOUS", "fast", "CHIT_SQLITE_SYNCHRONOUS"),
+    "CHIT_DATABASE_URL=mysql": ("CHIT_DATABASE_URL", "mysql://db/x", "CHIT_DATABASE_URL"),
+    "CHIT_APP without a module": ("CHIT_APP", ":queue", "expected module:attribute"),
+}
+
+
+@pytest.mark.parametrize(
+    "name, value, message", BAD_ENVIRONMENT.values(), ids=BAD_ENVIRONMENT.keys()
+)
+@pytest.mark.parametrize("command", [["list"], ["submit", "echo", "{}"], ["worker"]])
+def test_bad_setting_names_the_variable_and_changes_nothing(
+    cli: Cli,
+    seeded: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+    name: str,
+    value: str,
+    message: str,
+) -> None:
+    monkeypatch.setenv(name, value)
+    before = snapshot(seeded)
+    assert_refused(cli(*command), 2, message)
+    assert snapshot(seeded) == before
+
+
+BAD_FLAGS = {
+    "--lease 0": (["--lease", "0"], "CHIT_LEASE_SECONDS has value 0.0: must be greater than 0"),
+    "--concurrency 0": (["--concurrency", "0"], "CHIT_CONCURRENCY has value 0"),
+    "--grace -1": (["--grace=-1"], "CHIT_GRACE_SECONDS has value -1.0"),
+    "--lease soon": (["--lease", "soon"], "argument --lease: invalid float value: 'soon'"),
+}
+
+
+@pytest.mark.parametrize("flags, message", BAD_FLAGS.values(), ids=BAD_FLAGS.keys())
+def test_bad_worker_flag_is_refused_like_the_variable(
+    cli: Cli, seeded: Path, flags: list[str], message: str
+) -> None:
+    before = snapshot(seeded)
+    assert_refused(cli("worker", *flags), 2, message)
+    assert snapshot(seeded) == before
+
+
+@pytest.mark.parametrize("command", [["list"], ["status", "01x"], ["submit", "echo", "{}"]])
+def test_database_in_a_missing_directory_is_refused_and_not_created(
+    cli: Cli, tmp_path: Path, command: list[str]
+) -> None:
+    missing = tmp_path / "nonexistent" / "dir"
+    line = assert_refused(
+        cli(*command, "--database-url", f"sqlite:///{missing}/x.db"),
+        3,
+        "cannot open SQLite database",
+        str(missing / "x.db"),
+    )
+    assert "unable to open database file" in line
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def test_database_url_naming_an_absolute_missing_directory_is_refused(cli: Cli) -> None:
+    assert_refused(cli("list", "--database-url", "sqlite:////nonexistent/dir/x.db"), 3)
+    assert not Path("/nonexistent").exists()
+
+
+@pytest.mark.parametrize("command", [["list"], ["submit", "echo", "{}"], ["migrate"]])
+def test_database_path_that_is_a_directory_is_refused_and_untouched(
+    cli: Cli, tmp_path: Path, command: list[str]
+) -> None:
+    directory = tmp_path / "adir"
+    directory.mkdir()
+    (directory / "keep.txt").write_text("mine")
+    assert_refused(cli(*command, "--database-url", f"sqlite:///{directory}"), 3, str(directory))
+    assert sorted(p.name for p in directory.iterdir()) == ["keep.txt"]
+
+
+@pytest.mark.parametrize("command", [["list"], ["submit", "echo", "{}"], ["migrate"]])
+def test_file_that_is_not_a_database_is_refused_and_untouched(
+    cli: Cli, tmp_path: Path, command: list[str]
+) -> None:
+    not_db = tmp_path / "notes.txt"
+    content = b"these are my notes, not a database\n" * 200
+    not_db.write_bytes(content)
+    assert_refused(
+        cli(*command, "--database-url", f"sqlite:///{not_db}"), 3, "file is not a database"
+    )
+    assert not_db.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_memory_database_is_refused(cli: Cli) -> None:
+    assert_refused(cli("list", "--database-url", "sqlite:///:memory:"), 3, "file path")
