@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from pydantic import BaseModel, Field
@@ -18,6 +19,8 @@ class Echo(BaseModel):
     steps: int = Field(default=0, ge=0, le=1000)
     fail_times: int = Field(default=0, ge=0, le=100)
     permanent: bool = False
+    # Fail (retryably) while this file exists: an outage the test can end.
+    fail_while_exists: str | None = None
 
 
 def register(q: chit.Queue) -> chit.Queue:
@@ -25,6 +28,8 @@ def register(q: chit.Queue) -> chit.Queue:
     def echo(job: chit.JobContext, body: Echo) -> dict:
         if body.permanent:
             raise chit.PermanentError(f"cannot echo {body.message!r}: refused for good")
+        if body.fail_while_exists and os.path.exists(body.fail_while_exists):
+            raise ConnectionError("upstream is down")
         if job.attempt <= body.fail_times:
             raise ConnectionError(f"flaky upstream on attempt {job.attempt}")
         steps = max(body.steps, 1)

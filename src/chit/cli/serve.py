@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from types import FrameType
+
+import uvicorn
 
 from chit.api.auth import parse_env_keys
 from chit.errors import ConfigError
@@ -15,6 +18,17 @@ log = logging.getLogger("chit.api")
 
 # Seconds open requests (event streams above all) get to finish on SIGTERM.
 SHUTDOWN_GRACE = 5
+
+
+class _Server(uvicorn.Server):
+    """Stops gracefully on SIGTERM or SIGINT and exits 0, as `chit worker` does
+    (uvicorn would re-raise the signal, ending the process by it); a second
+    signal stops at once."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit:
+            self.force_exit = True
+        self.should_exit = True
 
 
 def is_loopback(host: str) -> bool:
@@ -49,8 +63,6 @@ def serve(
 ) -> int:
     """Run the API until SIGINT/SIGTERM; returns the exit code. `host`/`port`
     default to CHIT_HOST/CHIT_PORT (127.0.0.1:8718)."""
-    import uvicorn
-
     from chit.api import create_app
 
     host = host or settings.host
@@ -66,7 +78,7 @@ def serve(
         server_header=False,
     )
     try:
-        uvicorn.Server(config).run()
+        _Server(config).run()
     finally:
         queue.close()
     return 0

@@ -1,0 +1,232 @@
+"""End to end: a real uvicorn server (`chit.cli.serve.serve`) on a free loopback
+port and two real `chit worker` processes, sharing one SQLite file. The seed
+protocol over the wire: 202 + Location, idempotent replay, Retry-After,
+success, retries to attempt 3, a permanent failure with its error, retry of a
+failed job, cancel of a queued and of a running job, SSE until terminal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import chit
+from chit.store.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).parent
+KEY = "e2e-key-0123456789abcdef"
+SERVER = (
+    "import app_for_tests as a; from chit.cli.serve import serve; "
+    "raise SystemExit(serve(a.queue.settings, a.queue, port={port}, log_level='warning'))"
+)
+
+
+@dataclass
+class Stack:
+    url: str
+    http: httpx.Client
+    client: chit.Client
+    tmp: Path
+
+    def submit(self, payload: dict[str, Any], **extra: Any) -> httpx.Response:
+        response = self.http.post("/jobs", json={"kind": "echo", "payload": payload, **extra})
+        assert response.status_code == 202, response.text
+        return response
+
+    def until(
+        self, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 15
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            body = self.http.get(f"/jobs/{job_id}").json()
+            if done(body):
+                return body
+            assert time.monotonic() < deadline, f"gave up waiting; last status {body}"
+            time.sleep(0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in processes:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("e2e")
+    database = tmp / "chit.db"
+    SQLiteStore(database).close()  # migrated once, before anyone races to do it
+    env = os.environ | {
+        "CHIT_DATABASE_URL": f"sqlite:///{database}",
+        "CHIT_API_KEYS": KEY,
+        "CHIT_BACKOFF_BASE": "0.05",
+        "CHIT_BACKOFF_MAX": "0.1",
+        "CHIT_POLL_INTERVAL": "0.2",
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    port = free_port()
+    worker = [sys.executable, "-m", "chit", "worker", "--app", "app_for_tests:queue"]
+    commands = {
+        "server.log": [sys.executable, "-c", SERVER.format(port=port)],
+        "worker0.log": [*worker, "--concurrency", "4", "--lease", "2", "--grace", "2"],
+        "worker1.log": [*worker, "--concurrency", "4", "--lease", "2", "--grace", "2"],
+    }
+    processes = []
+    for log, command in commands.items():
+        with (tmp / log).open("wb") as out:
+            processes.append(subprocess.Popen(command, env=env, stdout=out, stderr=out))
+    url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {KEY}"}
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=10) as http:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    if http.get("/readyz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert processes[0].poll() is None, (tmp / "server.log").read_text()
+                assert time.monotonic() < deadline, "the API server did not start"
+                time.sleep(0.05)
+            with chit.Client(url, api_key=KEY) as client:
+                yield Stack(url, http, client, tmp)
+    finally:
+        stop(processes)
+    assert [p.returncode for p in processes] == [0, 0, 0], [
+        (tmp / name).read_text()[-2000:] for name in ("server.log", "worker0.log", "worker1.log")
+    ]
+
+
+def test_submit_answers_202_and_the_job_succeeds(stack: Stack) -> None:
+    key = {"Idempotency-Key": "e2e-order-1"}
+    body = {"kind": "echo", "payload": {"message": "hello", "seconds": 0.5, "steps": 5}}
+    first = stack.http.post("/jobs", json=body, headers=key)
+    assert first.status_code == 202
+    job_id = first.json()["job_id"]
+    location = first.headers["location"]
+    assert location == f"/jobs/{job_id}"
+    again = stack.http.post("/jobs", json=body, headers=key)
+    assert (again.status_code, again.json()["job_id"], again.json()["created"]) == (
+        200,
+        job_id,
+        False,
+    )
+    status = stack.http.get(location)
+    assert status.json()["state"] in ("queued", "running")
+    assert status.headers["retry-after"] == "1"
+    final = stack.until(job_id, lambda b: b["state"] == "succeeded")
+    assert final["result"] == {"message": "hello", "attempt": 1}
+    assert "retry-after" not in stack.http.get(location).headers
+
+
+def test_retries_until_the_third_attempt_succeeds(stack: Stack) -> None:
+    job_id = stack.submit({"message": "flaky", "fail_times": 2}).json()["job_id"]
+    final = stack.until(job_id, lambda b: b["state"] == "succeeded")
+    assert (final["attempts"], final["result"]["attempt"]) == (3, 3)
+
+
+def test_a_permanent_failure_keeps_its_error(stack: Stack) -> None:
+    job_id = stack.submit({"message": "poison", "permanent": True}).json()["job_id"]
+    final = stack.until(job_id, lambda b: b["state"] == "failed")
+    assert final["attempts"] == 1
+    assert final["error"].startswith("PermanentError: cannot echo 'poison': refused for good")
+    groups = stack.http.get("/failures").json()["groups"]
+    assert any(g["error"].startswith("PermanentError: cannot echo 'poison'") for g in groups)
+
+
+def test_retry_of_a_failed_job_after_the_outage_ends(stack: Stack) -> None:
+    outage = stack.tmp / "upstream-down"
+    outage.touch()
+    job_id = stack.submit({"message": "later", "fail_while_exists": str(outage)}).json()["job_id"]
+    failed = stack.until(job_id, lambda b: b["state"] == "failed")
+    assert failed["attempts"] == 3 and "ConnectionError: upstream is down" in failed["error"]
+    outage.unlink()
+    retried = stack.http.post(f"/jobs/{job_id}/retry")
+    assert (retried.status_code, retried.json()["state"], retried.json()["attempts"]) == (
+        200,
+        "queued",
+        0,
+    )
+    final = stack.until(job_id, lambda b: b["state"] == "succeeded")
+    assert final["result"] == {"message": "later", "attempt": 1}
+
+
+def test_cancel_a_delayed_queued_job(stack: Stack) -> None:
+    run_at = datetime.now(UTC) + timedelta(minutes=10)
+    job_id = stack.submit({"message": "delayed"}, run_at=run_at.isoformat()).json()["job_id"]
+    status = stack.http.get(f"/jobs/{job_id}")
+    assert status.json()["state"] == "queued"
+    assert 590 <= int(status.headers["retry-after"]) <= 600
+    cancelled = stack.http.post(f"/jobs/{job_id}/cancel")
+    assert (cancelled.status_code, cancelled.json()["state"]) == (200, "cancelled")
+
+
+def test_cancel_a_running_job(stack: Stack) -> None:
+    job_id = stack.submit({"message": "long", "seconds": 30, "steps": 300}).json()["job_id"]
+    stack.until(job_id, lambda b: b["state"] == "running" and (b["progress"]["done"] or 0) > 0)
+    requested = stack.http.post(f"/jobs/{job_id}/cancel")
+    assert requested.status_code == 202
+    assert requested.json()["cancel_requested"] is True
+    started = time.monotonic()
+    final = stack.until(job_id, lambda b: b["state"] == "cancelled")
+    assert time.monotonic() - started < 5  # seen at the next heartbeat (lease 2 s / 3)
+    assert final["progress"]["done"] < 300
+
+
+def test_events_until_the_terminal_state(stack: Stack) -> None:
+    job_id = stack.client.submit("echo", {"message": "sse", "seconds": 1.5, "steps": 3}).job_id
+    events = list(stack.client.events(job_id))
+    jobs = [e.job for e in events if e.job]
+    assert jobs[0].state.value in ("queued", "running")
+    assert jobs[-1].state.value == "succeeded"
+    assert jobs[-1].result == {"message": "sse", "attempt": 1}
+    assert "progress" in [e.event for e in events]
+    # Reconnecting after the terminal event: nothing more (204), the stream ends.
+    assert list(stack.client.events(job_id, last_event_id=events[-1].id)) == []
+
+
+def test_the_blocking_client_waits_for_the_result(stack: Stack) -> None:
+    submitted = stack.client.submit("echo", {"message": "client", "fail_times": 1})
+    final = stack.client.wait(submitted.job_id, timeout=15)
+    assert (final.state.value, final.attempts, final.result) == (
+        "succeeded",
+        2,
+        {"message": "client", "attempt": 2},
+    )
+    big = stack.client.submit("big", {"size": 100_000})
+    result = stack.client.wait(big.job_id, timeout=15)
+    assert result.result_url is not None and len(result.result["blob"]) == 100_000
+
+
+def test_keys_are_required_over_the_wire(stack: Stack) -> None:
+    response = httpx.get(f"{stack.url}/jobs", timeout=5)
+    assert response.status_code == 401 and "Bearer" in response.json()["message"]
+    metrics = stack.http.get("/metrics").text
+    assert 'chit_completions_total{kind="echo"}' in metrics
+    assert "chit_attempt_duration_seconds_bucket" in metrics
