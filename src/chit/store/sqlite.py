@@ -142,7 +142,7 @@ class SQLiteStore(Store):
                 cached_statements=256,
             )
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(conn)
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as e:
@@ -567,7 +567,6 @@ class SQLiteStore(Store):
                 if conn.execute(Q["data_version"]).fetchone()[0] != seen:
                     return
 
-
     # The HTTP API
 
     def get_many(self, job_ids: Sequence[str]) -> list[Job]:
@@ -609,6 +608,24 @@ class SQLiteStore(Store):
     def revoke_api_key(self, key_id: str) -> bool:
         with self._write() as conn:
             return bool(conn.execute(Q["revoke_api_key"], {"id": key_id}).rowcount)
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, waiting out other connections doing the same. Switching a new
+    file takes an exclusive lock without calling the busy handler, so processes
+    opening a fresh database at once would get "database is locked" at start-up."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            busy = e.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+            if not busy or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
 
 def _statements(script: str) -> Iterator[str]:
