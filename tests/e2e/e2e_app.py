@@ -1,0 +1,49 @@
+"""Handlers for the end-to-end tests. Each execution is recorded in a file the
+payload names (never in the database), so tests count runs independently of the
+store they are checking."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import chit
+
+queue = chit.Queue()
+
+
+def append_line(path: str, line: str) -> None:
+    """One write(2) on an O_APPEND descriptor: lines from many processes never interleave."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+@queue.task("sleep", max_attempts=3)
+def sleep(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """Logs 'start' and 'end' lines around a sleep of body['seconds']."""
+    append_line(body["log"], f"start {job.id} {job.attempt} {os.getpid()}")
+    time.sleep(body["seconds"])
+    append_line(body["log"], f"end {job.id} {job.attempt} {os.getpid()}")
+    return {"pid": os.getpid(), "attempt": job.attempt}
+
+
+@queue.task("record")
+def record(job: chit.JobContext, body: dict[str, Any]) -> None:
+    """Appends the job id to this process's file in body['dir']."""
+    append_line(os.path.join(body["dir"], f"{os.getpid()}.log"), job.id)
+
+
+@queue.task("noop")
+def noop(job: chit.JobContext, body: dict[str, Any]) -> None:
+    return None
+
+
+@queue.task("poison", max_attempts=2)
+def poison(job: chit.JobContext, body: dict[str, Any]) -> None:
+    """Kills its own worker process every time it runs."""
+    append_line(body["log"], f"claimed {job.id} {job.attempt} {os.getpid()}")
+    os._exit(1)

@@ -1,0 +1,177 @@
+"""Helpers for the end-to-end tests: child processes, polling, reading results."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+import chit
+from chit.jobs import Job
+
+HERE = Path(__file__).resolve().parent
+APP = "e2e_app:queue"
+
+
+def wait_until(
+    predicate: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = ""
+) -> Any:
+    """Poll `predicate` until it returns something truthy; fail the test after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+class Proc:
+    """A child process whose stderr goes to a file (a pipe could fill and block it)."""
+
+    def __init__(self, name: str, popen: subprocess.Popen[bytes], stderr_path: Path) -> None:
+        self.name = name
+        self.popen = popen
+        self.stderr_path = stderr_path
+        self.stopped = False
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def signal(self, signum: int) -> None:
+        self.popen.send_signal(signum)
+        if signum == signal.SIGSTOP:
+            self.stopped = True
+        elif signum == signal.SIGCONT:
+            self.stopped = False
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(
+                f"{self.name} (pid {self.pid}) still running after {timeout}s:\n"
+                + self.stderr()[-3000:]
+            )
+
+    def wait_started(self, timeout: float = 10) -> None:
+        """Until the worker has logged that it is running (its loops have started)."""
+        wait_until(
+            lambda: " started: queues " in self.stderr() or not self.alive(),
+            timeout,
+            what=f"{self.name} to start",
+        )
+        assert self.alive(), f"{self.name} exited early:\n{self.stderr()}"
+
+
+class Procs:
+    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+        self.tmp_path = tmp_path
+        self.env = env
+        self.all: list[Proc] = []
+        self._files: list[IO[bytes]] = []
+
+    def start(
+        self,
+        argv: list[str],
+        name: str,
+        stdout: int | None = subprocess.DEVNULL,
+        extra_env: dict[str, str] | None = None,
+    ) -> Proc:
+        stderr_path = self.tmp_path / f"{name}.stderr"
+        err = open(stderr_path, "wb")  # noqa: SIM115 - closed at teardown
+        self._files.append(err)
+        popen = subprocess.Popen(
+            [sys.executable, *argv],
+            cwd=self.tmp_path,
+            env=self.env | (extra_env or {}),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=err,
+        )
+        proc = Proc(name, popen, stderr_path)
+        self.all.append(proc)
+        return proc
+
+    def worker(self, *flags: str, name: str | None = None) -> Proc:
+        name = name or f"worker{len(self.all)}"
+        return self.start(["-m", "chit", "worker", "--app", APP, *flags], name)
+
+    def cleanup(self) -> None:
+        for proc in self.all:
+            if proc.alive():
+                if proc.stopped:
+                    proc.popen.send_signal(signal.SIGCONT)
+                proc.popen.kill()
+        for proc in self.all:
+            proc.popen.wait(10)
+            if proc.popen.stdout is not None:
+                proc.popen.stdout.close()
+        for f in self._files:
+            f.close()
+
+
+def get(q: chit.Queue, job_id: str) -> Job:
+    job = q.store.get(job_id)
+    assert job is not None, job_id
+    return job
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def write_lock_free(db_path: Path) -> bool:
+    """True when no process holds the SQLite write lock (a stopped process might)."""
+    conn = sqlite3.connect(db_path, timeout=0.2, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
+
+
+def wait_terminal(q: chit.Queue, job_id: str, timeout: float) -> Job:
+    return wait_until(
+        lambda: (job := get(q, job_id)).state.terminal and job,
+        timeout,
+        what=f"job {job_id} to finish",
+    )
+
+
+def stop_outside_write(proc: Proc, db_path: Path) -> None:
+    """SIGSTOP `proc` at a moment it holds no SQLite write lock: a process frozen
+    inside a write transaction would block every other writer, which is a
+    different fault from the one under test."""
+    for _ in range(100):
+        proc.signal(signal.SIGSTOP)
+        wait_until(lambda: _proc_state(proc.pid) == "T", 5, 0.005, what="SIGSTOP")
+        if write_lock_free(db_path):
+            return
+        proc.signal(signal.SIGCONT)
+        time.sleep(0.01)
+    pytest.fail(f"{proc.name} held the write lock every time it was stopped")
+
+
+def _proc_state(pid: int) -> str:
+    # /proc/PID/stat: "pid (comm) S ..."; comm may contain spaces, so split after ')'.
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text.rsplit(")", 1)[1].split()[0]
