@@ -1,0 +1,210 @@
+"""HTTP API benchmark: submits per second and status polls per second against
+one uvicorn worker process (`chit.cli.serve.serve`) on a SQLite file.
+
+Not a test: prints figures and the versions they were measured with. The load
+generator (this process: raw HTTP/1.1 keep-alive connections on asyncio)
+shares the machine with the server, so the figures are a floor for the server
+alone; the load average printed says how busy the machine was. Loopback only; every phase is
+bounded in time.
+
+    .venv/bin/python bench/api_bench.py [--seconds 5] [--concurrency 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from importlib import metadata
+from pathlib import Path
+
+import httpx
+
+KEY = "bench-key-0123456789abcdef"
+SERVER = """
+import chit
+from chit.cli.serve import serve
+
+queue = chit.Queue()
+
+@queue.task("noop")
+def noop(job, body):
+    return None
+
+raise SystemExit(serve(queue.settings, queue, port={port}, log_level="warning"))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Connection:
+    """A minimal HTTP/1.1 keep-alive client on asyncio streams: far cheaper per
+    request than a full client, so the figures measure the server more than us."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(
+        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", f"Authorization: Bearer {KEY}"]
+        lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+        if body:
+            lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status_line, *header_lines = head.decode("latin-1").split("\r\n")
+        answer = {}
+        for line in header_lines:
+            if ":" in line:
+                name, value = line.split(":", 1)
+                answer[name.strip().lower()] = value.strip()
+        length = int(answer.get("content-length", "0"))
+        content = await self.reader.readexactly(length) if length else b""
+        return int(status_line.split()[1]), answer, content
+
+
+Request = Callable[[Connection, int], Awaitable[tuple[int, dict[str, str], bytes]]]
+
+
+async def phase(
+    name: str, url: tuple[str, int], seconds: float, concurrency: int, request: Request, expect: int
+) -> None:
+    """Run `request` on `concurrency` connections for `seconds`; print rate and latency."""
+    latencies: list[float] = []
+    failures = 0
+    deadline = time.perf_counter() + seconds
+    counter = iter(range(10**9))
+
+    async def loop() -> None:
+        nonlocal failures
+        conn = Connection(*url)
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            status, _, _ = await request(conn, next(counter))
+            latencies.append(time.perf_counter() - started)
+            if status != expect:
+                failures += 1
+        if conn.writer is not None:
+            conn.writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    ms = sorted(x * 1000 for x in latencies)
+    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+    print(
+        f"{name:<36} {len(ms) / elapsed:7.0f} req/s   p50 {statistics.median(ms):6.1f} ms"
+        f"   p99 {p99:6.1f} ms   ({len(ms)} requests, {failures} unexpected)"
+    )
+
+
+async def run(url: tuple[str, int], seconds: float, concurrency: int) -> None:
+    ids: list[str] = []
+
+    async def submit(conn: Connection, n: int) -> tuple[int, dict[str, str], bytes]:
+        body = json.dumps({"kind": "noop", "payload": {"i": n}}).encode()
+        answer = await conn.request("POST", "/jobs", body)
+        if len(ids) < 5000 and answer[0] == 202:
+            ids.append(json.loads(answer[2])["job_id"])
+        return answer
+
+    async def submit_idempotent(conn: Connection, n: int) -> tuple[int, dict[str, str], bytes]:
+        body = json.dumps({"kind": "noop", "payload": {"i": n}}).encode()
+        return await conn.request("POST", "/jobs", body, {"Idempotency-Key": f"bench-{n}"})
+
+    async def poll(conn: Connection, n: int) -> tuple[int, dict[str, str], bytes]:
+        return await conn.request("GET", f"/jobs/{random.choice(ids)}")
+
+    etags: dict[str, str] = {}
+
+    async def poll_conditional(conn: Connection, n: int) -> tuple[int, dict[str, str], bytes]:
+        job_id = random.choice(ids[:200])
+        tag = etags.get(job_id)
+        answer = await conn.request(
+            "GET", f"/jobs/{job_id}", headers={"If-None-Match": tag} if tag else None
+        )
+        if answer[0] == 200:
+            etags[job_id] = answer[1]["etag"]
+            return 304, answer[1], b""  # first sight of this job: expected
+        return answer
+
+    async def health(conn: Connection, n: int) -> tuple[int, dict[str, str], bytes]:
+        return await conn.request("GET", "/healthz")
+
+    for name, request, expect in (
+        ("GET /healthz (framework floor)", health, 200),
+        ("POST /jobs (submit)", submit, 202),
+        ("POST /jobs with Idempotency-Key", submit_idempotent, 202),
+        ("GET /jobs/{id} (status poll)", poll, 200),
+        ("GET /jobs/{id} If-None-Match (304)", poll_conditional, 304),
+    ):
+        await phase(name, url, seconds, concurrency, request, expect)
+
+
+def versions() -> str:
+    names = ["fastapi", "starlette", "uvicorn", "pydantic", "httpx", "chit"]
+    found = ", ".join(f"{n} {metadata.version(n)}" for n in names)
+    return (
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {found}; "
+        f"{os.cpu_count()} CPUs, {platform.machine()}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="per phase (default 5)")
+    parser.add_argument("--concurrency", type=int, default=16, help="requests in flight")
+    args = parser.parse_args()
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = os.environ | {
+            "CHIT_DATABASE_URL": f"sqlite:///{Path(tmp) / 'bench.db'}",
+            "CHIT_API_KEYS": KEY,
+        }
+        server = subprocess.Popen([sys.executable, "-c", SERVER.format(port=port)], env=env)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline or server.poll() is not None:
+                    print("the API server did not start", file=sys.stderr)
+                    return 1
+                time.sleep(0.1)
+            print(f"chit HTTP API: one uvicorn process, SQLite, {args.concurrency} in flight")
+            print(versions())
+            print(f"load average before: {os.getloadavg()[0]:.2f}")
+            asyncio.run(run(("127.0.0.1", port), args.seconds, args.concurrency))
+        finally:
+            server.terminate()
+            server.wait(timeout=15)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
