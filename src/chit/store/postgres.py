@@ -600,7 +600,10 @@ class PostgresStore(Store):
             # Notifications that arrived while this thread was busy come first:
             # drain them all, so a burst of enqueues wakes the worker once, not
             # once per job on every later call.
-            if any(n.payload in wanted for n in conn.notifies(timeout=0)):
+            woken = False
+            while pending := [n.payload for n in conn.notifies(timeout=0)]:
+                woken = woken or not wanted.isdisjoint(pending)
+            if woken:
                 return
             remaining = deadline - time.monotonic()
             if remaining > 0:
