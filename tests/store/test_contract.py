@@ -1,0 +1,1048 @@
+"""The store contract (chit/store/base.py), checked on every backend.
+
+Each test runs on SQLite and on PostgreSQL (see conftest.py). Times that matter
+are passed as `now`, so nothing here sleeps to let a lease run out.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+from chit.errors import StoreError
+from chit.jobs import (
+    AttemptOutcome,
+    Beat,
+    Cancelled,
+    CancelResult,
+    ClaimedJob,
+    Failed,
+    JobFilter,
+    NewApiKey,
+    NewJob,
+    Progress,
+    Released,
+    ReplaySelector,
+    State,
+    Succeeded,
+)
+from chit.store import queries
+from chit.store.base import Store
+
+if TYPE_CHECKING:
+    from conftest import Backend
+
+LEASE = 30.0
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def later(seconds: float) -> datetime:
+    """A time `seconds` from now by this machine's clock (the database's, in these tests)."""
+    return utcnow() + timedelta(seconds=seconds)
+
+
+def new(kind: str = "k", payload: object = None, **fields: object) -> NewJob:
+    return NewJob(kind, {"n": 1} if payload is None else payload, **fields)  # type: ignore[arg-type]
+
+
+def claim_one(store: Store, worker: str = "w1", **kwargs: object) -> ClaimedJob:
+    kwargs.setdefault("lease_seconds", LEASE)
+    claimed = store.claim(worker, ["default"], 1, **kwargs)  # type: ignore[arg-type]
+    assert len(claimed) == 1, claimed
+    return claimed[0]
+
+
+def enqueue_and_claim(store: Store, **fields: object) -> ClaimedJob:
+    job_id = store.enqueue(new(**fields)).id
+    claimed = claim_one(store)
+    assert claimed.id == job_id
+    return claimed
+
+
+def close_to(a: datetime | None, b: datetime, tolerance: float = 0.01) -> bool:
+    """Equal up to SQLite's millisecond resolution."""
+    return a is not None and abs((a - b).total_seconds()) <= tolerance
+
+
+# Submitting
+
+
+def test_enqueue_then_get_round_trips_every_field(store: Store) -> None:
+    run_at = later(-5).replace(microsecond=123000)
+    before = utcnow() - timedelta(seconds=1)
+    job = new(
+        "report",
+        {"region": "eu", "n": [1, 2.5, None], "ü": True},
+        queue="reports",
+        priority=-3,
+        max_attempts=7,
+        run_at=run_at,
+        idempotency_key="key-1",
+        tenant="acme",
+        request_hash="hash-1",
+    )
+    enqueued = store.enqueue(job)
+    assert enqueued.created
+
+    got = store.get(enqueued.id)
+    assert got is not None
+    assert (got.id, got.kind, got.queue, got.priority) == (enqueued.id, "report", "reports", -3)
+    assert got.payload == {"region": "eu", "n": [1, 2.5, None], "ü": True}
+    assert (got.state, got.attempts, got.max_attempts) == (State.QUEUED, 0, 7)
+    assert (got.tenant, got.idempotency_key) == ("acme", "key-1")
+    assert close_to(got.run_at, run_at, 0.001)
+    assert before <= got.created_at <= utcnow() + timedelta(seconds=1)
+    assert got.created_at.tzinfo is not None and got.created_at.utcoffset() == timedelta(0)
+    assert got.updated_at == got.created_at
+    assert got.lease_expires_at is None and got.worker is None and not got.stale
+    assert (got.result, got.error, got.checkpoint) == (None, None, None)
+    assert got.progress == Progress(None, None)
+    assert got.started_at is None and got.finished_at is None
+
+
+def test_enqueue_without_run_at_is_due_now(store: Store) -> None:
+    job_id = store.enqueue(new()).id
+    got = store.get(job_id)
+    assert got is not None
+    assert close_to(got.run_at, got.created_at)
+    assert store.claim("w1", ["default"], 1, LEASE)[0].id == job_id
+
+
+def test_get_of_an_unknown_job_or_another_tenants_job_is_none(store: Store) -> None:
+    job_id = store.enqueue(new(tenant="acme")).id
+    assert store.get("0" * 26) is None
+    assert store.get(job_id, tenant="other") is None
+    assert store.get(job_id, tenant="acme") is not None
+    assert store.get_result(job_id, tenant="other") == (False, None)
+
+
+def test_idempotency_key_returns_the_same_job_with_created_false_and_stored_hash(
+    store: Store,
+) -> None:
+    first = store.enqueue(new(idempotency_key="k1", request_hash="h1"))
+    again = store.enqueue(new(payload={"other": True}, idempotency_key="k1", request_hash="h2"))
+    assert first.created and not again.created
+    assert again.id == first.id
+    assert again.request_hash == "h1"
+    stored = store.get(first.id)
+    assert stored is not None and stored.payload == {"n": 1}
+    assert len(store.list(JobFilter()).jobs) == 1
+
+
+def test_idempotency_keys_are_per_tenant(store: Store) -> None:
+    a = store.enqueue(new(idempotency_key="k", tenant="a"))
+    b = store.enqueue(new(idempotency_key="k", tenant="b"))
+    assert a.created and b.created and a.id != b.id
+
+
+def test_enqueue_many_returns_results_in_input_order(store: Store) -> None:
+    results = store.enqueue_many([new(payload={"i": i}) for i in range(20)])
+    assert all(r.created for r in results)
+    assert [store.get(r.id).payload for r in results] == [{"i": i} for i in range(20)]  # type: ignore[union-attr]
+    # Ids are time-ordered: the batch keeps its order in the id space too.
+    assert [r.id for r in results] == sorted(r.id for r in results)
+
+
+def test_enqueue_many_dedupes_idempotency_keys_inside_the_batch_and_against_stored_jobs(
+    store: Store,
+) -> None:
+    stored = store.enqueue(new(idempotency_key="old", request_hash="h-old"))
+    results = store.enqueue_many(
+        [
+            new(payload={"i": 0}, idempotency_key="dup", request_hash="h0"),
+            new(payload={"i": 1}),
+            new(payload={"i": 2}, idempotency_key="dup", request_hash="h2"),
+            new(payload={"i": 3}, idempotency_key="old", request_hash="h3"),
+        ]
+    )
+    assert [r.created for r in results] == [True, True, False, False]
+    assert results[2].id == results[0].id and results[2].request_hash == "h0"
+    assert results[3].id == stored.id and results[3].request_hash == "h-old"
+    assert store.get(results[0].id).payload == {"i": 0}  # type: ignore[union-attr]
+    assert len(store.list(JobFilter()).jobs) == 3
+
+
+def test_enqueue_many_is_one_transaction(store: Store) -> None:
+    with pytest.raises(StoreError):
+        store.enqueue_many([new(), new(max_attempts=0)])  # violates CHECK (max_attempts > 0)
+    assert store.list(JobFilter()).jobs == []
+    assert store.enqueue_many([]) == []
+
+
+# Claiming
+
+
+def test_claim_order_is_priority_then_run_at_then_id(store: Store) -> None:
+    base = later(-60).replace(microsecond=0)
+    ids = {}
+    for name, priority, offset in [
+        ("late-urgent", 0, 30),
+        ("early-lazy", 5, 0),
+        ("early-urgent", 0, 10),
+        ("negative", -1, 40),
+        ("tie-a", 2, 20),
+        ("tie-b", 2, 20),
+    ]:
+        ids[store.enqueue(new(priority=priority, run_at=base + timedelta(seconds=offset))).id] = (
+            name
+        )
+    claimed = store.claim("w1", ["default"], 10, LEASE)
+    assert [ids[c.id] for c in claimed] == [
+        "negative",
+        "early-urgent",
+        "late-urgent",
+        "tie-a",
+        "tie-b",
+        "early-lazy",
+    ]
+
+
+def test_claim_order_holds_one_job_at_a_time(store: Store) -> None:
+    base = later(-60).replace(microsecond=0)
+    low = store.enqueue(new(priority=1, run_at=base)).id
+    high_late = store.enqueue(new(priority=0, run_at=base + timedelta(seconds=5))).id
+    high_early = store.enqueue(new(priority=0, run_at=base)).id
+    assert [claim_one(store).id for _ in range(3)] == [high_early, high_late, low]
+
+
+def test_a_job_whose_run_at_is_in_the_future_is_not_claimed_until_due(store: Store) -> None:
+    due_at = later(3600).replace(microsecond=0)
+    job_id = store.enqueue(new(run_at=due_at)).id
+    assert store.claim("w1", ["default"], 1, LEASE) == []
+    assert store.claim("w1", ["default"], 1, LEASE, now=due_at - timedelta(seconds=1)) == []
+    claimed = store.claim("w1", ["default"], 1, LEASE, now=due_at)
+    assert [c.id for c in claimed] == [job_id]
+
+
+def test_claim_takes_only_the_given_queues_in_queue_order(store: Store) -> None:
+    a = store.enqueue(new(queue="a", priority=9)).id
+    b = store.enqueue(new(queue="b", priority=0)).id
+    store.enqueue(new(queue="c"))
+    claimed = store.claim("w1", ["a", "b"], 10, LEASE)
+    assert [c.id for c in claimed] == [a, b]
+    assert [c.queue for c in claimed] == ["a", "b"]
+    assert store.claim("w1", ["a", "b"], 10, LEASE) == []
+    assert store.claim("w1", [], 10, LEASE) == []
+
+
+def test_claim_stops_at_the_limit_across_queues(store: Store) -> None:
+    store.enqueue_many([new(queue="a") for _ in range(3)] + [new(queue="b") for _ in range(3)])
+    assert len(store.claim("w1", ["a", "b"], 2, LEASE)) == 2
+    claimed = store.claim("w1", ["a", "b"], 2, LEASE)
+    assert [c.queue for c in claimed] == ["a", "b"]
+    assert len(store.claim("w1", ["a", "b"], 100, LEASE)) == 2
+    assert store.claim("w1", ["a", "b"], 0, LEASE) == []
+
+
+def test_claim_counts_an_attempt_sets_a_lease_and_opens_an_attempt_record(store: Store) -> None:
+    job_id = store.enqueue(new(max_attempts=3)).id
+    now = later(1).replace(microsecond=0)
+    claimed = claim_one(store, worker="host:1", lease_seconds=45, now=now)
+    assert (claimed.id, claimed.kind, claimed.payload) == (job_id, "k", {"n": 1})
+    assert (claimed.attempt, claimed.max_attempts) == (1, 3)
+    assert claimed.lease_token
+    job = store.get(job_id)
+    assert job is not None
+    assert (job.state, job.attempts, job.worker) == (State.RUNNING, 1, "host:1")
+    assert close_to(job.lease_expires_at, now + timedelta(seconds=45))
+    assert close_to(job.started_at, now)
+    [attempt] = store.attempts(job_id)
+    assert (attempt.attempt, attempt.worker, attempt.outcome, attempt.finished_at) == (
+        1,
+        "host:1",
+        None,
+        None,
+    )
+    assert close_to(attempt.started_at, now)
+
+
+def test_every_claim_gets_a_new_lease_token(store: Store) -> None:
+    tokens = set()
+    job = enqueue_and_claim(store)
+    for _ in range(5):
+        tokens.add(job.lease_token)
+        store.finish([Released(job.id, job.lease_token)])
+        job = claim_one(store)
+    assert len(tokens) == 5
+
+
+def test_invariant1_concurrent_claimers_never_get_the_same_job(backend: Backend) -> None:
+    backend.open().enqueue_many([new(payload={"i": i}) for i in range(500)])
+    stores = [backend.open() for _ in range(4)]
+    got: list[list[str]] = [[] for _ in stores]
+    start = threading.Barrier(len(stores))
+
+    def claimer(index: int) -> None:
+        start.wait()
+        empty = 0
+        while empty < 3:
+            batch = stores[index].claim(f"w{index}", ["default"], 7, LEASE)
+            got[index].extend(c.id for c in batch)
+            empty = 0 if batch else empty + 1
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    every = [job_id for ids in got for job_id in ids]
+    assert len(every) == 500
+    assert len(set(every)) == 500, [k for k, n in Counter(every).items() if n > 1][:5]
+    stats = stores[0].stats()
+    assert stats.by_state["running"] == 500 and stats.by_state["queued"] == 0
+
+
+# Leases and rescue
+
+
+def test_invariant2_a_running_job_has_a_lease_and_is_stale_once_it_expires(store: Store) -> None:
+    store.enqueue(new(run_at=later(-3600)))
+    past = later(-120)
+    job = claim_one(store, lease_seconds=60, now=past)  # the lease ended a minute ago
+    got = store.get(job.id)
+    assert got is not None and got.state is State.RUNNING
+    assert close_to(got.lease_expires_at, past + timedelta(seconds=60))
+    assert got.stale
+    assert store.stats().stale_running == 1
+    assert store.list(JobFilter()).jobs[0].stale
+
+    fresh = enqueue_and_claim(store)
+    assert not store.get(fresh.id).stale  # type: ignore[union-attr]
+    assert store.stats(now=later(LEASE + 1)).stale_running == 2
+
+
+def test_invariant2_rescue_requeues_an_expired_job_that_has_attempts_left(store: Store) -> None:
+    job = enqueue_and_claim(store, max_attempts=2)
+    assert store.rescue_expired(now=later(LEASE - 5)).requeued == 0
+    at = later(LEASE + 1)
+    report = store.rescue_expired(now=at)
+    assert (report.requeued, report.failed, report.cancelled) == (1, 0, 0)
+    got = store.get(job.id)
+    assert got is not None
+    assert (got.state, got.attempts, got.lease_expires_at) == (State.QUEUED, 1, None)
+    assert got.error == "worker lost: lease expired after 1 attempts"
+    assert close_to(got.run_at, at)
+    [attempt] = store.attempts(job.id)
+    assert attempt.outcome is AttemptOutcome.LEASE_EXPIRED and attempt.error
+    assert claim_one(store, now=at).attempt == 2
+
+
+def test_invariant2_rescue_fails_with_the_exact_error_when_attempts_are_used_up(
+    store: Store,
+) -> None:
+    job = enqueue_and_claim(store, max_attempts=2)
+    at = later(LEASE + 1)
+    store.rescue_expired(now=at)
+    claim_one(store, now=at)
+    report = store.rescue_expired(now=at + timedelta(seconds=LEASE + 1))
+    assert (report.requeued, report.failed, report.cancelled) == (0, 1, 0)
+    got = store.get(job.id)
+    assert got is not None and got.state is State.FAILED
+    assert got.error == "worker lost: lease expired after 2 attempts"
+    assert got.finished_at is not None and got.attempts == 2
+    assert [a.outcome for a in store.attempts(job.id)] == [AttemptOutcome.LEASE_EXPIRED] * 2
+
+
+def test_invariant2_rescue_cancels_a_job_whose_cancellation_was_requested(store: Store) -> None:
+    job = enqueue_and_claim(store)
+    assert store.cancel(job.id) is CancelResult.REQUESTED
+    report = store.rescue_expired(now=later(LEASE + 1))
+    assert (report.requeued, report.failed, report.cancelled) == (0, 0, 1)
+    got = store.get(job.id)
+    assert got is not None and got.state is State.CANCELLED and got.finished_at is not None
+
+
+def test_rescue_leaves_live_leases_and_other_states_alone(store: Store) -> None:
+    live = enqueue_and_claim(store)
+    store.enqueue(new())
+    report = store.rescue_expired()
+    assert (report.requeued, report.failed, report.cancelled) == (0, 0, 0)
+    assert store.get(live.id).state is State.RUNNING  # type: ignore[union-attr]
+    assert store.stats().by_state["queued"] == 1
+
+
+# Fencing
+
+
+def test_invariant3_a_rescued_workers_token_can_no_longer_write_anything(store: Store) -> None:
+    old = enqueue_and_claim(store, max_attempts=3)
+    assert store.heartbeat([Beat(old.id, old.lease_token, Progress(1, 10))], LEASE).held
+    at = later(LEASE + 1)
+    store.rescue_expired(now=at)
+    new_claim = claim_one(store, worker="w2", now=at)
+    assert new_claim.id == old.id and new_claim.lease_token != old.lease_token
+    before = store.get(old.id)
+
+    beat = store.heartbeat([Beat(old.id, old.lease_token, Progress(9, 10))], LEASE, now=at)
+    assert beat.held == frozenset()
+    assert not store.checkpoint(old.id, old.lease_token, {"stale": True}, Progress(9, 10), LEASE)
+    for outcome in [
+        Succeeded(old.id, old.lease_token, "stale result"),
+        Failed(old.id, old.lease_token, "stale error"),
+        Failed(old.id, old.lease_token, "stale error", retry_in=1),
+        Released(old.id, old.lease_token),
+        Cancelled(old.id, old.lease_token),
+    ]:
+        assert store.finish([outcome]) == [False]
+    after = store.get(old.id)
+    assert after == before
+    assert after is not None and (after.state, after.worker) == (State.RUNNING, "w2")
+    # The new holder is unaffected and can finish.
+    assert store.finish([Succeeded(new_claim.id, new_claim.lease_token, "ok")]) == [True]
+    outcomes = [a.outcome for a in store.attempts(old.id)]
+    assert outcomes == [AttemptOutcome.LEASE_EXPIRED, AttemptOutcome.SUCCEEDED]
+
+
+def test_invariant3_a_finished_job_fences_out_its_own_token(store: Store) -> None:
+    job = enqueue_and_claim(store)
+    assert store.finish([Succeeded(job.id, job.lease_token, 1)]) == [True]
+    assert store.finish([Succeeded(job.id, job.lease_token, 2)]) == [False]
+    assert store.finish([Failed(job.id, job.lease_token, "late")]) == [False]
+    assert store.heartbeat([Beat(job.id, job.lease_token)], LEASE).held == frozenset()
+    got = store.get(job.id)
+    assert got is not None and (got.state, got.result, got.error) == (State.SUCCEEDED, 1, None)
+
+
+def test_finish_records_a_batch_and_reports_each_item_in_input_order(store: Store) -> None:
+    store.enqueue_many([new(payload={"i": i}) for i in range(5)])
+    a, b, c, d, e = store.claim("w1", ["default"], 5, LEASE)
+    applied = store.finish(
+        [
+            Failed(c.id, c.lease_token, "boom"),
+            Succeeded(a.id, "not-the-token", "x"),
+            Succeeded(b.id, b.lease_token, "ok"),
+            Released(d.id, d.lease_token),
+            Cancelled(e.id, e.lease_token),
+            Succeeded(a.id, a.lease_token, "second try, same batch"),
+        ]
+    )
+    assert applied == [True, False, True, True, True, True]
+    states = {j.id: j.state for j in store.list(JobFilter()).jobs}
+    assert states == {
+        a.id: State.SUCCEEDED,
+        b.id: State.SUCCEEDED,
+        c.id: State.FAILED,
+        d.id: State.QUEUED,
+        e.id: State.CANCELLED,
+    }
+    assert store.get(a.id).result == "second try, same batch"  # type: ignore[union-attr]
+    assert store.finish([]) == []
+
+
+# Outcomes
+
+
+def test_invariant4_a_failed_job_always_has_its_error(store: Store) -> None:
+    job = enqueue_and_claim(store)
+    error = "Traceback (most recent call last):\n  ...\nValueError: bad input"
+    assert store.finish([Failed(job.id, job.lease_token, error)]) == [True]
+    got = store.get(job.id)
+    assert got is not None
+    assert (got.state, got.error, got.lease_expires_at) == (State.FAILED, error, None)
+    assert got.finished_at is not None
+
+
+def test_invariant4_the_schema_refuses_a_failed_job_without_an_error(backend: Backend) -> None:
+    store = backend.open()
+    job_id = store.enqueue(new()).id
+    failed_without_error = "UPDATE chit_jobs SET state = 'failed', error = NULL WHERE id = ?"
+    with pytest.raises(Exception, match=r"(?i)check"):
+        backend.execute(failed_without_error, (job_id,))
+    with pytest.raises(Exception, match=r"(?i)check"):
+        backend.execute("UPDATE chit_jobs SET state = 'running' WHERE id = ?", (job_id,))
+    assert store.get(job_id).state is State.QUEUED  # type: ignore[union-attr]
+
+
+def test_fail_with_retry_in_queues_the_job_again_after_the_delay(store: Store) -> None:
+    job = enqueue_and_claim(store, max_attempts=3)
+    at = later(0).replace(microsecond=0)
+    assert store.finish([Failed(job.id, job.lease_token, "flaky", retry_in=90)], now=at) == [True]
+    got = store.get(job.id)
+    assert got is not None
+    assert (got.state, got.attempts, got.error, got.finished_at) == (
+        State.QUEUED,
+        1,
+        "flaky",
+        None,
+    )
+    assert close_to(got.run_at, at + timedelta(seconds=90))
+    assert store.claim("w1", ["default"], 1, LEASE, now=at + timedelta(seconds=89)) == []
+    assert claim_one(store, now=at + timedelta(seconds=90)).attempt == 2
+
+
+def test_succeeded_stores_the_result_and_clears_the_lease(store: Store) -> None:
+    job = enqueue_and_claim(store)
+    assert store.finish([Succeeded(job.id, job.lease_token, {"rows": [1, 2]})]) == [True]
+    got = store.get(job.id)
+    assert got is not None
+    assert (got.state, got.result) == (State.SUCCEEDED, {"rows": [1, 2]})
+    assert not got.result_external
+    assert got.lease_expires_at is None and got.finished_at is not None
+    assert store.get_result(job.id) == (True, {"rows": [1, 2]})
+
+
+def test_a_large_result_lives_in_the_results_table(backend: Backend) -> None:
+    store = backend.open(result_inline_bytes=1000)
+    big = {"text": "x" * 5000, "n": list(range(50))}
+    store.enqueue(new())
+    job = claim_one(store)
+    assert store.finish([Succeeded(job.id, job.lease_token, big)]) == [True]
+    got = store.get(job.id)
+    assert got is not None and got.state is State.SUCCEEDED
+    assert got.result_external and got.result is None
+    assert store.get_result(job.id) == (True, big)
+    assert backend.execute("SELECT count(*) FROM chit_results WHERE job_id = ?", (job.id,)) == [
+        (1,)
+    ]
+    [[inline]] = backend.execute("SELECT result FROM chit_jobs WHERE id = ?", (job.id,))
+    assert inline is None
+    assert store.get_result("0" * 26) == (False, None)
+
+
+def test_invariant5_heartbeat_writes_progress_and_renews_the_lease_in_one_call(
+    store: Store,
+) -> None:
+    a = enqueue_and_claim(store)
+    b = enqueue_and_claim(store)
+    at = later(20)
+    result = store.heartbeat(
+        [Beat(a.id, a.lease_token, Progress(3, 10)), Beat(b.id, b.lease_token)], LEASE, now=at
+    )
+    assert result.held == {a.id, b.id} and result.cancel_requested == frozenset()
+    got_a, got_b = store.get(a.id), store.get(b.id)
+    assert got_a is not None and got_b is not None
+    assert got_a.progress == Progress(3, 10)
+    assert got_b.progress == Progress(None, None)  # no progress given: none written
+    assert close_to(got_a.lease_expires_at, at + timedelta(seconds=LEASE))
+    assert close_to(got_b.lease_expires_at, at + timedelta(seconds=LEASE))
+    # Renewed: a rescue at the old expiry leaves them alone.
+    assert store.rescue_expired(now=later(LEASE + 1)).requeued == 0
+    # Progress given without a total, then kept when a later beat gives none.
+    store.heartbeat([Beat(a.id, a.lease_token, Progress(4, None))], LEASE)
+    store.heartbeat([Beat(a.id, a.lease_token)], LEASE)
+    assert store.get(a.id).progress == Progress(4, None)  # type: ignore[union-attr]
+    assert store.heartbeat([], LEASE).held == frozenset()
+
+
+def test_invariant5_a_fenced_heartbeat_writes_no_progress_and_renews_nothing(
+    store: Store,
+) -> None:
+    job = enqueue_and_claim(store)
+    before = store.get(job.id)
+    result = store.heartbeat([Beat(job.id, "stolen-token", Progress(90, 100))], 3600)
+    assert result.held == frozenset()
+    assert store.get(job.id) == before
+
+
+def test_invariant6_a_released_job_does_not_use_up_an_attempt(store: Store) -> None:
+    job = enqueue_and_claim(store, max_attempts=1)
+    at = later(1)
+    assert store.finish([Released(job.id, job.lease_token)], now=at) == [True]
+    got = store.get(job.id)
+    assert got is not None
+    assert (got.state, got.attempts, got.lease_expires_at) == (State.QUEUED, 0, None)
+    assert close_to(got.run_at, at)
+    again = claim_one(store, now=at)
+    assert again.attempt == 1 and again.max_attempts == 1
+
+
+def test_attempt_history_records_every_outcome_with_worker_and_error(store: Store) -> None:
+    job_id = store.enqueue(new(max_attempts=5)).id
+
+    def claim(worker: str, at: datetime) -> ClaimedJob:
+        claimed = store.claim(worker, ["default"], 1, LEASE, now=at)
+        assert [c.id for c in claimed] == [job_id]
+        return claimed[0]
+
+    t = later(1)
+    c = claim("w-retry", t)
+    store.finish([Failed(job_id, c.lease_token, "first\ntrace", retry_in=0)], now=t)
+    c = claim("w-release", t)
+    store.finish([Released(job_id, c.lease_token)], now=t)
+    claim("w-lost", t)
+    t += timedelta(seconds=LEASE + 1)
+    store.rescue_expired(now=t)
+    c = claim("w-fail", t)
+    store.finish([Failed(job_id, c.lease_token, "final")], now=t)
+    store.retry(job_id)
+    c = claim("w-cancel", later(2))
+    store.cancel(job_id)
+    store.finish([Cancelled(job_id, c.lease_token)])
+    store.retry(job_id)
+    c = claim("w-ok", later(3))
+    store.finish([Succeeded(job_id, c.lease_token, "done")])
+
+    history = [(a.attempt, a.worker, a.outcome, a.error) for a in store.attempts(job_id)]
+    lost, lost_error = history[2], history[2][3]
+    assert history == [
+        (1, "w-retry", AttemptOutcome.RETRIED, "first\ntrace"),
+        (2, "w-release", AttemptOutcome.RELEASED, None),
+        (2, "w-lost", AttemptOutcome.LEASE_EXPIRED, lost_error),
+        (3, "w-fail", AttemptOutcome.FAILED, "final"),
+        (1, "w-cancel", AttemptOutcome.CANCELLED, None),
+        (1, "w-ok", AttemptOutcome.SUCCEEDED, None),
+    ]
+    assert lost == (2, "w-lost", AttemptOutcome.LEASE_EXPIRED, lost_error) and lost_error
+    attempts = store.attempts(job_id)
+    assert all(a.finished_at is not None for a in attempts)
+    assert store.attempts("0" * 26) == []
+
+
+def test_checkpoint_persists_and_a_reclaimed_job_resumes_from_it(store: Store) -> None:
+    job = enqueue_and_claim(store)
+    assert job.checkpoint is None
+    at = later(10)
+    assert store.checkpoint(job.id, job.lease_token, {"page": 7}, Progress(7, 20), LEASE, now=at)
+    got = store.get(job.id)
+    assert got is not None
+    assert got.checkpoint == {"page": 7} and got.progress == Progress(7, 20)
+    assert close_to(got.lease_expires_at, at + timedelta(seconds=LEASE))
+    assert store.checkpoint(job.id, job.lease_token, {"page": 8}, None, LEASE)
+    assert store.get(job.id).progress == Progress(7, 20)  # type: ignore[union-attr]
+
+    t = later(LEASE * 3)
+    store.rescue_expired(now=t)
+    again = claim_one(store, now=t)
+    assert (again.checkpoint, again.progress, again.attempt) == ({"page": 8}, Progress(7, 20), 2)
+
+
+# Cancelling
+
+
+def test_cancel_of_a_queued_job_cancels_it_at_once(store: Store) -> None:
+    job_id = store.enqueue(new()).id
+    assert store.cancel(job_id) is CancelResult.CANCELLED
+    got = store.get(job_id)
+    assert got is not None and got.state is State.CANCELLED and got.finished_at is not None
+    assert store.claim("w1", ["default"], 1, LEASE) == []
+    assert store.cancel(job_id) is CancelResult.ALREADY_FINISHED
+
+
+def test_cancel_of_a_running_job_is_requested_and_seen_at_the_next_heartbeat(
+    store: Store,
+) -> None:
+    job = enqueue_and_claim(store)
+    other = enqueue_and_claim(store)
+    assert store.cancel(job.id) is CancelResult.REQUESTED
+    got = store.get(job.id)
+    assert got is not None and got.state is State.RUNNING and got.cancel_requested
+    beats = [Beat(job.id, job.lease_token), Beat(other.id, other.lease_token)]
+    result = store.heartbeat(beats, LEASE)
+    assert result.held == {job.id, other.id}
+    assert result.cancel_requested == {job.id}
+    assert store.cancel(job.id) is CancelResult.REQUESTED
+    assert store.finish([Cancelled(job.id, job.lease_token)]) == [True]
+    assert store.get(job.id).state is State.CANCELLED  # type: ignore[union-attr]
+    assert store.attempts(job.id)[-1].outcome is AttemptOutcome.CANCELLED
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    ["failed", "failed-with-retry", "released"],
+)
+def test_a_job_whose_cancellation_was_requested_ends_cancelled_on_fail_or_release(
+    store: Store, outcome: str
+) -> None:
+    job = enqueue_and_claim(store)
+    store.cancel(job.id)
+    record = {
+        "failed": Failed(job.id, job.lease_token, "stopped"),
+        "failed-with-retry": Failed(job.id, job.lease_token, "stopped", retry_in=5),
+        "released": Released(job.id, job.lease_token),
+    }[outcome]
+    assert store.finish([record]) == [True]
+    got = store.get(job.id)
+    assert got is not None and got.state is State.CANCELLED and got.finished_at is not None
+    assert store.attempts(job.id)[-1].outcome is AttemptOutcome.CANCELLED
+    assert store.claim("w1", ["default"], 1, LEASE) == []
+
+
+def test_cancel_of_a_finished_or_unknown_job_changes_nothing(store: Store) -> None:
+    job = enqueue_and_claim(store, tenant="t")
+    store.finish([Succeeded(job.id, job.lease_token)])
+    before = store.get(job.id)
+    assert store.cancel(job.id) is CancelResult.ALREADY_FINISHED
+    assert store.get(job.id) == before
+    assert store.cancel("0" * 26) is CancelResult.NOT_FOUND
+    queued = store.enqueue(new(tenant="t")).id
+    assert store.cancel(queued, tenant="other") is CancelResult.NOT_FOUND
+    assert store.get(queued).state is State.QUEUED  # type: ignore[union-attr]
+
+
+# Operating: retry, replay, failures, stats, prune
+
+
+def _fail(store: Store, kind: str, error: str, **fields: object) -> str:
+    job_id = store.enqueue(new(kind, **fields)).id
+    claimed = store.claim("w1", ["default"], 1, LEASE)
+    assert [c.id for c in claimed] == [job_id]
+    assert store.finish([Failed(job_id, claimed[0].lease_token, error)]) == [True]
+    return job_id
+
+
+def test_retry_puts_a_failed_or_cancelled_job_back_with_attempts_zero(store: Store) -> None:
+    failed = _fail(store, "k", "boom", max_attempts=1)
+    cancelled = store.enqueue(new()).id
+    store.cancel(cancelled)
+    for job_id in (failed, cancelled):
+        assert store.retry(job_id)
+        got = store.get(job_id)
+        assert got is not None
+        assert (got.state, got.attempts, got.error, got.finished_at) == (
+            State.QUEUED,
+            0,
+            None,
+            None,
+        )
+        assert not got.cancel_requested
+    claimed = {c.id: c for c in store.claim("w1", ["default"], 5, LEASE)}
+    assert set(claimed) == {failed, cancelled}
+    assert claimed[failed].attempt == 1
+    # History is kept.
+    outcomes = [a.outcome for a in store.attempts(failed)]
+    assert outcomes == [AttemptOutcome.FAILED, None]
+
+
+def test_retry_of_a_job_in_any_other_state_is_refused(store: Store) -> None:
+    running = enqueue_and_claim(store)
+    done = enqueue_and_claim(store)
+    store.finish([Succeeded(done.id, done.lease_token)])
+    failed = _fail(store, "k", "x", tenant="t")
+    queued = store.enqueue(new()).id
+    for job_id in (queued, running.id, done.id, "0" * 26):
+        before = store.get(job_id)
+        assert not store.retry(job_id)
+        assert store.get(job_id) == before
+    assert not store.retry(failed, tenant="other")
+    assert store.retry(failed, tenant="t")
+
+
+def test_replay_by_ids_kind_error_prefix_and_since_counts_and_leaves_others_alone(
+    store: Store,
+) -> None:
+    a1 = _fail(store, "a", "Timeout: upstream\ntrace")
+    a2 = _fail(store, "a", "KeyError: x")
+    b1 = _fail(store, "b", "Timeout: db")
+    cancelled = store.enqueue(new("a")).id
+    store.cancel(cancelled)
+    done = enqueue_and_claim(store, kind="a")
+    store.finish([Succeeded(done.id, done.lease_token)])
+
+    def states() -> dict[str, State]:
+        return {j.id: j.state for j in store.list(JobFilter()).jobs}
+
+    assert store.replay(ReplaySelector(kind="a", error_prefix="Timeout")) == 1
+    assert states()[a1] is State.QUEUED and states()[a2] is State.FAILED
+    assert states()[b1] is State.FAILED and states()[cancelled] is State.CANCELLED
+    assert store.replay(ReplaySelector(error_prefix="Timeout")) == 1  # b1; a1 is queued now
+    assert states()[b1] is State.QUEUED
+
+    # By ids: failed or cancelled; other states are left alone and not counted.
+    assert store.replay(ReplaySelector(ids=(a2, cancelled, done.id, "0" * 26))) == 2
+    assert states()[a2] is State.QUEUED and states()[cancelled] is State.QUEUED
+    assert states()[done.id] is State.SUCCEEDED
+    got = store.get(a2)
+    assert got is not None and got.attempts == 0 and got.error is None
+
+    # By since (finished at or after) and by kind.
+    assert len(store.claim("w1", ["default"], 10, LEASE)) == 4  # out of _fail's way
+    old = _fail(store, "c", "old")
+    time.sleep(0.01)  # SQLite keeps milliseconds: step past the last write's
+    cutoff = later(0)
+    time.sleep(0.01)
+    recent = _fail(store, "c", "new")
+    assert store.replay(ReplaySelector(kind="c", since=cutoff)) == 1
+    assert states()[recent] is State.QUEUED and states()[old] is State.FAILED
+    assert store.replay(ReplaySelector(kind="nothing-matches")) == 0
+    assert store.replay(ReplaySelector()) == 1  # every failed job: `old`
+    assert states()[old] is State.QUEUED
+
+
+def test_replay_respects_the_tenant(store: Store) -> None:
+    mine = _fail(store, "k", "e", tenant="me")
+    theirs = _fail(store, "k", "e", tenant="them")
+    assert store.replay(ReplaySelector(kind="k", tenant="me")) == 1
+    assert store.replay(ReplaySelector(ids=(theirs,), tenant="me")) == 0
+    assert store.get(mine).state is State.QUEUED  # type: ignore[union-attr]
+    assert store.get(theirs).state is State.FAILED  # type: ignore[union-attr]
+
+
+def test_failures_are_grouped_by_kind_and_first_line_with_counts_and_times(
+    store: Store,
+) -> None:
+    first = _fail(store, "sync", "Timeout: upstream\n  File a.py")
+    _fail(store, "sync", "Timeout: upstream\n  File b.py")
+    last = _fail(store, "sync", "Timeout: upstream")
+    other = _fail(store, "sync", "KeyError: 'id'")
+    mail = _fail(store, "mail", "Timeout: upstream", tenant="t2")
+    store.enqueue(new("sync"))  # not failed: not counted
+
+    groups = store.failures()
+    assert [(g.kind, g.error, g.count) for g in groups][:1] == [("sync", "Timeout: upstream", 3)]
+    assert sorted((g.kind, g.error, g.count) for g in groups) == [
+        ("mail", "Timeout: upstream", 1),
+        ("sync", "KeyError: 'id'", 1),
+        ("sync", "Timeout: upstream", 3),
+    ]
+    top = groups[0]
+    jobs = {j.id: j for j in store.list(JobFilter()).jobs}
+    assert top.first_seen == jobs[first].finished_at
+    assert top.last_seen == jobs[last].finished_at
+    assert top.latest_id == last
+    assert top.first_seen <= top.last_seen
+    assert [(g.kind, g.latest_id) for g in store.failures(tenant="t2")] == [("mail", mail)]
+    assert other
+
+
+def test_stats_count_states_kinds_last_hour_lag_and_stale(store: Store) -> None:
+    running = enqueue_and_claim(store, kind="b")
+    done = enqueue_and_claim(store, kind="a")
+    store.finish([Succeeded(done.id, done.lease_token)])
+    _fail(store, "b", "x")
+    store.enqueue_many([new("a"), new("a"), new("b", run_at=later(3600))])
+    store.enqueue(new("a", tenant="other"))
+
+    now = later(5)
+    stats = store.stats(now=now)
+    assert stats.by_state == {
+        "queued": 4,
+        "running": 1,
+        "succeeded": 1,
+        "failed": 1,
+        "cancelled": 0,
+    }
+    assert stats.by_kind == {
+        "a": {"queued": 3, "succeeded": 1},
+        "b": {"queued": 1, "running": 1, "failed": 1},
+    }
+    assert (stats.succeeded_last_hour, stats.failed_last_hour) == (1, 1)
+    assert stats.failure_rate == 0.5
+    assert stats.oldest_queued_age is not None and 4.9 <= stats.oldest_queued_age < 15
+    assert stats.stale_running == 0
+    assert store.stats(now=later(LEASE + 1)).stale_running == 1
+    assert store.stats(now=later(7200)).succeeded_last_hour == 0
+    assert store.stats(tenant="other").by_state["queued"] == 1
+    assert running
+
+    empty = store.stats(tenant="nobody")
+    assert sum(empty.by_state.values()) == 0 and empty.oldest_queued_age is None
+
+
+def test_prune_deletes_only_terminal_jobs_older_than_the_cutoff_with_their_history(
+    backend: Backend,
+) -> None:
+    store = backend.open(result_inline_bytes=10)
+    ok = enqueue_and_claim(store)
+    store.finish([Succeeded(ok.id, ok.lease_token, "a result longer than ten bytes")])
+    failed = _fail(store, "k", "x")
+    cancelled = store.enqueue(new()).id
+    store.cancel(cancelled)
+    running = enqueue_and_claim(store)
+    queued = store.enqueue(new()).id
+
+    assert store.prune(3600) == 0  # all finished just now
+    assert store.prune(60, now=later(3600)) == 3
+    remaining = {j.id for j in store.list(JobFilter()).jobs}
+    assert remaining == {queued, running.id}
+    for job_id in (ok.id, failed, cancelled):
+        assert store.get(job_id) is None
+        assert store.attempts(job_id) == []
+    assert backend.execute("SELECT count(*) FROM chit_results") == [(0,)]
+    assert len(store.attempts(running.id)) == 1
+
+
+# Listing
+
+
+def test_list_filters_by_state_kind_queue_tenant_and_since(store: Store) -> None:
+    c = enqueue_and_claim(store, kind="a", tenant="t").id
+    a = store.enqueue(new("a")).id
+    b = store.enqueue(new("b", queue="q2")).id
+    time.sleep(0.01)  # SQLite keeps milliseconds: step past the last write's
+    cutoff = later(0)
+    time.sleep(0.01)
+    d = store.enqueue(new("b")).id
+
+    def ids(**where: object) -> list[str]:
+        return [j.id for j in store.list(JobFilter(**where)).jobs]  # type: ignore[arg-type]
+
+    assert ids() == [d, b, a, c]  # newest first
+    assert ids(state=State.QUEUED) == [d, b, a]
+    assert ids(state=State.RUNNING) == [c]
+    assert ids(kind="a") == [a, c]
+    assert ids(queue="q2") == [b]
+    assert ids(tenant="t") == [c]
+    assert ids(tenant="") == [d, b, a]
+    assert ids(since=cutoff) == [d]
+    assert ids(kind="b", state=State.QUEUED, queue="default") == [d]
+    assert ids(kind="nothing") == []
+
+
+def test_list_keyset_pagination_walks_every_page_once(store: Store) -> None:
+    ids = [r.id for r in store.enqueue_many([new(payload={"i": i}) for i in range(23)])]
+    store.enqueue_many([new("other") for _ in range(4)])
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = store.list(JobFilter(kind="k"), limit=5, cursor=cursor)
+        pages += 1
+        seen.extend(j.id for j in page.jobs)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert pages == 5
+    assert seen == list(reversed(ids))
+    exact = store.list(JobFilter(kind="other"), limit=4)
+    assert len(exact.jobs) == 4 and exact.next_cursor is None
+
+
+# Schema
+
+
+def test_migrate_is_idempotent_and_the_version_counts_the_migrations(
+    backend: Backend,
+) -> None:
+    backend_name = backend.name
+    expected = len(queries.migrations(backend_name))
+    store = backend.open()
+    assert store.schema_version() == expected
+    assert store.migrate() == expected
+    assert store.migrate() == expected
+    assert store.schema_version() == expected
+    assert backend.execute("SELECT count(*) FROM chit_schema_migrations") == [(expected,)]
+
+    empty = backend.fresh().open(migrate=False)
+    assert empty.schema_version() == 0
+    assert empty.migrate() == expected
+    assert empty.schema_version() == expected
+
+
+def test_migrations_racing_from_several_processes_apply_once(backend: Backend) -> None:
+    location = backend.fresh()
+    stores = [location.open(migrate=False) for _ in range(4)]
+    start = threading.Barrier(len(stores))
+    versions: list[int] = []
+    errors: list[BaseException] = []
+
+    def migrate(store: Store) -> None:
+        start.wait()
+        try:
+            versions.append(store.migrate())
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=migrate, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    expected = len(queries.migrations(backend.name))
+    assert errors == [] and versions == [expected] * len(stores)
+    assert location.execute("SELECT count(*) FROM chit_schema_migrations") == [(expected,)]
+    assert stores[0].enqueue(new()).created
+
+
+# Waking idle workers
+
+
+def test_wait_for_jobs_returns_early_after_an_enqueue_from_another_store(
+    backend: Backend,
+) -> None:
+    waiter, submitter = backend.open(), backend.open()
+    waiter.wait_for_jobs(["default"], 0.01)  # a first call sets up whatever it listens with
+
+    def submit() -> None:
+        time.sleep(0.3)
+        submitter.enqueue(new())
+
+    thread = threading.Thread(target=submit)
+    started = time.monotonic()
+    thread.start()
+    waiter.wait_for_jobs(["default"], 5)
+    elapsed = time.monotonic() - started
+    thread.join()
+    assert elapsed < 2, f"wait_for_jobs took {elapsed:.2f} s; an enqueue should wake it"
+
+
+def test_wait_for_jobs_without_new_work_waits_out_its_timeout(store: Store) -> None:
+    started = time.monotonic()
+    store.wait_for_jobs(["default"], 0.2)
+    assert 0.15 <= time.monotonic() - started < 2
+
+
+def test_an_error_with_a_nul_character_is_still_recorded(store: Store) -> None:
+    job = enqueue_and_claim(store)
+    assert store.finish([Failed(job.id, job.lease_token, "bad\x00byte\nline 2")]) == [True]
+    got = store.get(job.id)
+    assert got is not None and got.state is State.FAILED
+    assert got.error is not None and got.error.startswith("bad") and got.error.endswith("line 2")
+
+
+# The HTTP API's reads and keys
+
+
+def test_get_many_reads_every_existing_job_in_one_call(store: Store) -> None:
+    ids = [r.id for r in store.enqueue_many([new(payload={"i": i}) for i in range(5)])]
+    running = claim_one(store)
+    got = {j.id: j for j in store.get_many([*ids, "0" * 26])}
+    assert set(got) == set(ids)
+    assert got[running.id].state is State.RUNNING
+    assert got[ids[4]] == store.get(ids[4])
+    assert store.get_many([]) == []
+
+
+def test_attempt_stats_count_outcomes_and_bucket_durations(store: Store) -> None:
+    t = later(1).replace(microsecond=0)
+    store.enqueue_many([new("a"), new("a"), new("a"), new("b", tenant="t")])
+    a1, a2, a3, b1 = store.claim("w1", ["default"], 4, LEASE, now=t)
+    store.finish([Succeeded(a1.id, a1.lease_token)], now=t + timedelta(seconds=0.5))
+    store.finish([Succeeded(a2.id, a2.lease_token)], now=t + timedelta(seconds=3))
+    store.finish([Failed(b1.id, b1.lease_token, "x")], now=t + timedelta(seconds=20))
+
+    stats = {(s.kind, s.outcome): s for s in store.attempt_stats([1.0, 5.0])}
+    assert set(stats) == {("a", "succeeded"), ("a", None), ("b", "failed")}
+    ok = stats[("a", "succeeded")]
+    assert (ok.count, ok.buckets) == (2, (1, 1, 0))
+    assert abs(ok.duration_sum - 3.5) < 0.01
+    still_running = stats[("a", None)]
+    assert (still_running.count, still_running.buckets) == (1, (0, 0, 0))
+    failed = stats[("b", "failed")]
+    assert (failed.count, failed.buckets) == (1, (0, 0, 1))
+    assert [(s.kind, s.count) for s in store.attempt_stats([1.0], tenant="t")] == [("b", 1)]
+    assert a3
+
+
+def test_api_keys_are_stored_found_by_hash_listed_and_revoked(store: Store) -> None:
+    first = store.create_api_key(
+        NewApiKey(id="key1", key_hash="h1", tenant="*", scopes=("read", "admin"), name="ops")
+    )
+    assert (first.id, first.name, first.tenant, first.scopes) == (
+        "key1",
+        "ops",
+        "*",
+        ("read", "admin"),
+    )
+    assert first.created_at.utcoffset() == timedelta(0) and first.revoked_at is None
+    second = store.create_api_key(
+        NewApiKey(id="key2", key_hash="h2", tenant="t", scopes=("submit",))
+    )
+    assert store.find_api_key("h1") == first
+    assert store.find_api_key("nope") is None
+    assert [k.id for k in store.list_api_keys()] == ["key1", "key2"]
+
+    assert store.revoke_api_key("key1")
+    assert not store.revoke_api_key("key1")
+    assert not store.revoke_api_key("unknown")
+    assert store.find_api_key("h1") is None
+    assert store.list_api_keys() == [second]
+    revoked = store.list_api_keys(include_revoked=True)
+    assert [k.id for k in revoked] == ["key1", "key2"] and revoked[0].revoked_at is not None

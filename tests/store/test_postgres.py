@@ -1,0 +1,95 @@
+"""PostgreSQL only: connection loss, LISTEN/NOTIFY and row locks, which SQLite
+does not have. Everything else is in the shared suite (test_contract.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import psycopg
+import pytest
+
+from chit.errors import StoreError
+from chit.jobs import JobFilter, NewJob
+from chit.store.postgres import PostgresStore
+
+if TYPE_CHECKING:
+    from conftest import PostgresBackend
+
+
+def test_postgres_unreachable_server_raises_store_error_naming_it_without_the_password() -> None:
+    started = time.monotonic()
+    with pytest.raises(StoreError) as raised:
+        PostgresStore("postgresql://chit:s3cret@127.0.0.1:1/jobs", connect_timeout=1)
+    message = str(raised.value)
+    assert "127.0.0.1:1/jobs" in message and "s3cret" not in message
+    assert time.monotonic() - started < 10
+
+
+def _kill_connections(admin: psycopg.Connection) -> int:
+    """What a server restart does to every client: terminate their backends."""
+    rows = admin.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        " AND backend_type = 'client backend'"
+    ).fetchall()
+    return len(rows)
+
+
+def test_postgres_pool_recovers_after_the_server_drops_every_connection(
+    pg: PostgresBackend,
+) -> None:
+    store = pg.open(pool_size=3)
+    job_id = store.enqueue(NewJob("k", {})).id
+    store.wait_for_jobs(["default"], 0.01)  # opens the LISTEN connection too
+    assert _kill_connections(pg.admin) >= 2
+    time.sleep(0.1)
+
+    # The very next call succeeds on a fresh connection.
+    assert store.get(job_id) is not None
+    assert len(store.claim("w1", ["default"], 5, 30)) == 1
+
+    # And waiting falls back, then listens again on a new connection.
+    store.wait_for_jobs(["default"], 0.2)
+    submitter = pg.open()
+    threading.Timer(0.3, lambda: submitter.enqueue(NewJob("k", {}))).start()
+    started = time.monotonic()
+    store.wait_for_jobs(["default"], 5)
+    assert time.monotonic() - started < 2
+
+
+def test_postgres_wait_for_jobs_wakes_only_for_its_own_queues(pg: PostgresBackend) -> None:
+    waiter, submitter = pg.open(), pg.open()
+    waiter.wait_for_jobs(["mine"], 0.01)
+    threading.Timer(0.1, lambda: submitter.enqueue(NewJob("k", {}, queue="theirs"))).start()
+    started = time.monotonic()
+    waiter.wait_for_jobs(["mine"], 0.6)
+    assert time.monotonic() - started >= 0.5
+
+
+def test_postgres_a_burst_of_enqueues_wakes_an_idle_waiter_once(pg: PostgresBackend) -> None:
+    waiter, submitter = pg.open(), pg.open()
+    waiter.wait_for_jobs(["default"], 0.01)
+    for _ in range(20):
+        submitter.enqueue(NewJob("k", {}))  # 20 transactions, 20 notifications
+    time.sleep(0.2)  # let them reach the waiter's socket
+    started = time.monotonic()
+    waiter.wait_for_jobs(["default"], 5)
+    assert time.monotonic() - started < 0.5  # work is waiting: at once
+    started = time.monotonic()
+    waiter.wait_for_jobs(["default"], 0.3)
+    assert time.monotonic() - started >= 0.25  # the backlog was drained by the first call
+
+
+def test_postgres_claim_skips_rows_another_transaction_has_locked(pg: PostgresBackend) -> None:
+    store = pg.open()
+    first, second = (r.id for r in store.enqueue_many([NewJob("k", {}), NewJob("k", {})]))
+    with psycopg.connect(pg.url) as other:  # an open transaction holds the row lock
+        other.execute("SELECT 1 FROM chit_jobs WHERE id = %s FOR UPDATE", (first,))
+        started = time.monotonic()
+        claimed = store.claim("w1", ["default"], 2, 30)
+        assert [c.id for c in claimed] == [second]
+        assert time.monotonic() - started < 1
+    assert [c.id for c in store.claim("w1", ["default"], 2, 30)] == [first]
+    assert len(store.list(JobFilter()).jobs) == 2
