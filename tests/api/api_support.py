@@ -38,9 +38,13 @@ API_KEYS = (
 )
 
 
-def settings_for(tmp_path: Path, **changes: Any) -> Settings:
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'chit.db'}"
+
+
+def settings_for(database_url: str, **changes: Any) -> Settings:
     return Settings(
-        database_url=f"sqlite:///{tmp_path / 'chit.db'}",
+        database_url=database_url,
         backoff_base=0.001,
         backoff_max=0.002,
         lease_seconds=30,

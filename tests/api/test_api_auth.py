@@ -20,6 +20,7 @@ from api_support import (
     bearer,
     running_api,
     settings_for,
+    sqlite_url,
 )
 from app_for_tests import register
 
@@ -202,7 +203,7 @@ async def test_no_keys_anywhere_means_open_and_a_table_key_closes_it(api: Api) -
 
 
 async def test_without_keys_a_server_beyond_loopback_lets_no_one_in(tmp_path: Path) -> None:
-    queue = register(chit.Queue(settings=settings_for(tmp_path)))
+    queue = register(chit.Queue(settings=settings_for(sqlite_url(tmp_path))))
     async for api in running_api(queue, allow_open=False):
         body = assert_error(await api.http.get("/jobs"), 401, "unauthorized")
         assert "chit keys create" in body["message"]

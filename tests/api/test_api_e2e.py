@@ -168,11 +168,9 @@ def test_retry_of_a_failed_job_after_the_outage_ends(stack: Stack) -> None:
     assert failed["attempts"] == 3 and "ConnectionError: upstream is down" in failed["error"]
     outage.unlink()
     retried = stack.http.post(f"/jobs/{job_id}/retry")
-    assert (retried.status_code, retried.json()["state"], retried.json()["attempts"]) == (
-        200,
-        "queued",
-        0,
-    )
+    assert retried.status_code == 200
+    # Queued again with attempts reset; an idle worker may have claimed it already.
+    assert (retried.json()["state"], retried.json()["attempts"]) in (("queued", 0), ("running", 1))
     final = stack.until(job_id, lambda b: b["state"] == "succeeded")
     assert final["result"] == {"message": "later", "attempt": 1}
 

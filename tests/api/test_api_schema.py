@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import schemathesis
-from api_support import settings_for
+from api_support import settings_for, sqlite_url
 from app_for_tests import register
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -45,7 +45,7 @@ def operations() -> list[str]:
 
 @pytest.mark.parametrize("label", operations())
 def test_api_conforms_to_its_schema(tmp_path: Path, label: str) -> None:
-    queue = register(chit.Queue(settings=settings_for(tmp_path)))
+    queue = register(chit.Queue(settings=settings_for(sqlite_url(tmp_path))))
     # A job to find (generated ids are all unknown), finished so its event stream ends.
     seed = queue.enqueue("echo", {"message": "seed"}).id
     queue.store.cancel(seed)
