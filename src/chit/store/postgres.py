@@ -33,7 +33,7 @@ import psycopg
 import psycopg.conninfo
 from psycopg import sql
 from psycopg.rows import dict_row, tuple_row
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from chit.errors import StoreError
 from chit.ids import new_job_id
@@ -155,6 +155,8 @@ class PostgresStore(Store):
         try:
             with self._pool.connection() as conn:
                 yield conn
+        except PoolClosed as e:
+            raise StoreError(f"this store for {self.where} is closed") from e
         except PoolTimeout as e:
             raise StoreError(
                 f"no connection to {self.where}: the server is unreachable or every pooled"
