@@ -418,7 +418,7 @@ def test_finish_records_a_batch_and_reports_each_item_in_input_order(store: Stor
         [
             Failed(c.id, c.lease_token, "boom"),
             Succeeded(a.id, "not-the-token", "x"),
-            Succeeded(b.id, b.lease_token, "ok"),
+            Succeeded(b.id, b.lease_token, "large " * 20_000),  # out of the row
             Released(d.id, d.lease_token),
             Cancelled(e.id, e.lease_token),
             Succeeded(a.id, a.lease_token, "second try, same batch"),
@@ -434,6 +434,8 @@ def test_finish_records_a_batch_and_reports_each_item_in_input_order(store: Stor
         e.id: State.CANCELLED,
     }
     assert store.get(a.id).result == "second try, same batch"  # type: ignore[union-attr]
+    assert store.get(b.id).result_external  # type: ignore[union-attr]
+    assert store.get_result(b.id) == (True, "large " * 20_000)
     assert store.finish([]) == []
 
 

@@ -372,31 +372,37 @@ class PostgresStore(Store):
             # The same job twice: apply in input order, so the first that holds the
             # lease wins and the rest are fenced out, as they would be one by one.
             with self._tx() as conn:
+                conn.execute(Q["lock_jobs"], {"ids": sorted(set(job_ids))})
                 return [self._finish(conn, [o], now)[0] for o in outcomes]
         kinds = {type(o) for o in outcomes}
-        externals = any(
-            isinstance(o, Succeeded) and self._is_large(_dumps(o.result)) for o in outcomes
-        )
-        if len(kinds) == 1 and not externals:
+        encoded = {o.job_id: _dumps(o.result) for o in outcomes if isinstance(o, Succeeded)}
+        if len(kinds) == 1 and not any(self._is_large(text) for text in encoded.values()):
+            # One statement: atomic on an autocommit connection, one round trip.
             with self._conn() as conn:
-                return self._finish(conn, outcomes, now)
+                return self._finish(conn, outcomes, now, encoded)
         with self._tx() as conn:
             if len(kinds) > 1:
                 conn.execute(Q["lock_jobs"], {"ids": sorted(job_ids)})
-            return self._finish(conn, outcomes, now)
+            return self._finish(conn, outcomes, now, encoded)
 
     def _is_large(self, encoded: str) -> bool:
         return len(encoded.encode()) > self.result_inline_bytes
 
     def _finish(
-        self, conn: Connection, outcomes: Sequence[Outcome], now: datetime | None
+        self,
+        conn: Connection,
+        outcomes: Sequence[Outcome],
+        now: datetime | None,
+        encoded: dict[str, str] | None = None,
     ) -> list[bool]:
         """One statement per kind of outcome, each fenced per item and closing the
-        attempt records of the items it applied."""
+        attempt records of the items it applied. Job ids are distinct; `encoded`
+        holds the results of the Succeeded ones as JSON, when already made."""
         applied: set[str] = set()
         succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
         if succeeded:
-            encoded = {o.job_id: _dumps(o.result) for o in succeeded}
+            if encoded is None:
+                encoded = {o.job_id: _dumps(o.result) for o in succeeded}
             large = {job_id for job_id, text in encoded.items() if self._is_large(text)}
             items = "[{}]".format(
                 ",".join(
