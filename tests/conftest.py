@@ -47,12 +47,13 @@ def postgres_admin() -> psycopg.Connection:
     try:
         return psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5)
     except psycopg.OperationalError as e:
-        pytest.fail(
-            f"PostgreSQL is unreachable at CHIT_TEST_POSTGRES_URL={POSTGRES_ADMIN_URL!r}: {e}\n"
-            "Start it (e.g. .ci/run does), point CHIT_TEST_POSTGRES_URL at a server, or set "
-            "CHIT_TEST_SKIP_POSTGRES=1 to skip the PostgreSQL tests on purpose.",
-            pytrace=False,
-        )
+        error = e
+    pytest.fail(
+        f"PostgreSQL is unreachable at CHIT_TEST_POSTGRES_URL={POSTGRES_ADMIN_URL!r}: {error}\n"
+        "Start it (e.g. .ci/run does), point CHIT_TEST_POSTGRES_URL at a server, or set "
+        "CHIT_TEST_SKIP_POSTGRES=1 to skip the PostgreSQL tests on purpose.",
+        pytrace=False,
+    )
 
 
 @pytest.fixture(scope="session")
