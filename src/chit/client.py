@@ -86,7 +86,8 @@ class APIUnavailable(APIError, StoreError):
 
 @dataclass(frozen=True)
 class Event:
-    """One Server-Sent Event: `event` is `state` or `progress` (with `job`), or `gone`."""
+    """One Server-Sent Event: `state` or `progress` (with `job`); `gone` (the job
+    was deleted) or `error` (the database was away: reconnect) end the stream."""
 
     id: str | None
     event: str
@@ -94,7 +95,9 @@ class Event:
 
     @property
     def job(self) -> JobStatus | None:
-        return JobStatus.model_validate_json(self.data) if self.event != "gone" else None
+        if self.event in ("state", "progress"):
+            return JobStatus.model_validate_json(self.data)
+        return None
 
 
 def poll_delay(elapsed: float, retry_after: float | None) -> float:

@@ -13,6 +13,7 @@ from api_support import Api
 
 from chit.api.events import version
 from chit.client import Event, SSEParser
+from chit.errors import StoreError
 from chit.jobs import Beat, ClaimedJob, Failed, Progress, Succeeded
 
 pytestmark = pytest.mark.anyio
@@ -172,3 +173,21 @@ async def test_a_job_deleted_while_watched_ends_the_stream(api: Api) -> None:
     api.store.get_many = lambda job_ids: []  # type: ignore[method-assign]
     events = events_of(await asyncio.wait_for(task, 5))
     assert [e.event for e in events] == ["state", "gone"]
+
+
+async def test_a_database_error_as_the_stream_starts_is_an_error_event(api: Api) -> None:
+    job_id = await api.submit()
+    get = api.store.get
+    calls = []
+
+    def failing_second_time(*args: Any) -> Any:
+        calls.append(args)
+        if len(calls) > 1:
+            raise StoreError("database is locked")
+        return get(*args)
+
+    api.store.get = failing_second_time  # type: ignore[method-assign]
+    response = await api.http.get(f"/jobs/{job_id}/events")
+    [event] = events_of(response)
+    assert event.event == "error" and event.job is None
+    assert "database is locked" in event.data and "reconnect" in event.data

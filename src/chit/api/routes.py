@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import math
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -34,7 +35,7 @@ from chit.api.schemas import (
     SubmitJob,
     Submitted,
 )
-from chit.errors import InvalidTransition, JobNotFound
+from chit.errors import InvalidTransition, JobNotFound, StoreError
 from chit.ids import is_job_id
 from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
 from chit.queue import JobRequest
@@ -221,7 +222,7 @@ async def list_jobs(
 _SSE_EVENT = {
     "type": "object",
     "properties": {
-        "event": {"enum": ["state", "progress", "gone"]},
+        "event": {"enum": ["state", "progress", "gone", "error"]},
         "id": {"type": "string"},
         "data": {"type": "string", "contentMediaType": "application/json"},
     },
@@ -256,8 +257,14 @@ async def job_events(
 
     async def body() -> AsyncIterator[bytes]:
         with state.hub.watch(job_id, last_event_id) as watch:
-            # Read again once watched, so no change can fall between the two.
-            current = await blocking(state.store.get, job_id, principal.tenant) or job
+            try:
+                # Read again once watched, so no change can fall between the two.
+                current = await blocking(state.store.get, job_id, principal.tenant) or job
+            except StoreError as e:
+                # The answer has started: say so as an event; the client reconnects.
+                message = f"the job database cannot be used right now ({e}); reconnect shortly"
+                yield events.sse("error", json.dumps({"message": message}))
+                return
             send_first = watch.seen != events.version(current)
             async for chunk in events.stream(
                 watch, current, lambda j: _render(request, j), send_first
