@@ -6,6 +6,7 @@ failed job, cancel of a queued and of a running job, SSE until terminal."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -22,6 +23,7 @@ import httpx
 import pytest
 
 import chit
+from chit.cli.remote import submit_remote, wait_remote
 from chit.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.slow
@@ -228,3 +230,34 @@ def test_keys_are_required_over_the_wire(stack: Stack) -> None:
     metrics = stack.http.get("/metrics").text
     assert 'chit_completions_total{kind="echo"}' in metrics
     assert "chit_attempt_duration_seconds_bucket" in metrics
+
+
+def test_cli_submit_and_wait_through_the_api(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = submit_remote(
+        stack.url, KEY, "echo", {"message": "cli"}, idempotency_key="cli-1", wait=True
+    )
+    captured = capsys.readouterr()
+    assert code == 0
+    assert json.loads(captured.out) == {"message": "cli", "attempt": 1}
+    job_id = captured.err.splitlines()[0]
+    assert submit_remote(stack.url, KEY, "echo", {"message": "cli"}, idempotency_key="cli-1") == 0
+    assert capsys.readouterr().out.strip() == f"{job_id} (existing job, same key)"
+    assert wait_remote(stack.url, KEY, job_id, as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "succeeded"
+    failing = stack.client.submit("echo", {"message": "x", "permanent": True}).job_id
+    assert wait_remote(stack.url, KEY, failing, timeout=15) == 1
+    assert "failed: PermanentError" in capsys.readouterr().err
+    delayed = stack.client.submit(
+        "echo", {"message": "x"}, run_at=datetime.now(UTC) + timedelta(hours=1)
+    ).job_id
+    assert wait_remote(stack.url, KEY, delayed, timeout=0.5) == 1
+    assert "still queued after 0.5s" in capsys.readouterr().err
+    # The CLI's error handling applies: exit 2 for these, 3 for an unreachable API.
+    with pytest.raises(chit.InvalidRequest, match="known kinds: big, echo"):
+        submit_remote(stack.url, KEY, "nope", {})
+    with pytest.raises(chit.ChitError, match="not recognised"):
+        wait_remote(stack.url, "wrong-key-0123456789", job_id)
+    with pytest.raises(chit.StoreError, match="cannot reach the chit API"):
+        wait_remote("http://127.0.0.1:9", KEY, job_id)
