@@ -147,15 +147,19 @@ class HeartbeatResult:
 
 @dataclass(frozen=True, slots=True)
 class Succeeded:
+    """`progress`, when given, is the handler's last report, written with the result."""
+
     job_id: str
     lease_token: str
     result: Any = None
+    progress: Progress | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Failed:
     """`retry_in=None` fails the job for good; otherwise it is queued again
-    that many seconds from now (by the store's clock)."""
+    that many seconds from now (by the store's clock), unless it has used all
+    its attempts, which fails it whatever the caller asked."""
 
     job_id: str
     lease_token: str

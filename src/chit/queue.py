@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from chit.store import Store, open_store
 
 Handler = Callable[..., Any]
 IDEMPOTENCY_KEY_MAX = 255
+# A JSON \u0000 escape, not a literal backslash followed by "u0000".
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,13 @@ class Queue:
         if task is None:
             raise UnknownKind(request.kind, list(self.tasks))
         payload = validate_payload(task, request.payload)
-        size = len(_canonical(payload).encode())
+        encoded = _canonical(payload)
+        if _NUL_ESCAPE.search(encoded):
+            # PostgreSQL's jsonb cannot hold it; refuse on every backend alike.
+            raise InvalidPayload(
+                request.kind, [{"loc": [], "msg": "contains a NUL character (\\u0000)"}]
+            )
+        size = len(encoded.encode())
         if size > self.settings.max_payload_bytes:
             raise PayloadTooLarge(size, self.settings.max_payload_bytes)
         if request.idempotency_key is not None:

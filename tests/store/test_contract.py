@@ -480,6 +480,31 @@ def test_fail_with_retry_in_queues_the_job_again_after_the_delay(store: Store) -
     assert claim_one(store, now=at + timedelta(seconds=90)).attempt == 2
 
 
+def test_a_retry_asked_for_after_the_last_attempt_fails_the_job(store: Store) -> None:
+    job = enqueue_and_claim(store, max_attempts=1)
+    assert store.finish([Failed(job.id, job.lease_token, "flaky", retry_in=5)]) == [True]
+    got = store.get(job.id)
+    assert got is not None
+    assert (got.state, got.attempts, got.error) == (State.FAILED, 1, "flaky")
+    assert got.finished_at is not None
+    assert store.attempts(job.id)[-1].outcome is AttemptOutcome.FAILED
+
+
+def test_success_writes_the_handlers_last_progress_with_the_result(store: Store) -> None:
+    job = enqueue_and_claim(store)
+    store.heartbeat([Beat(job.id, job.lease_token, Progress(3, 10))], LEASE)
+    other = store.enqueue(new()).id
+    held = claim_one(store)
+    assert held.id == other
+    outcomes = [
+        Succeeded(job.id, job.lease_token, "done", Progress(10, 10)),
+        Succeeded(held.id, held.lease_token, "kept"),
+    ]
+    assert store.finish(outcomes) == [True, True]
+    assert store.get(job.id).progress == Progress(10, 10)  # type: ignore[union-attr]
+    assert store.get(other).progress == Progress(None, None)  # type: ignore[union-attr]
+
+
 def test_succeeded_stores_the_result_and_clears_the_lease(store: Store) -> None:
     job = enqueue_and_claim(store)
     assert store.finish([Succeeded(job.id, job.lease_token, {"rows": [1, 2]})]) == [True]

@@ -49,6 +49,7 @@ def test_the_payload_is_stored_as_the_model_sees_it(queue: chit.Queue) -> None:
         ("free", {"blob": "x" * 5000}, chit.PayloadTooLarge, "limit is 2000 bytes"),
         ("free", {"when": object()}, chit.InvalidPayload, "not JSON"),
         ("free", {"n": float("nan")}, chit.InvalidPayload, "not JSON"),
+        ("free", {"text": "a\x00b"}, chit.InvalidPayload, "NUL character"),
     ],
 )
 def test_bad_submissions_are_refused_and_nothing_is_stored(
@@ -64,6 +65,11 @@ def test_malformed_idempotency_keys_are_refused(queue: chit.Queue, key: str) -> 
     with pytest.raises(chit.InvalidRequest, match="idempotency key"):
         queue.enqueue("free", {}, idempotency_key=key)
     assert count(queue) == 0
+
+
+def test_a_literal_backslash_u0000_is_ordinary_text(queue: chit.Queue) -> None:
+    job = queue.enqueue("free", {"text": "C:\\u0000"})
+    assert queue.store.get(job.id).payload == {"text": "C:\\u0000"}
 
 
 def test_the_same_key_and_request_returns_the_same_job(queue: chit.Queue) -> None:

@@ -406,11 +406,12 @@ class PostgresStore(Store):
             large = {job_id for job_id, text in encoded.items() if self._is_large(text)}
             items = "[{}]".format(
                 ",".join(
-                    '{{"id":{},"token":{},"external":{},"result":{}}}'.format(
+                    '{{"id":{},"token":{},"external":{},"result":{},{}}}'.format(
                         _dumps(o.job_id),
                         _dumps(o.lease_token),
                         "true" if o.job_id in large else "false",
                         "null" if o.job_id in large else encoded[o.job_id],
+                        _progress_fields(o.progress),
                     )
                     for o in succeeded
                 )
@@ -764,3 +765,9 @@ def _job(r: dict[str, Any]) -> Job:
         finished_at=_utc(r["finished_at"]),
         stale=bool(r["stale"]),
     )
+
+
+def _progress_fields(progress: Progress | None) -> str:
+    if progress is None:
+        return '"p":false'
+    return f'"p":true,"done":{_dumps(progress.done)},"total":{_dumps(progress.total)}'

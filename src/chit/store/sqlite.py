@@ -374,12 +374,15 @@ class SQLiteStore(Store):
         fence = {"id": outcome.job_id, "token": outcome.lease_token, "now": clock}
         error: str | None = None
         match outcome:
-            case Succeeded(result=result):
+            case Succeeded(result=result, progress=progress):
                 encoded = _dumps(result)
                 external = len(encoded.encode()) > self.result_inline_bytes
                 params = fence | {
                     "result": None if external else encoded,
                     "result_external": int(external),
+                    "has_progress": progress is not None,
+                    "done": progress.done if progress else None,
+                    "total": progress.total if progress else None,
                 }
                 if not conn.execute(Q["succeed"], params).rowcount:
                     return False
@@ -539,16 +542,29 @@ class SQLiteStore(Store):
         return self.replay(ReplaySelector(ids=(job_id,), tenant=tenant)) == 1
 
     def replay(self, selector: ReplaySelector) -> int:
-        params = {
-            "ids": _dumps(list(selector.ids)) if selector.ids else None,
-            "kind": selector.kind,
-            "error_prefix": selector.error_prefix,
-            "since": None if selector.since is None else ts(selector.since),
-            "tenant": selector.tenant,
-            "now": "now",
-        }
+        clauses: list[str] = []
+        params: dict[str, Any] = {}
+        if selector.ids:
+            clauses.append("id IN (SELECT value FROM json_each(:ids))")
+            clauses.append("state IN ('failed', 'cancelled')")
+            params["ids"] = _dumps(list(selector.ids))
+        else:
+            clauses.append("state = 'failed'")
+            if selector.kind is not None:
+                clauses.append("kind = :kind")
+                params["kind"] = selector.kind
+            if selector.error_prefix is not None:
+                clauses.append("substr(error, 1, length(:error_prefix)) = :error_prefix")
+                params["error_prefix"] = selector.error_prefix
+            if selector.since is not None:
+                clauses.append("finished_at >= :since")
+                params["since"] = ts(selector.since)
+        if selector.tenant is not None:
+            clauses.append("tenant = :tenant")
+            params["tenant"] = selector.tenant
+        query = Q["replay"].format(where=" AND ".join(clauses))
         with self._write() as conn:
-            return len(conn.execute(Q["replay"], params).fetchall())
+            return len(conn.execute(query, params).fetchall())
 
     def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
         with self._write() as conn:

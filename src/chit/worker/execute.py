@@ -59,7 +59,7 @@ def classify(
             json.dumps(result, allow_nan=False)
         except (TypeError, ValueError) as e:
             return Failed(job.id, job.lease_token, f"ResultNotJSON: {e}")
-        return Succeeded(job.id, job.lease_token, result)
+        return Succeeded(job.id, job.lease_token, result, ctx.take_progress())
     text = describe(error)
     if isinstance(error, PermanentError):
         return Failed(job.id, job.lease_token, text)

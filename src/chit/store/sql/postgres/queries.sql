@@ -131,10 +131,12 @@ WHERE id = %(id)s::text AND lease_token = %(token)s::text AND state = 'running'
 SELECT id FROM chit_jobs WHERE id = ANY(%(ids)s::text[]) ORDER BY id FOR UPDATE
 
 -- name: succeed
--- Items: {id, token, result (null when external), external}.
+-- Items: {id, token, result (null when external), external, p, done, total}
+-- (p: progress given).
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb)
-        AS o(id text, token text, result jsonb, external boolean)
+        AS o(id text, token text, result jsonb, external boolean, p boolean,
+             done bigint, total bigint)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
     WHERE j.state = 'running'
@@ -143,6 +145,8 @@ WITH o AS (
 ), done AS (
     UPDATE chit_jobs AS j
     SET state = 'succeeded', result = o.result, result_external = o.external,
+        progress_done = CASE WHEN o.p THEN o.done ELSE j.progress_done END,
+        progress_total = CASE WHEN o.p THEN o.total ELSE j.progress_total END,
         lease_token = NULL, lease_expires_at = NULL, error = NULL,
         finished_at = coalesce(%(now)s::timestamptz, now()),
         updated_at = coalesce(%(now)s::timestamptz, now())
@@ -175,11 +179,14 @@ WITH o AS (
 ), done AS (
     UPDATE chit_jobs AS j
     SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
-                     WHEN o.retry IS NULL THEN 'failed' ELSE 'queued' END,
-        run_at = CASE WHEN o.retry IS NULL OR j.cancel_requested THEN j.run_at
+                     WHEN o.retry IS NULL OR j.attempts >= j.max_attempts THEN 'failed'
+                     ELSE 'queued' END,
+        run_at = CASE WHEN o.retry IS NULL OR j.attempts >= j.max_attempts
+                           OR j.cancel_requested THEN j.run_at
                       ELSE coalesce(%(now)s::timestamptz, now())
                            + make_interval(secs => o.retry) END,
-        finished_at = CASE WHEN o.retry IS NULL OR j.cancel_requested
+        finished_at = CASE WHEN o.retry IS NULL OR j.attempts >= j.max_attempts
+                                OR j.cancel_requested
                            THEN coalesce(%(now)s::timestamptz, now()) END,
         error = o.error, lease_token = NULL, lease_expires_at = NULL,
         updated_at = coalesce(%(now)s::timestamptz, now())

@@ -92,6 +92,8 @@ WHERE id = :id AND lease_token = :token AND state = 'running'
 -- name: succeed
 UPDATE chit_jobs
 SET state = 'succeeded', result = :result, result_external = :result_external,
+    progress_done = CASE WHEN :has_progress THEN :done ELSE progress_done END,
+    progress_total = CASE WHEN :has_progress THEN :total ELSE progress_total END,
     lease_token = NULL, lease_expires_at = NULL, error = NULL,
     finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
@@ -104,10 +106,11 @@ ON CONFLICT (job_id) DO UPDATE SET result = excluded.result
 -- name: fail
 UPDATE chit_jobs
 SET state = CASE WHEN cancel_requested THEN 'cancelled'
-                 WHEN :retry IS NULL THEN 'failed' ELSE 'queued' END,
-    run_at = CASE WHEN :retry IS NULL OR cancel_requested THEN run_at
-                  ELSE strftime('%Y-%m-%dT%H:%M:%fZ', :now, :retry) END,
-    finished_at = CASE WHEN :retry IS NULL OR cancel_requested
+                 WHEN :retry IS NULL OR attempts >= max_attempts THEN 'failed'
+                 ELSE 'queued' END,
+    run_at = CASE WHEN :retry IS NULL OR attempts >= max_attempts OR cancel_requested
+                  THEN run_at ELSE strftime('%Y-%m-%dT%H:%M:%fZ', :now, :retry) END,
+    finished_at = CASE WHEN :retry IS NULL OR attempts >= max_attempts OR cancel_requested
                        THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
     error = :error, lease_token = NULL, lease_expires_at = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
@@ -224,21 +227,15 @@ WHERE finished_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now, :age)
   AND state IN ('succeeded', 'failed', 'cancelled')
 
 -- name: replay
+-- The WHERE clause is built from the selector (SQLiteStore.replay): by ids it is
+-- `id IN (...)` and uses the primary key.
 UPDATE chit_jobs
-SET state = 'queued', attempts = 0, run_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+SET state = 'queued', attempts = 0, run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
     error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = 0,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
-WHERE (:tenant IS NULL OR tenant = :tenant)
-  AND CASE WHEN :ids IS NOT NULL
-           THEN state IN ('failed', 'cancelled') AND id IN (SELECT value FROM json_each(:ids))
-           ELSE state = 'failed'
-                AND (:kind IS NULL OR kind = :kind)
-                AND (:error_prefix IS NULL
-                     OR substr(error, 1, length(:error_prefix)) = :error_prefix)
-                AND (:since IS NULL OR finished_at >= :since)
-      END
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+WHERE {where}
 RETURNING id
 
 -- name: data_version
