@@ -6,7 +6,8 @@ queue = chit.Queue()
 def sales_report(job: chit.JobContext, body: ReportRequest) -> dict: ...
 """
 
-from chit.client import AsyncClient, Client
+from typing import TYPE_CHECKING, Any
+
 from chit.context import JobContext
 from chit.errors import (
     ChitError,
@@ -48,3 +49,16 @@ __all__ = [
     "UnknownKind",
     "Worker",
 ]
+
+
+if TYPE_CHECKING:
+    from chit.client import AsyncClient, Client
+
+
+def __getattr__(name: str) -> Any:
+    # The HTTP client (httpx) loads on first use: workers and the CLI rarely need it.
+    if name in ("Client", "AsyncClient"):
+        from chit import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'chit' has no attribute {name!r}")

@@ -1,7 +1,27 @@
 """The HTTP API: `create_app(queue)` runs it on its own (`chit serve`);
-`create_router(queue)` mounts the same routes on an application's FastAPI app."""
+`create_router(queue)` mounts the same routes on an application's FastAPI app.
 
-from chit.api.app import ApiState, create_app, create_router, lifespan
-from chit.api.errors import ChitRoute
+Imported lazily, so `chit.api.schemas` (used by `chit.Client`) does not load
+FastAPI."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chit.api.app import ApiState, create_app, create_router, lifespan
+    from chit.api.errors import ChitRoute
 
 __all__ = ["ApiState", "ChitRoute", "create_app", "create_router", "lifespan"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ChitRoute":
+        from chit.api.errors import ChitRoute
+
+        return ChitRoute
+    if name in __all__:
+        from chit.api import app
+
+        return getattr(app, name)
+    raise AttributeError(f"module 'chit.api' has no attribute {name!r}")
