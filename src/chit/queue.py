@@ -138,20 +138,28 @@ class Queue:
         queue: str | None = None,
         max_attempts: int | None = None,
         tenant: str = "",
+        connection: Any = None,
     ) -> Enqueued:
         """Store a job and return `.id` and `.created` (False when the idempotency
         key matched an existing job with the same request).
+
+        With `connection` (your psycopg connection, or your sqlite3 connection to
+        the same file) the job is inserted in the transaction open on it: it exists
+        if and only if your transaction commits.
 
         Raises UnknownKind, InvalidPayload, PayloadTooLarge, IdempotencyConflict."""
         request = JobRequest(
             kind, payload, idempotency_key, run_at, priority, queue, max_attempts, tenant
         )
-        return self.enqueue_many([request])[0]
+        return self.enqueue_many([request], connection=connection)[0]
 
-    def enqueue_many(self, requests: Iterable[JobRequest]) -> list[Enqueued]:
-        """Validate every job first, then store them all in one transaction."""
+    def enqueue_many(
+        self, requests: Iterable[JobRequest], *, connection: Any = None
+    ) -> list[Enqueued]:
+        """Validate every job first, then store them all in one transaction (yours,
+        when `connection` is given)."""
         jobs = [self.prepare(r) for r in requests]
-        results = self.store.enqueue_many(jobs)
+        results = self.store.enqueue_many(jobs, connection=connection)
         for job, result in zip(jobs, results, strict=True):
             if not result.created and result.request_hash != job.request_hash:
                 assert job.idempotency_key is not None

@@ -47,6 +47,11 @@ class Backend:
         """Delete every job, attempt and result; keep the schema."""
         raise NotImplementedError
 
+    def connect(self) -> Any:
+        """A connection of the application's own, in its driver's default
+        (transactional) mode, for enqueue inside the application's transaction."""
+        raise NotImplementedError
+
     def execute(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Raw SQL outside the store, for checks the contract does not expose.
         Placeholders are `?` (translated for PostgreSQL)."""
@@ -74,6 +79,9 @@ class SQLiteBackend(Backend):
     def reset(self) -> None:
         if self.path.exists():
             self.execute("DELETE FROM chit_jobs")  # attempts and results cascade
+
+    def connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30)
 
     def execute(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with closing(sqlite3.connect(self.path, timeout=30)) as conn:
@@ -124,6 +132,9 @@ class PostgresBackend(Backend):
                     sql.SQL(", ").join(sql.Identifier(t) for t in tables)
                 )
             )
+
+    def connect(self) -> psycopg.Connection:
+        return psycopg.connect(self.url)
 
     def execute(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         cursor = self.admin.execute(query.replace("?", "%s"), params)

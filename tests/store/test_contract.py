@@ -170,6 +170,32 @@ def test_enqueue_many_dedupes_idempotency_keys_inside_the_batch_and_against_stor
     assert len(store.list(JobFilter()).jobs) == 3
 
 
+def test_enqueue_on_the_applications_connection_exists_only_if_it_commits(
+    backend: Backend,
+) -> None:
+    store = backend.open()
+    app = backend.connect()
+    try:
+        app.execute("CREATE TABLE IF NOT EXISTS orders (id integer PRIMARY KEY)")
+        app.execute("DELETE FROM orders")
+        app.commit()
+
+        app.execute("INSERT INTO orders (id) VALUES (1)")
+        rolled_back = store.enqueue_many([new(payload={"order": 1})], connection=app)[0]
+        app.rollback()
+        assert store.get(rolled_back.id) is None
+
+        app.execute("INSERT INTO orders (id) VALUES (2)")
+        committed = store.enqueue_many([new(payload={"order": 2})], connection=app)[0]
+        assert store.get(committed.id) is None  # not visible before the commit
+        app.commit()
+        got = store.get(committed.id)
+        assert got is not None and got.payload == {"order": 2}
+        assert backend.execute("SELECT id FROM orders") == [(2,)]
+    finally:
+        app.close()
+
+
 def test_enqueue_many_is_one_transaction(store: Store) -> None:
     with pytest.raises(StoreError):
         store.enqueue_many([new(), new(max_attempts=0)])  # violates CHECK (max_attempts > 0)

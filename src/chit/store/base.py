@@ -67,8 +67,13 @@ class Store(abc.ABC):
         and the stored request hash (the caller decides whether that is a conflict)."""
 
     @abc.abstractmethod
-    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[Enqueued]:
-        """`enqueue` for many jobs in one transaction; results in input order."""
+    def enqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
+        """`enqueue` for many jobs in one transaction; results in input order.
+
+        With `connection` (the application's own: a psycopg connection for
+        PostgreSQL, a sqlite3 connection to the same file for SQLite), insert
+        inside the transaction open on it and do not commit: the jobs exist if
+        and only if the application's transaction commits."""
 
     # Working
 

@@ -216,13 +216,21 @@ class PostgresStore(Store):
     def enqueue(self, job: NewJob) -> Enqueued:
         return self.enqueue_many([job])[0]
 
-    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[Enqueued]:
+    def enqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
         if not jobs:
             return []
+        if connection is not None:
+            try:
+                with connection.cursor(row_factory=dict_row) as cursor:
+                    return self._enqueue_many(cursor, jobs)
+            except psycopg.Error as e:
+                raise StoreError(f"enqueue on the application's connection failed: {e}") from e
         with self._conn() as conn:
             return self._enqueue_many(conn, jobs)
 
-    def _enqueue_many(self, conn: Connection, jobs: Sequence[NewJob]) -> list[Enqueued]:
+    def _enqueue_many(
+        self, conn: Connection | psycopg.Cursor[Any], jobs: Sequence[NewJob]
+    ) -> list[Enqueued]:
         """Insert on `conn`, inside whatever transaction it is in: one statement for
         the batch, so it is atomic on an autocommit connection too."""
         ids = [new_job_id() for _ in jobs]

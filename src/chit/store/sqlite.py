@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from chit.errors import StoreError
+from chit.ids import new_job_id
 from chit.jobs import (
     ApiKey,
     Attempt,
@@ -216,37 +217,49 @@ class SQLiteStore(Store):
     def enqueue(self, job: NewJob) -> Enqueued:
         return self.enqueue_many([job])[0]
 
-    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[Enqueued]:
-        from chit.ids import new_job_id
-
-        out: list[Enqueued] = []
+    def enqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
+        if connection is not None:
+            cursor = connection.cursor()
+            cursor.row_factory = sqlite3.Row
+            try:
+                return self._enqueue_many(cursor, jobs)
+            except sqlite3.Error as e:
+                raise StoreError(f"enqueue on the application's connection failed: {e}") from e
+            finally:
+                cursor.close()
         with self._write() as conn:
-            for job in jobs:
-                job_id = new_job_id()
-                inserted = conn.execute(
-                    Q["enqueue"],
-                    {
-                        "id": job_id,
-                        "kind": job.kind,
-                        "queue": job.queue,
-                        "priority": job.priority,
-                        "payload": _dumps(job.payload),
-                        "tenant": job.tenant,
-                        "idempotency_key": job.idempotency_key,
-                        "request_hash": job.request_hash,
-                        "max_attempts": job.max_attempts,
-                        "run_at": None if job.run_at is None else ts(job.run_at),
-                        "now": "now",
-                    },
-                ).rowcount
-                if inserted:
-                    out.append(Enqueued(job_id, True))
-                    continue
-                existing = conn.execute(
-                    Q["find_by_idempotency_key"],
-                    {"tenant": job.tenant, "idempotency_key": job.idempotency_key},
-                ).fetchone()
-                out.append(Enqueued(existing["id"], False, existing["request_hash"]))
+            return self._enqueue_many(conn, jobs)
+
+    def _enqueue_many(
+        self, conn: sqlite3.Connection | sqlite3.Cursor, jobs: Sequence[NewJob]
+    ) -> list[Enqueued]:
+        out: list[Enqueued] = []
+        for job in jobs:
+            job_id = new_job_id()
+            inserted = conn.execute(
+                Q["enqueue"],
+                {
+                    "id": job_id,
+                    "kind": job.kind,
+                    "queue": job.queue,
+                    "priority": job.priority,
+                    "payload": _dumps(job.payload),
+                    "tenant": job.tenant,
+                    "idempotency_key": job.idempotency_key,
+                    "request_hash": job.request_hash,
+                    "max_attempts": job.max_attempts,
+                    "run_at": None if job.run_at is None else ts(job.run_at),
+                    "now": "now",
+                },
+            ).rowcount
+            if inserted:
+                out.append(Enqueued(job_id, True))
+                continue
+            existing = conn.execute(
+                Q["find_by_idempotency_key"],
+                {"tenant": job.tenant, "idempotency_key": job.idempotency_key},
+            ).fetchone()
+            out.append(Enqueued(existing["id"], False, existing["request_hash"]))
         return out
 
     # Working
