@@ -24,8 +24,19 @@ lint: install
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/ruff format --check src tests examples bench
 
-bench: install
-	$(BIN)/python bench/core_bench.py
+# chit against its peers (docs/benchmarks.md, docs/benchmarks.png); about 15 minutes.
+# The peers live in their own venv. `make bench BENCH_ARGS=--quick` for a short run.
+PEERS := bench/.venv-peers
+PEERS_STAMP := $(PEERS)/.installed
+
+$(PEERS_STAMP): bench/requirements-peers.txt
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/pip install --quiet --upgrade pip
+	$(PEERS)/bin/pip install --quiet -r bench/requirements-peers.txt
+	touch $(PEERS_STAMP)
+
+bench: install $(PEERS_STAMP)
+	$(PEERS)/bin/python bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) chit.db chit.db-wal chit.db-shm
