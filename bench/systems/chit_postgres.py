@@ -1,0 +1,49 @@
+"""chit on PostgreSQL: `chit worker` processes running noop_app."""
+
+from __future__ import annotations
+
+import psycopg
+
+from systems import CONCURRENCY, env
+from systems.chit_sqlite import Bench as SQLiteBench
+
+
+class Bench(SQLiteBench):
+    def settings(self) -> str:
+        return f"`chit worker --concurrency {CONCURRENCY}` per process (threads)"
+
+    def seed(self, finished: int, queued: int, analyze: bool = False) -> None:
+        # Ids of digits only: valid job ids that sort before every real one.
+        with psycopg.connect(env("CHIT_DATABASE_URL"), autocommit=True) as conn:
+            with conn.transaction():
+                conn.execute(SEED_JOBS, {"first": 0, "n": finished})
+                conn.execute(SEED_ATTEMPTS)
+                conn.execute(SEED_QUEUED, {"first": finished, "n": queued})
+            # Autovacuum would get there on its own; do it now so every run starts
+            # from the same state.
+            conn.execute("VACUUM ANALYZE chit_jobs")
+            conn.execute("VACUUM ANALYZE chit_attempts")
+
+
+_T = "now() - interval '1 day'"
+
+SEED_JOBS = f"""
+INSERT INTO chit_jobs (id, kind, queue, priority, payload, state, attempts, max_attempts,
+    run_at, created_at, updated_at, started_at, finished_at, result)
+SELECT lpad(x::text, 26, '0'), 'noop', 'default', 0, jsonb_build_object('i', -1 - x, 't', 0),
+    'succeeded', 1, 5, {_T}, {_T}, {_T}, {_T}, {_T}, 'null'::jsonb
+FROM generate_series(%(first)s, %(first)s + %(n)s - 1) AS x
+"""
+
+SEED_ATTEMPTS = f"""
+INSERT INTO chit_attempts (job_id, attempt, worker, started_at, finished_at, outcome)
+SELECT id, 1, 'seed', {_T}, {_T}, 'succeeded' FROM chit_jobs WHERE state = 'succeeded'
+"""
+
+SEED_QUEUED = f"""
+INSERT INTO chit_jobs (id, kind, queue, priority, payload, state, attempts, max_attempts,
+    run_at, created_at, updated_at)
+SELECT lpad(x::text, 26, '0'), 'noop', 'default', 0,
+    jsonb_build_object('i', x - %(first)s, 't', 0), 'queued', 0, 5, {_T}, {_T}, {_T}
+FROM generate_series(%(first)s, %(first)s + %(n)s - 1) AS x
+"""
