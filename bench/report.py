@@ -1,0 +1,465 @@
+"""docs/benchmarks.md and docs/benchmarks.png from one run's results.
+
+    bench/.venv-peers/bin/python bench/report.py bench/results/STAMP/results.json
+
+rewrites the docs from a saved run (run.py calls `write` at the end of a run).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from systems import INFO  # noqa: E402
+
+Result = dict[str, Any]
+NOT_YET = "not yet"
+
+
+class Results:
+    """The best ok run of each (system, step): highest jobs/s, lowest median."""
+
+    def __init__(self, runs: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+        self.meta = meta
+        self.runs = runs
+        self.best: dict[tuple[str, str], Result] = {}
+        self.failed: dict[tuple[str, str], str] = {}
+        for run in runs:
+            key = (run["system"], run["step"])
+            if not run["ok"]:
+                self.failed.setdefault(key, run["error"])
+                continue
+            r = run["result"]
+            old = self.best.get(key)
+            if old is None or _better(r, old):
+                self.best[key] = r
+
+    def get(self, system: str, step: str) -> Result | None:
+        return self.best.get((system, step))
+
+    def rate(self, system: str, step: str) -> float | None:
+        r = self.get(system, step)
+        return None if r is None or "jobs_per_s" not in r else float(r["jobs_per_s"])
+
+    def latency(self, system: str) -> tuple[float, float] | None:
+        r = self.get(system, "latency")
+        return None if r is None else (float(r["median_ms"]), float(r["p99_ms"]))
+
+    def cell(self, system: str, step: str, fmt: Callable[[Result], str]) -> str:
+        if system in self.meta["notes"]:
+            return NOT_YET
+        r = self.get(system, step)
+        if r is not None:
+            return "—" if "skipped" in r else fmt(r)
+        if (system, step) in self.failed:
+            return "failed"
+        return ""
+
+    def all_rates(self, system: str, step: str) -> list[float]:
+        return [
+            float(run["result"]["jobs_per_s"])
+            for run in self.runs
+            if run["system"] == system and run["step"] == step and run["ok"]
+            if "jobs_per_s" in run["result"]
+        ]
+
+
+def _better(new: Result, old: Result) -> bool:
+    if "jobs_per_s" in new:
+        return float(new["jobs_per_s"]) > float(old.get("jobs_per_s", 0))
+    if "median_ms" in new:
+        return float(new["median_ms"]) < float(old["median_ms"])
+    return False
+
+
+def _rate(r: Result) -> str:
+    return f"{r['jobs_per_s']:,.0f}"
+
+
+def _median(r: Result) -> str:
+    return f"{r['median_ms']:.1f}"
+
+
+def _p99(r: Result) -> str:
+    return f"{r['p99_ms']:.1f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "" if a is None or b is None or b == 0 else f"{a / b:.2f}×"
+
+
+def write(runs: list[dict[str, Any]], meta: dict[str, Any], docs: Path) -> tuple[Path, Path]:
+    results = Results(runs, meta)
+    docs.mkdir(exist_ok=True)
+    md = docs / "benchmarks.md"
+    png = docs / "benchmarks.png"
+    md.write_text(markdown(results))
+    chart(results, png)
+    return md, png
+
+
+def markdown(res: Results) -> str:
+    meta = res.meta
+    sizes = meta["sizes"]
+    systems = [s for s in INFO if s in meta["systems"] or s in meta["notes"]]
+    out: list[str] = []
+    add = out.append
+    kind = "a quick run (`--quick`: smaller counts, not for comparison)" if meta["quick"] else ""
+    add("# Benchmarks: chit and its peers\n")
+    add(
+        f"Measured by `make bench` on {meta['date']}{', ' + kind if kind else ''}, "
+        f"in {meta.get('seconds', 0) / 60:.0f} minutes. Every system ran the same no-op "
+        "jobs on the same machine in one run, taking turns workload by workload. "
+        "Figures are jobs per second unless marked; higher is better, except latency.\n"
+    )
+
+    add("## Results\n")
+    n = sizes["jobs"]
+    add(
+        "| system | store | enqueue one at a time | bulk enqueue | process, 1 worker "
+        "| process, 2 workers | latency median (ms) | latency p99 (ms) |"
+    )
+    add("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for s in systems:
+        info = INFO[s]
+        name = f"**{info.title}**" if s.startswith("chit") else info.title
+        add(
+            f"| {name} | {info.backend} "
+            f"| {res.cell(s, 'enqueue', _rate)} | {res.cell(s, 'bulk', _rate)} "
+            f"| {res.cell(s, 'process1', _rate)} | {res.cell(s, 'process2', _rate)} "
+            f"| {res.cell(s, 'latency', _median)} | {res.cell(s, 'latency', _p99)} |"
+        )
+    add("")
+    add(
+        f"{n:,} jobs per enqueue and process figure; latency over {sizes['latency_jobs']} "
+        "jobs enqueued 20 ms apart to one idle worker process. — : the library has no "
+        "bulk enqueue call."
+        + (
+            f" Process figures are the best of {meta['repeat']} runs."
+            if meta.get("repeat", 1) > 1
+            else ""
+        )
+    )
+    for s, note in meta["notes"].items():
+        add(f"{INFO[s].title} on {INFO[s].backend}: {note}.")
+    add("")
+    add("![jobs per second by system and store](benchmarks.png)\n")
+
+    add("## Against the targets of issue 6\n")
+    add("| target | chit | peer | ratio | met |")
+    add("| --- | ---: | ---: | ---: | --- |")
+    for row in targets(res):
+        add("| " + " | ".join(row) + " |")
+    add("")
+
+    add("## Claim cost as the table grows\n")
+    add(
+        "One worker process; the table seeded by bulk SQL with finished jobs (each with its "
+        "attempt row) and queued ones; jobs/s over the first jobs processed, against the "
+        "same worker on an otherwise empty table (the process figure above).\n"
+    )
+    add("| system | table | jobs/s | of the empty-table figure |")
+    add("| --- | --- | ---: | ---: |")
+    for s in systems:
+        if not INFO[s].seeds or s in meta["notes"]:
+            continue
+        base = res.rate(s, "process1")
+        label = f"{INFO[s].title}, {INFO[s].backend}"
+        add(f"| {label} | {n:,} queued, nothing else | {_fmt(base)} | 1.00 |")
+        for step, what in (("growth", ""), ("growth-analyze", ", then `ANALYZE`")):
+            r = res.get(s, step)
+            if r is None:
+                continue
+            table = f"{r['finished']:,} finished + {r['n']:,} queued{what}"
+            rate = float(r["jobs_per_s"])
+            add(f"| {label} | {table} | {rate:,.0f} | {_ratio(rate, base)} |")
+    add("")
+
+    lim = meta.get("limits", {})
+    if lim:
+        add("## The stores' own limits on this machine\n")
+        add("| store | measure | per second |")
+        add("| --- | --- | ---: |")
+        add(
+            "| SQLite, WAL, synchronous=NORMAL | one-row UPDATE, autocommit "
+            f"| {lim['sqlite_normal']:,.0f} |"
+        )
+        add(
+            f"| SQLite, WAL, synchronous=FULL | one-row UPDATE, autocommit "
+            f"| {lim['sqlite_full']:,.0f} |"
+        )
+        add(f"| PostgreSQL, 1 client | pgbench, one-row UPDATE | {lim['pgbench_1']:,.0f} |")
+        add(f"| PostgreSQL, 2 clients | pgbench, one-row UPDATE | {lim['pgbench_2']:,.0f} |")
+        add("")
+        add(
+            "Processing a job takes at least one write (its claim or its completion, "
+            "when both are batched), so these bound what a store-backed queue can do when "
+            "it writes one job per transaction; batching is how a queue gets past them. "
+            "Processing (1 worker) as a share of the limit:\n"
+        )
+        for s in systems:
+            rate = res.rate(s, "process1")
+            if rate is None or INFO[s].backend == "Redis":
+                continue
+            full = "FULL" in res.get(s, "process1").get("settings", "")  # type: ignore[union-attr]
+            if INFO[s].backend == "SQLite":
+                limit = lim["sqlite_full"] if full else lim["sqlite_normal"]
+                which = "FULL" if full else "NORMAL"
+                add(f"- {INFO[s].title} ({INFO[s].backend}): {rate / limit:.0%} of {which}")
+            else:
+                add(f"- {INFO[s].title} ({INFO[s].backend}): {rate / lim['pgbench_1']:.0%}")
+        add("")
+
+    add("## How each system ran\n")
+    add("| system | store | workers |")
+    add("| --- | --- | --- |")
+    for s in systems:
+        if s in meta["notes"]:
+            continue
+        r = res.get(s, "process1") or res.get(s, "enqueue") or {}
+        add(f"| {INFO[s].title} | {INFO[s].backend} | {r.get('settings', '')} |")
+    add("")
+    add(
+        "A *worker process* is what the process columns count: chit, Huey, Procrastinate and "
+        "PgQueuer start one OS process per worker; RQ's worker-pool, Celery and Dramatiq "
+        "add a supervising parent. Every handler is the same: `time.time()`, then "
+        "an append to a per-process list written to a file every 50 ms.\n"
+    )
+
+    add("## Versions and machine\n")
+    m = meta["machine"]
+    chit = meta["chit"]
+    add("| | |")
+    add("| --- | --- |")
+    add(f"| machine | {m['cpu']}, {m['cores']} cores, {m['memory']}, Linux {m['kernel']} |")
+    add(f"| chit | {chit['versions'].get('chit', '?')} at {chit['tree']} |")
+    add(f"| Python | {meta['python']} |")
+    add(f"| SQLite | {meta['sqlite']} |")
+    pg = meta.get("postgres_settings", {})
+    pg_settings = ", ".join(f"{k}={v}" for k, v in pg.items())
+    add(f"| PostgreSQL | {meta['postgres']} ({pg_settings}) |")
+    add(f'| redis-server | {meta["redis"]} (`--save "" --appendonly no`) |')
+    add(f"| psycopg (chit) | {chit['versions'].get('psycopg', '?')} |")
+    for name, version in meta["peers"].items():
+        add(f"| {name} | {version} |")
+    add(f"| load average before / after | {_load(meta['load_before'])} / "
+        f"{_load(meta.get('load_after'))} |")  # fmt: skip
+    add("")
+
+    add("## Method\n")
+    add(
+        "- **Enqueue**: the library's call for one job, in a loop, from one process; "
+        "bulk: its call for many jobs in one go (chit `enqueue_many`, RQ `enqueue_many`, "
+        "Procrastinate `batch_defer`, PgQueuer `enqueue` with lists).\n"
+        "- **Process**: the jobs are queued first, then the worker processes start; "
+        "jobs/s is the count over the span from the first handler start to the last "
+        "handler end, by the handlers' own `time.time()`. Then the run is checked: every "
+        "job ran exactly once (by job number), nothing is left waiting in the store, "
+        "and where the store keeps finished jobs (chit, RQ, Procrastinate, PgQueuer) it "
+        "counts them all.\n"
+        "- **Latency**: from `time.time()` just before the enqueue call to the "
+        "handler's first line, with one worker process that has been idle for 2 s "
+        "after a warm-up.\n"
+        "- **Growth**: see above; rows seeded in one transaction by SQL, not through "
+        "the library.\n"
+        "- Each run gets a fresh store: a new SQLite file (same disk as the project), "
+        "a new PostgreSQL database, or a flushed redis-server started by the bench. "
+        "Before each run the bench waits (up to 3 s) for other processes to leave the "
+        "machine idle; the machine may be shared, so compare figures from one run only.\n"
+        "- Every run has a time cap; a run that misses it is reported as failed.\n"
+    )
+    if meta.get("repeat", 1) > 1:
+        add("Every run of the process steps, jobs/s (the tables show the best):\n")
+        add("| system | 1 worker | 2 workers |")
+        add("| --- | --- | --- |")
+        for s in systems:
+            one = ", ".join(f"{x:,.0f}" for x in res.all_rates(s, "process1"))
+            two = ", ".join(f"{x:,.0f}" for x in res.all_rates(s, "process2"))
+            if one or two:
+                add(f"| {INFO[s].title} · {INFO[s].backend} | {one} | {two} |")
+        add("")
+    busy = [r for r in res.runs if r.get("busy_before", 0) > 0.25]
+    if busy:
+        add(
+            f"{len(busy)} of {len(res.runs)} runs started while other processes kept the "
+            "machine more than 25 % busy: "
+            + ", ".join(f"{r['system']} {r['step']} ({r['busy_before']:.0%})" for r in busy)
+            + ".\n"
+        )
+    failed = [r for r in res.runs if not r["ok"]]
+    if failed:
+        add("Failed runs: " + "; ".join(f"{r['system']} {r['step']}: {r['error']}" for r in failed))
+        add("")
+    return "\n".join(out)
+
+
+def targets(res: Results) -> list[list[str]]:
+    rows: list[list[str]] = []
+
+    def row(label: str, ours: float | None, theirs: float | None, need: float, fmt: str) -> None:
+        if ours is None or theirs is None:
+            rows.append([label, _fmt(ours, fmt), _fmt(theirs, fmt), "", NOT_YET])
+            return
+        ratio = ours / theirs if theirs else 0.0
+        rows.append(
+            [label, _fmt(ours, fmt), _fmt(theirs, fmt), f"{ratio:.2f}×", _met(ratio >= need)]
+        )
+
+    row(
+        "SQLite: process, 1 worker, at least 2× Huey-SQLite",
+        res.rate("chit-sqlite", "process1"),
+        res.rate("huey-sqlite", "process1"),
+        2.0,
+        ",.0f",
+    )
+    row(
+        "SQLite: process, 2 workers, at least 2× Huey-SQLite",
+        res.rate("chit-sqlite", "process2"),
+        res.rate("huey-sqlite", "process2"),
+        2.0,
+        ",.0f",
+    )
+    lat = res.latency("chit-sqlite")
+    huey_lat = res.latency("huey-sqlite")
+    rows.append(
+        [
+            "SQLite: median enqueue-to-start under 5 ms (ms)",
+            _fmt(lat[0] if lat else None, ".1f"),
+            _fmt(huey_lat[0] if huey_lat else None, ".1f"),
+            "",
+            _met(lat is not None and lat[0] < 5.0) if lat else NOT_YET,
+        ]
+    )
+    row(
+        "SQLite: enqueue one at a time, at least Huey's",
+        res.rate("chit-sqlite", "enqueue"),
+        res.rate("huey-sqlite", "enqueue"),
+        1.0,
+        ",.0f",
+    )
+    for step, what in (("process1", "1 worker"), ("process2", "2 workers")):
+        row(
+            f"PostgreSQL: process, {what}, at least PgQueuer's",
+            res.rate("chit-postgres", step),
+            res.rate("pgqueuer", step),
+            1.0,
+            ",.0f",
+        )
+    pg_lat = res.latency("chit-postgres")
+    pgq_lat = res.latency("pgqueuer")
+    if pg_lat and pgq_lat:
+        rows.append(
+            [
+                "PostgreSQL: median latency at most PgQueuer's (ms)",
+                f"{pg_lat[0]:.1f}",
+                f"{pgq_lat[0]:.1f}",
+                f"{pg_lat[0] / pgq_lat[0]:.2f}×",
+                _met(pg_lat[0] <= pgq_lat[0]),
+            ]
+        )
+    else:
+        rows.append(
+            [
+                "PostgreSQL: median latency at most PgQueuer's (ms)",
+                "",
+                _fmt(pgq_lat[0] if pgq_lat else None, ".1f"),
+                "",
+                NOT_YET,
+            ]
+        )
+    row(
+        "PostgreSQL: bulk enqueue, at least PgQueuer's",
+        res.rate("chit-postgres", "bulk"),
+        res.rate("pgqueuer", "bulk"),
+        1.0,
+        ",.0f",
+    )
+    finished = res.meta["sizes"]["finished"]
+    for s in ("chit-sqlite", "chit-postgres"):
+        grown = res.rate(s, "growth")
+        base = res.rate(s, "process1")
+        label = f"{INFO[s].backend}: process with {finished:,} finished jobs, within 10 % of empty"
+        if grown is None or base is None:
+            rows.append([label, "", "", "", NOT_YET])
+        else:
+            ratio = grown / base
+            shown = [f"{grown:,.0f}", f"{base:,.0f} (empty)", f"{ratio:.2f}×"]
+            rows.append([label, *shown, _met(ratio >= 0.9)])
+    return rows
+
+
+def _met(ok: bool) -> str:
+    return "yes" if ok else "**no**"
+
+
+def _fmt(value: float | None, fmt: str = ",.0f") -> str:
+    return "" if value is None else format(value, fmt)
+
+
+def _load(value: Any) -> str:
+    return "" if not value else " ".join(f"{x:.1f}" for x in value)
+
+
+def chart(res: Results, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    meta = res.meta
+    systems = [s for s in INFO if s in meta["systems"] or s in meta["notes"]]
+    labels = [f"{INFO[s].title} · {INFO[s].backend}" for s in systems]
+    colours = {"SQLite": "#4c72b0", "PostgreSQL": "#55a868", "Redis": "#c44e52"}
+    panels = (
+        ("Processing no-op jobs", (("process1", "1 worker", ""), ("process2", "2 workers", "//"))),
+        ("Enqueueing", (("enqueue", "one at a time", ""), ("bulk", "bulk call", "//"))),
+    )
+    fig, axes = plt.subplots(1, 2, figsize=(14, 0.55 * len(systems) + 1.8), sharey=True)
+    height = 0.4
+    for ax, (title, series) in zip(axes, panels, strict=True):
+        top = max((res.rate(s, step) or 0) for s in systems for step, _, _ in series) or 1
+        for k, (step, _, hatch) in enumerate(series):
+            for y, s in enumerate(systems):
+                pos = y + (k - 0.5) * height
+                rate = res.rate(s, step)
+                if rate is None:
+                    text = "no bulk call" if step == "bulk" else ""
+                    text = NOT_YET if s in meta["notes"] else text
+                    ax.text(top * 0.01, pos, text, va="center", fontsize=7, color="grey")
+                    continue
+                ax.barh(pos, rate, height, color=colours[INFO[s].backend], hatch=hatch,
+                        edgecolor="white", alpha=1.0 if s.startswith("chit") else 0.7)  # fmt: skip
+                ax.text(rate + top * 0.01, pos, f"{rate:,.0f}", va="center", fontsize=7)
+        ax.set_yticks(range(len(systems)), labels, fontsize=9)
+        ax.set_xlabel("jobs/s")
+        ax.set_xlim(0, top * 1.15)
+        ax.set_title(title)
+        ax.grid(axis="x", alpha=0.3)
+        handles = [Patch(facecolor="grey", hatch=h, edgecolor="white", label=n)
+                   for _, n, h in series]  # fmt: skip
+        ax.legend(handles=handles, fontsize=8, loc="best")
+    axes[0].invert_yaxis()  # shared: the first system on top in both panels
+    fig.suptitle(
+        f"chit and its peers: no-op jobs on {meta['machine']['cores']} cores, {meta['date']}"
+        + (" (quick run)" if meta["quick"] else "")
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    data = json.loads(Path(sys.argv[1]).read_text())
+    md, png = write(data["runs"], data["meta"], HERE.parent / "docs")
+    print(f"wrote {md} and {png}")
+
+
+if __name__ == "__main__":
+    main()

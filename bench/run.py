@@ -1,0 +1,424 @@
+"""`make bench`: chit and its peers, the same workloads in one run, taking turns.
+
+    bench/.venv-peers/bin/python bench/run.py [--quick] [--systems chit-sqlite,huey-sqlite]
+        [--steps enqueue,process1] [--repeat 2] [--chit-ref HEAD] [--profile] [--no-docs]
+
+For every step, each system runs in turn (the order rotates between repeats),
+each run in a fresh database: a new SQLite file, a new PostgreSQL database
+(created, then dropped), or a flushed Redis (a redis-server this script starts
+on a free loopback port). Each run is one `drive.py` process in the system's
+own virtual environment, in its own process group, under a time cap; the
+group is killed when the run ends, and everything else is stopped on exit,
+Ctrl-C included. Figures are printed as they come; docs/benchmarks.md and
+docs/benchmarks.png are written at the end (raw results and worker logs stay
+in bench/results/).
+
+chit is measured from the working tree (the editable install in .venv), or
+from `git archive REF` with --chit-ref. chit on PostgreSQL runs once
+src/chit/store/postgres.py is committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import limits  # noqa: E402
+import report  # noqa: E402
+import services  # noqa: E402
+from systems import INFO  # noqa: E402
+
+PYTHONS = {"chit": ROOT / ".venv/bin/python", "peers": HERE / ".venv-peers/bin/python"}
+POSTGRES_STORE = "src/chit/store/postgres.py"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    jobs: int  # enqueue and process
+    latency_jobs: int
+    finished: int  # growth: done jobs seeded
+    queued: int  # growth: queued jobs seeded
+    measure: int  # growth: jobs timed
+    analyze_measure: int  # growth after ANALYZE (slow while the claim sorts the queue)
+    sqlite_seconds: float
+    pgbench_seconds: int
+
+
+FULL = Sizes(10_000, 200, 1_000_000, 100_000, 10_000, 2_000, 3.0, 5)
+QUICK = Sizes(2_000, 50, 100_000, 10_000, 2_000, 1_000, 1.0, 2)
+
+
+@dataclass(frozen=True)
+class Step:
+    key: str
+    workload: str
+    args: tuple[str, ...]
+    cap: float  # seconds the driver may wait for jobs
+    seeding: bool = False  # only systems that can seed
+    sqlite_only: bool = False
+
+
+def steps(sizes: Sizes) -> list[Step]:
+    growth = ("--jobs", str(sizes.queued), "--finished", str(sizes.finished))
+    return [
+        Step("enqueue", "enqueue", ("--jobs", str(sizes.jobs)), 120),
+        Step("bulk", "bulk", ("--jobs", str(sizes.jobs)), 120),
+        Step("process1", "process", ("--jobs", str(sizes.jobs), "--workers", "1"), 150),
+        Step("process2", "process", ("--jobs", str(sizes.jobs), "--workers", "2"), 150),
+        Step("latency", "latency", ("--jobs", str(sizes.latency_jobs), "--spacing", "0.02"), 90),
+        Step("growth", "growth", (*growth, "--measure", str(sizes.measure)), 240, seeding=True),
+        Step(
+            "growth-analyze",
+            "growth",
+            (*growth, "--measure", str(sizes.analyze_measure), "--analyze"),
+            120,
+            seeding=True,
+            sqlite_only=True,
+        ),
+    ]
+
+
+@dataclass
+class Run:
+    system: str
+    step: str
+    rep: int
+    ok: bool
+    result: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+    busy_before: float = 0.0
+    wall_seconds: float = 0.0
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.sizes = QUICK if args.quick else FULL
+        self.repeat = args.repeat or (1 if args.quick else 2)
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        self.dir = HERE / "results" / stamp
+        self.dir.mkdir(parents=True)
+        self.logs = self.dir / "logs"
+        self.logs.mkdir()
+        self.runs: list[Run] = []
+        self.redis: services.Redis | None = None
+        self.pg: services.Postgres | None = None
+        self.current: subprocess.Popen[bytes] | None = None
+        self.chit_src: Path | None = None
+        self.notes: dict[str, str] = {}
+
+    # Setting up
+
+    def prepare_chit(self) -> dict[str, str]:
+        """Which chit is measured; exports `git archive REF` when asked."""
+        git = ["git", "-C", str(ROOT)]
+        ref = self.args.chit_ref
+        head = subprocess.run(
+            [*git, "rev-parse", "--short", ref or "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        if ref:
+            self.chit_src = self.dir / "chit-src"
+            self.chit_src.mkdir()
+            archive = subprocess.run(
+                [*git, "archive", ref, "src"], check=True, capture_output=True
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(self.chit_src)], input=archive, check=True)
+            tree = f"{head} (`git archive {ref}`)"
+        else:
+            dirty = subprocess.run(
+                [*git, "status", "--porcelain", "--", "src"], capture_output=True, text=True
+            ).stdout.strip()
+            tree = f"{head}" + (" plus uncommitted changes in src/" if dirty else "")
+        committed = subprocess.run(
+            [*git, "log", "--oneline", ref or "HEAD", "--", POSTGRES_STORE],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return {"tree": tree, "postgres_committed": "yes" if committed else ""}
+
+    def env(self, info_venv: str) -> dict[str, str]:
+        paths = [str(HERE)]
+        if info_venv == "chit" and self.chit_src is not None:
+            paths.insert(0, str(self.chit_src / "src"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CHIT_", "BENCH_"))}
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        env["BENCH_PY_SPY"] = str(HERE / ".venv-peers/bin/py-spy")
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        return env
+
+    # One run
+
+    def run(self, system: str, step: Step, rep: int) -> Run:
+        info = INFO[system]
+        env = self.env(info.venv) | dict(info.env)
+        db_name = f"bench_{system.replace('-', '_')}"
+        sqlite_path = self.dir / f"{system}-{step.key}-{rep}.db"
+        if info.backend == "SQLite":
+            env["BENCH_SQLITE_PATH"] = str(sqlite_path)
+            env["CHIT_DATABASE_URL"] = f"sqlite:///{sqlite_path}"
+        elif info.backend == "PostgreSQL":
+            assert self.pg is not None
+            dsn = self.pg.fresh(db_name)
+            env["BENCH_PG_DSN"] = dsn
+            env["CHIT_DATABASE_URL"] = dsn
+        else:
+            assert self.redis is not None
+            self.redis.flush()
+            env["BENCH_REDIS_URL"] = self.redis.url
+        log = self.logs / f"{system}-{step.key}-{rep}.log"
+        cmd = [str(PYTHONS[info.venv]), str(HERE / "drive.py"), system, step.workload,
+               *step.args, "--cap", str(step.cap), "--log", str(log)]  # fmt: skip
+        if self.args.profile and info.venv == "chit":
+            profiles = self.dir / "profiles"
+            profiles.mkdir(exist_ok=True)
+            cmd += ["--profile", str(profiles)]
+        busy = services.wait_quiet() if not self.args.no_wait else 0.0
+        started = time.monotonic()
+        run = Run(system, step.key, rep, ok=False, busy_before=busy)
+        try:
+            with log.open("ab") as err:
+                self.current = subprocess.Popen(
+                    cmd, env=env, stdout=subprocess.PIPE, stderr=err, start_new_session=True
+                )
+                try:
+                    out, _ = self.current.communicate(timeout=step.cap + 120)
+                except subprocess.TimeoutExpired:
+                    run.error = f"killed: no answer after {step.cap + 120:.0f} s"
+                    out = b""
+                finally:
+                    services.kill_group(self.current.pid)
+                    self.current.wait()
+            if not run.error:
+                lines = out.decode().strip().splitlines()
+                if self.current.returncode != 0 or not lines:
+                    run.error = f"driver exited with {self.current.returncode}; see {log}"
+                else:
+                    result = json.loads(lines[-1])
+                    run.ok = bool(result.pop("ok"))
+                    run.error = result.pop("error", "")
+                    run.result = result
+                    if run.ok:
+                        run.error = verify(step, result)
+                        run.ok = not run.error
+        finally:
+            self.current = None
+            run.wall_seconds = time.monotonic() - started
+            if info.backend == "PostgreSQL" and self.pg is not None:
+                self.pg.drop(db_name)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{sqlite_path}{suffix}").unlink(missing_ok=True)
+        return run
+
+    # The whole bench
+
+    def main(self) -> None:
+        args = self.args
+        chit = self.prepare_chit()
+        wanted = args.systems.split(",") if args.systems else list(INFO)
+        for name in wanted:
+            if name not in INFO:
+                raise SystemExit(f"unknown system {name!r}; known: {', '.join(INFO)}")
+        if "chit-postgres" in wanted and not chit["postgres_committed"]:
+            wanted.remove("chit-postgres")
+            self.notes["chit-postgres"] = f"not yet: {POSTGRES_STORE} is not committed"
+        for venv in {INFO[s].venv for s in wanted}:
+            if not PYTHONS[venv].exists():
+                raise SystemExit(f"{PYTHONS[venv]} is missing: run `make bench`")
+        all_steps = steps(self.sizes)
+        chosen = args.steps.split(",") if args.steps else [s.key for s in all_steps] + ["limits"]
+        unknown = set(chosen) - {s.key for s in all_steps} - {"limits"}
+        if unknown:
+            raise SystemExit(f"unknown steps {sorted(unknown)}")
+
+        backends = {INFO[s].backend for s in wanted}
+        if "Redis" in backends:
+            self.redis = services.Redis(self.logs / "redis-server.log")
+        if "PostgreSQL" in backends or "limits" in chosen:
+            self.pg = services.Postgres()
+
+        meta = self.meta(chit, wanted)
+        print(f"chit {chit['tree']}; {meta['machine']['cores']} cores; results in {self.dir}")
+        started = time.monotonic()
+        for step in all_steps:
+            if step.key not in chosen:
+                continue
+            systems = [
+                s
+                for s in wanted
+                if (not step.seeding or INFO[s].seeds)
+                and (not step.sqlite_only or INFO[s].backend == "SQLite")
+            ]
+            repeat = self.repeat if step.workload == "process" else 1
+            for rep in range(repeat):
+                order = systems[rep % len(systems) :] + systems[: rep % len(systems)]
+                for system in order:
+                    run = self.run(system, step, rep)
+                    self.runs.append(run)
+                    print(line(run), flush=True)
+                    self.save(meta)
+        limit_figures = self.limits() if "limits" in chosen else {}
+        meta["limits"] = limit_figures
+        meta["seconds"] = time.monotonic() - started
+        meta["load_after"] = os.getloadavg()
+        self.save(meta)
+        print(f"done in {meta['seconds']:.0f} s")
+        if not args.no_docs:
+            md, png = report.write(self.runs_json(), meta, ROOT / "docs")
+            print(f"wrote {md.relative_to(ROOT)} and {png.relative_to(ROOT)}")
+
+    def limits(self) -> dict[str, float]:
+        figures: dict[str, float] = {}
+        for sync in ("NORMAL", "FULL"):
+            rate = limits.sqlite_commits(self.dir, sync, self.sizes.sqlite_seconds)
+            figures[f"sqlite_{sync.lower()}"] = rate
+            print(f"limit      SQLite WAL synchronous={sync:<6} {rate:>9,.0f} commits/s")
+        assert self.pg is not None
+        dsn = self.pg.fresh("bench_pgbench")
+        try:
+            for clients in (1, 2):
+                tps = limits.pgbench_tps(dsn, clients, self.sizes.pgbench_seconds, self.dir)
+                figures[f"pgbench_{clients}"] = tps
+                print(f"limit      PostgreSQL pgbench, {clients} client(s) {tps:>9,.0f} TPS")
+        finally:
+            self.pg.drop("bench_pgbench")
+        return figures
+
+    def meta(self, chit: dict[str, str], wanted: list[str]) -> dict[str, Any]:
+        probe = subprocess.run(
+            [str(PYTHONS["chit"]), "-c", CHIT_PROBE],
+            env=self.env("chit"),
+            capture_output=True,
+            text=True,
+        )
+        chit_versions = json.loads(probe.stdout) if probe.returncode == 0 else {}
+        peers = {}
+        for name in sorted({p for s in INFO.values() if s.venv == "peers" for p in s.packages}):
+            with contextlib.suppress(metadata.PackageNotFoundError):
+                peers[name] = metadata.version(name)
+        return {
+            "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "quick": self.args.quick,
+            "repeat": self.repeat,
+            "sizes": asdict(self.sizes),
+            "machine": services.machine(),
+            "python": platform.python_version(),
+            "sqlite": chit_versions.get("sqlite", "?"),
+            "chit": chit | {"versions": chit_versions},
+            "peers": peers,
+            "postgres": (self.pg.version if self.pg else ""),
+            "postgres_settings": (self.pg.settings if self.pg else {}),
+            "redis": (self.redis.version() if self.redis else ""),
+            "systems": wanted,
+            "notes": self.notes,
+            "load_before": os.getloadavg(),
+        }
+
+    def runs_json(self) -> list[dict[str, Any]]:
+        return [asdict(r) for r in self.runs]
+
+    def save(self, meta: dict[str, Any]) -> None:
+        data = {"meta": meta, "runs": self.runs_json()}
+        (self.dir / "results.json").write_text(json.dumps(data, indent=1, default=str))
+
+    def close(self) -> None:
+        if self.current is not None:
+            services.kill_group(self.current.pid)
+        if self.redis is not None:
+            self.redis.stop()
+        if self.pg is not None:
+            self.pg.drop_all()
+        for path in self.dir.glob("*.db*"):
+            path.unlink(missing_ok=True)
+        if self.chit_src is not None:
+            shutil.rmtree(self.chit_src, ignore_errors=True)
+
+
+CHIT_PROBE = """
+import json, platform, sqlite3
+from importlib import metadata
+import chit
+v = {name: metadata.version(name) for name in ("chit", "psycopg", "pydantic")}
+v["sqlite"] = sqlite3.sqlite_version
+v["python"] = platform.python_version()
+v["chit_path"] = chit.__file__
+print(json.dumps(v))
+"""
+
+
+def verify(step: Step, result: dict[str, Any]) -> str:
+    """Empty when the store and the handlers agree that every job ran exactly once."""
+    if "skipped" in result or step.workload != "process":
+        return ""
+    n = result["n"]
+    problems = []
+    if result["ran"] != n or result["missing"]:
+        problems.append(f"{result['ran']} handler runs for {n} jobs, {result['missing']} missing")
+    if result["duplicates"]:
+        problems.append(f"{result['duplicates']} jobs ran twice")
+    if result["waiting"]:
+        problems.append(f"{result['waiting']} jobs still waiting in the store")
+    stored = result.get("completed_in_store")
+    if stored is not None and stored != n:
+        problems.append(f"the store counts {stored} done")
+    return "; ".join(problems)
+
+
+def line(run: Run) -> str:
+    head = f"{run.step:<14} {run.system:<14}"
+    r = run.result
+    if not run.ok:
+        return f"{head} FAILED: {run.error}"
+    if "skipped" in r:
+        return f"{head} {'—':>9}  ({r['skipped']})"
+    if "median_ms" in r:
+        return f"{head} median {r['median_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
+    extra = f"  seeded in {r['seed_seconds']:.0f} s" if "seed_seconds" in r else ""
+    busy = f"  (machine {run.busy_before:.0%} busy before)" if run.busy_before > 0.25 else ""
+    return f"{head} {r['jobs_per_s']:>9,.0f} jobs/s{extra}{busy}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="2,000 jobs, smaller tables")
+    parser.add_argument("--systems", help=f"comma-separated, from: {', '.join(INFO)}")
+    parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, process2, "
+                        "latency, growth, growth-analyze, limits")  # fmt: skip
+    parser.add_argument(
+        "--repeat", type=int, help="runs of each process step (default 2; 1 with --quick)"
+    )
+    parser.add_argument("--chit-ref", help="measure chit from `git archive REF` (e.g. HEAD)")
+    parser.add_argument("--profile", action="store_true", help="py-spy on chit's workers")
+    parser.add_argument("--no-docs", action="store_true", help="leave docs/ alone")
+    parser.add_argument(
+        "--no-wait", action="store_true", help="do not wait for an idle machine before each run"
+    )
+    bench = Bench(parser.parse_args())
+    try:
+        bench.main()
+    except KeyboardInterrupt:
+        print("\ninterrupted: stopping everything this run started", file=sys.stderr)
+        raise SystemExit(130) from None
+    finally:
+        bench.close()
+
+
+if __name__ == "__main__":
+    main()
