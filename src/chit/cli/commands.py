@@ -46,17 +46,45 @@ def worker(args: argparse.Namespace) -> int:
     return Worker(queue).run()
 
 
+def serve(args: argparse.Namespace) -> int:
+    from chit.cli.serve import serve as run_server
+
+    queue = load_queue(args.app)
+    return run_server(queue.settings, queue, log_level=args.log_level)
+
+
+def keys(args: argparse.Namespace) -> int:
+    from chit.cli import keys as key_commands
+
+    store = load_queue(args.app).store
+    if args.keys_command == "create":
+        return key_commands.keys_create(
+            store, tenant=args.tenant, scopes=args.scopes, name=args.name, as_json=args.json
+        )
+    if args.keys_command == "list":
+        return key_commands.keys_list(store, include_revoked=args.all, as_json=args.json)
+    return key_commands.keys_revoke(store, args.key_id, as_json=args.json)
+
+
 def up(args: argparse.Namespace) -> int:
-    """Migrate, then run worker processes (and the API once present) until Ctrl-C."""
+    """Migrate, then run the API and worker processes until Ctrl-C."""
     queue = load_queue(args.app)
     queue.store.migrate()
     settings = queue.settings
     commands = [[sys.executable, "-m", "chit", "worker"] for _ in range(args.workers)]
+    if not args.no_api:
+        from chit.cli.serve import check_bind
+
+        check_bind(settings, queue, settings.host)
+        commands.append([sys.executable, "-m", "chit", "serve"])
     print(
         f"chit up: {args.workers} worker process(es) x {settings.concurrency} slots on "
         f"{_safe_url(settings.database_url)}; Ctrl-C stops everything",
         flush=True,
     )
+    if not args.no_api:
+        base = f"http://{settings.host}:{settings.port}"
+        print(f"chit up: HTTP API on {base} (docs: {base}/docs)", flush=True)
     # Own sessions: Ctrl-C reaches only this process, which stops the children once, gently.
     children = [subprocess.Popen(cmd, start_new_session=True) for cmd in commands]
     stopping = False
@@ -97,7 +125,6 @@ def _submit_demo_jobs(app: str | None, queue: Queue) -> None:
 
 
 def submit(args: argparse.Namespace) -> int:
-    queue = load_queue(args.app)
     try:
         payload = json.loads(args.payload)
     except json.JSONDecodeError as e:
@@ -107,6 +134,24 @@ def submit(args: argparse.Namespace) -> int:
         run_at = datetime.now(UTC) + timedelta(seconds=parse.duration(args.delay))
     if args.run_at is not None:
         run_at = parse.moment(args.run_at)
+    if args.url:
+        from chit.cli.remote import submit_remote
+
+        return submit_remote(
+            args.url,
+            _api_key(args),
+            args.kind,
+            payload,
+            idempotency_key=args.idempotency_key,
+            queue=args.queue,
+            priority=args.priority,
+            max_attempts=args.max_attempts,
+            run_at=run_at,
+            wait=args.wait,
+            timeout=args.timeout,
+            as_json=args.json,
+        )
+    queue = load_queue(args.app)
     result = queue.enqueue(
         args.kind,
         payload,
@@ -153,8 +198,18 @@ def status(args: argparse.Namespace) -> int:
 
 
 def wait(args: argparse.Namespace) -> int:
+    if args.url:
+        from chit.cli.remote import wait_remote
+
+        return wait_remote(
+            args.url, _api_key(args), args.id, timeout=args.timeout, as_json=args.json
+        )
     queue = load_queue(args.app)
     return _wait(queue, args.id, args.timeout, args.json)
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    return args.api_key or os.environ.get("CHIT_API_KEY") or None
 
 
 def _wait(queue: Queue, job_id: str, timeout: float | None, as_json: bool) -> int:

@@ -49,13 +49,36 @@ def build_parser() -> argparse.ArgumentParser:
             "--poll-interval", type=float, help="longest idle wait, seconds (CHIT_POLL_INTERVAL)"
         )
 
-    p = command("up", commands.up, "start workers (and the HTTP API) on one machine")
+    def remote_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--url", help="go through the HTTP API at this URL, not the database")
+        p.add_argument("--api-key", help="with --url: the API key (CHIT_API_KEY)")
+
+    p = command("up", commands.up, "start the HTTP API and workers on one machine")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--demo", action="store_true", help="submit the app's demo jobs at start")
     worker_flags(p)
 
+    p.add_argument("--no-api", action="store_true", help="workers only, no HTTP API")
+    p.add_argument("--host", help="API address (CHIT_HOST, default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="API port (CHIT_PORT, default 8718)")
+
     p = command("worker", commands.worker, "run a worker process until SIGTERM")
     worker_flags(p)
+
+    p = command("serve", commands.serve, "run the HTTP API (jobs run in `chit worker`)")
+    p.add_argument("--host", help="address to listen on (CHIT_HOST, default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (CHIT_PORT, default 8718)")
+
+    p = command("keys", commands.keys, "API keys: chit keys create|list|revoke")
+    keys = p.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    k = keys.add_parser("create", parents=[common], help="create a key; printed once")
+    k.add_argument("--tenant", default="", help="the tenant whose jobs it sees ('*': all)")
+    k.add_argument("--scopes", default="submit+read", help="submit, read, admin, joined by +")
+    k.add_argument("--name", default="", help="a label for people")
+    k = keys.add_parser("list", parents=[common], help="list keys (never their text)")
+    k.add_argument("--all", action="store_true", help="include revoked keys")
+    k = keys.add_parser("revoke", parents=[common], help="revoke a key by id")
+    k.add_argument("key_id")
 
     p = command("submit", commands.submit, "submit a job: chit submit KIND JSON")
     p.add_argument("kind")
@@ -68,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-at", help="run at this ISO 8601 time")
     p.add_argument("--wait", action="store_true", help="wait for the result")
     p.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
+    remote_flags(p)
 
     p = command("status", commands.status, "show a job and every attempt")
     p.add_argument("id")
@@ -75,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("wait", commands.wait, "wait for a job to finish, with a progress bar")
     p.add_argument("id")
     p.add_argument("--timeout", type=float, help="give up after this many seconds")
+    remote_flags(p)
 
     p = command("list", commands.list_jobs, "list jobs, newest first")
     p.add_argument("--state", choices=[s.value for s in State])
@@ -127,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # One line per HTTP request would drown the progress `wait --url` prints.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         commands.settings_from_args(args)
         return int(args.handler(args))
