@@ -1,4 +1,6 @@
-"""Real worker processes on a temporary SQLite file, and the means to hurt them.
+"""Real worker processes, and the means to hurt them. Every test runs twice:
+on a temporary SQLite file, and on a PostgreSQL database created for the test
+(and dropped after it) on the test server.
 
 Every process started through `procs` is killed at teardown, even when the test
 failed: stopped processes are continued first so SIGKILL can reap them."""
@@ -10,15 +12,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_support import HERE, Procs
+from e2e_support import HERE, Database, Procs, postgres_database
 
 import chit
 from chit.settings import Settings
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "sqlite":
+        path = tmp_path / "chit.db"
+        yield Database("sqlite", f"sqlite:///{path}", path)
+        return
+    with postgres_database(request) as url:
+        yield Database("postgres", url)
+
+
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'chit.db'}"
+def db_url(database: Database) -> str:
+    return database.url
 
 
 @pytest.fixture

@@ -1,23 +1,70 @@
-"""Helpers for the end-to-end tests: child processes, polling, reading results."""
+"""Helpers for the end-to-end tests: the database a test runs on, child
+processes, polling, reading results."""
 
 from __future__ import annotations
 
+import secrets
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+import psycopg
 import pytest
+from psycopg import sql
 
 import chit
 from chit.jobs import Job
 
 HERE = Path(__file__).resolve().parent
 APP = "e2e_app:queue"
+
+
+class Database:
+    """Where one test's jobs live: a SQLite file, or a PostgreSQL database of its own."""
+
+    def __init__(self, backend: str, url: str, path: Path | None = None) -> None:
+        self.backend = backend
+        self.url = url
+        self.path = path  # the SQLite file
+
+    def writes_idle(self) -> bool:
+        """True when no client holds a write lock or an open transaction, so a
+        process frozen now blocks nobody else's writes."""
+        if self.path is not None:
+            return write_lock_free(self.path)
+        with closing(psycopg.connect(self.url, autocommit=True)) as conn:
+            busy = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND state <> 'idle'"
+            ).fetchone()
+        return busy == (0,)
+
+
+@contextmanager
+def postgres_database(request: pytest.FixtureRequest, prefix: str = "chit_e2e") -> Iterator[str]:
+    """A new, empty database on the test PostgreSQL server (CHIT_TEST_POSTGRES_URL),
+    dropped afterwards: worker processes of one test never see another test's
+    rows or notifications. Yields its URL."""
+    # The session database fixture checks the server is there (or skips on purpose).
+    session_url: str = request.getfixturevalue("postgres_database")
+    url_for: Callable[..., str] = request.getfixturevalue("postgres_url_for")
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    with psycopg.connect(session_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield url_for(name)
+    finally:
+        with psycopg.connect(session_url, autocommit=True) as admin:
+            # FORCE: a process the test left frozen may still be connected.
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 def wait_until(
@@ -157,14 +204,14 @@ def wait_terminal(q: chit.Queue, job_id: str, timeout: float) -> Job:
     )
 
 
-def stop_outside_write(proc: Proc, db_path: Path) -> None:
-    """SIGSTOP `proc` at a moment it holds no SQLite write lock: a process frozen
-    inside a write transaction would block every other writer, which is a
-    different fault from the one under test."""
+def stop_outside_write(proc: Proc, database: Database) -> None:
+    """SIGSTOP `proc` at a moment it holds no write lock (SQLite) or open
+    transaction (PostgreSQL): a process frozen inside one would block other
+    writers, which is a different fault from the one under test."""
     for _ in range(100):
         proc.signal(signal.SIGSTOP)
         wait_until(lambda: _proc_state(proc.pid) == "T", 5, 0.005, what="SIGSTOP")
-        if write_lock_free(db_path):
+        if database.writes_idle():
             return
         proc.signal(signal.SIGCONT)
         time.sleep(0.01)

@@ -1,5 +1,6 @@
-"""Many processes on one SQLite file: every job runs exactly once across eight
-workers, eight writers never see 'database is locked', and an acknowledged job
+"""Many processes on one database (a SQLite file, a PostgreSQL database): every
+job runs exactly once across eight workers, eight writers enqueueing at once all
+get through (on SQLite: never 'database is locked'), and an acknowledged job
 survives kill -9 of the process that submitted it."""
 
 from __future__ import annotations

@@ -9,7 +9,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from e2e_support import Procs, get, lines, stop_outside_write, wait_terminal, wait_until
+from e2e_support import (
+    Database,
+    Procs,
+    get,
+    lines,
+    stop_outside_write,
+    wait_terminal,
+    wait_until,
+)
 
 import chit
 from chit.jobs import AttemptOutcome, State
@@ -86,14 +94,14 @@ def test_ten_second_job_under_three_second_lease_runs_exactly_once(
 
 @pytest.mark.timeout(60)
 def test_frozen_workers_late_outcome_is_fenced_out(
-    procs: Procs, queue: chit.Queue, tmp_path: Path
+    procs: Procs, queue: chit.Queue, tmp_path: Path, database: Database
 ) -> None:
     log = tmp_path / "runs.log"
     job_id = queue.enqueue("sleep", {"log": str(log), "seconds": 3}).id
     a = procs.worker("--lease", "2", name="a")
     wait_until(lambda: lines(log), 10, what="the job to start on worker a")
     # Frozen: no heartbeats, no outcome, until SIGCONT.
-    stop_outside_write(a, tmp_path / "chit.db")
+    stop_outside_write(a, database)
 
     b = procs.worker("--lease", "2", name="b")
     done = wait_terminal(queue, job_id, 20)
