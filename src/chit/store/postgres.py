@@ -40,7 +40,6 @@ from chit.ids import new_job_id
 from chit.jobs import (
     ApiKey,
     Attempt,
-    AttemptOutcome,
     AttemptStats,
     Beat,
     Cancelled,
@@ -65,10 +64,8 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
+from chit.store import rows as decode
 from chit.store.base import Store
-
-# The folding of attempt_stats rows is shared with the SQLite store, as its query's shape is.
-from chit.store.sqlite import _attempt_stats
 
 Q = queries.load("postgres")
 CHANNEL = "chit_jobs"
@@ -95,6 +92,11 @@ def _dumps(value: Any) -> str:
 def _text(value: str) -> str:
     # PostgreSQL text cannot hold NUL; an error message must never be lost to one.
     return value.replace("\x00", "\N{REPLACEMENT CHARACTER}")
+
+
+def _same(value: Any) -> Any:
+    """jsonb columns arrive decoded."""
+    return value
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -473,7 +475,7 @@ class PostgresStore(Store):
     def get(self, job_id: str, tenant: str | None = None) -> Job | None:
         with self._conn() as conn:
             row = conn.execute(Q["get"], {"id": job_id, "tenant": tenant, "now": None}).fetchone()
-        return None if row is None else _job(row)
+        return None if row is None else decode.job(row, _same, _utc)
 
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
         with self._conn() as conn:
@@ -485,18 +487,7 @@ class PostgresStore(Store):
     def attempts(self, job_id: str) -> list[Attempt]:
         with self._conn() as conn:
             rows = conn.execute(Q["attempts"], {"id": job_id}).fetchall()
-        return [
-            Attempt(
-                job_id=r["job_id"],
-                attempt=r["attempt"],
-                worker=r["worker"],
-                started_at=r["started_at"].astimezone(UTC),
-                finished_at=_utc(r["finished_at"]),
-                outcome=None if r["outcome"] is None else AttemptOutcome(r["outcome"]),
-                error=r["error"],
-            )
-            for r in rows
-        ]
+        return [decode.attempt(r, _utc) for r in rows]
 
     def list(self, where: JobFilter, limit: int = 50, cursor: str | None = None) -> Page:
         clauses: list[sql.Composable] = []
@@ -519,23 +510,13 @@ class PostgresStore(Store):
         query = sql.SQL(Q["list"]).format(where=_conjunction(clauses))
         with self._conn() as conn:
             rows = conn.execute(query, params).fetchall()
-        jobs = [_job(r) for r in rows[:limit]]
+        jobs = [decode.job(r, _same, _utc) for r in rows[:limit]]
         return Page(jobs, jobs[-1].id if len(rows) > limit else None)
 
     def failures(self, tenant: str | None = None) -> list[FailureGroup]:
         with self._conn() as conn:
             rows = conn.execute(Q["failures"], {"tenant": tenant}).fetchall()
-        return [
-            FailureGroup(
-                kind=r["kind"],
-                error=r["first_line"],
-                count=r["n"],
-                first_seen=r["first_seen"].astimezone(UTC),
-                last_seen=r["last_seen"].astimezone(UTC),
-                latest_id=r["latest_id"],
-            )
-            for r in rows
-        ]
+        return [decode.failure_group(r, _utc) for r in rows]
 
     def stats(self, tenant: str | None = None, now: datetime | None = None) -> Stats:
         params = {"tenant": tenant, "now": _utc(now)}
@@ -668,7 +649,7 @@ class PostgresStore(Store):
             return []
         with self._conn() as conn:
             rows = conn.execute(Q["get_many"], {"ids": list(job_ids)}).fetchall()
-        return [_job(r) for r in rows]
+        return [decode.job(r, _same, _utc) for r in rows]
 
     def attempt_stats(
         self, bounds: Sequence[float], tenant: str | None = None
@@ -676,7 +657,7 @@ class PostgresStore(Store):
         params = {"bounds": [float(b) for b in bounds], "tenant": tenant}
         with self._conn() as conn:
             rows = conn.cursor(row_factory=tuple_row).execute(Q["attempt_stats"], params)
-            return _attempt_stats(rows.fetchall(), len(bounds))
+            return decode.attempt_stats(rows.fetchall(), len(bounds))
 
     def create_api_key(self, key: NewApiKey) -> ApiKey:
         params = {
@@ -687,17 +668,17 @@ class PostgresStore(Store):
             "key_hash": key.key_hash,
         }
         with self._conn() as conn:
-            return _api_key(conn.execute(Q["create_api_key"], params).fetchone())
+            return decode.api_key(conn.execute(Q["create_api_key"], params).fetchone(), _utc)
 
     def find_api_key(self, key_hash: str) -> ApiKey | None:
         with self._conn() as conn:
             row = conn.execute(Q["find_api_key"], {"key_hash": key_hash}).fetchone()
-        return None if row is None else _api_key(row)
+        return None if row is None else decode.api_key(row, _utc)
 
     def list_api_keys(self, include_revoked: bool = False) -> list[ApiKey]:
         with self._conn() as conn:
             rows = conn.execute(Q["list_api_keys"], {"include_revoked": include_revoked})
-            return [_api_key(r) for r in rows]
+            return [decode.api_key(r, _utc) for r in rows]
 
     def revoke_api_key(self, key_id: str) -> bool:
         with self._conn() as conn:
@@ -732,47 +713,6 @@ def _conjunction(clauses: list[sql.Composable]) -> sql.Composable:
 
 def _iso(value: datetime) -> str:
     return value.astimezone(UTC).isoformat() if value.tzinfo else value.isoformat() + "+00:00"
-
-
-def _api_key(r: dict[str, Any] | None) -> ApiKey:
-    assert r is not None
-    return ApiKey(
-        id=r["id"],
-        name=r["name"],
-        tenant=r["tenant"],
-        scopes=tuple(r["scopes"].split()),
-        created_at=r["created_at"].astimezone(UTC),
-        revoked_at=_utc(r["revoked_at"]),
-    )
-
-
-def _job(r: dict[str, Any]) -> Job:
-    return Job(
-        id=r["id"],
-        kind=r["kind"],
-        queue=r["queue"],
-        priority=r["priority"],
-        payload=r["payload"],
-        state=State(r["state"]),
-        attempts=r["attempts"],
-        max_attempts=r["max_attempts"],
-        run_at=r["run_at"].astimezone(UTC),
-        created_at=r["created_at"].astimezone(UTC),
-        updated_at=r["updated_at"].astimezone(UTC),
-        tenant=r["tenant"],
-        idempotency_key=r["idempotency_key"],
-        lease_expires_at=_utc(r["lease_expires_at"]),
-        worker=r["worker"],
-        progress=Progress(r["progress_done"], r["progress_total"]),
-        checkpoint=r["checkpoint"],
-        result=r["result"],
-        result_external=r["result_external"],
-        error=r["error"],
-        cancel_requested=r["cancel_requested"],
-        started_at=_utc(r["started_at"]),
-        finished_at=_utc(r["finished_at"]),
-        stale=bool(r["stale"]),
-    )
 
 
 def _progress_fields(progress: Progress | None) -> str:

@@ -18,7 +18,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,6 +54,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
+from chit.store import rows as decode
 from chit.store.base import Store
 
 Q = queries.load("sqlite")
@@ -451,7 +452,7 @@ class SQLiteStore(Store):
     def get(self, job_id: str, tenant: str | None = None) -> Job | None:
         with self._read() as conn:
             row = conn.execute(Q["get"], {"id": job_id, "tenant": tenant, "now": "now"}).fetchone()
-        return None if row is None else _job(row)
+        return None if row is None else decode.job(row, _loads, _dt)
 
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
         with self._read() as conn:
@@ -463,18 +464,7 @@ class SQLiteStore(Store):
     def attempts(self, job_id: str) -> list[Attempt]:
         with self._read() as conn:
             rows = conn.execute(Q["attempts"], {"id": job_id}).fetchall()
-        return [
-            Attempt(
-                job_id=r["job_id"],
-                attempt=r["attempt"],
-                worker=r["worker"],
-                started_at=datetime.fromisoformat(r["started_at"]),
-                finished_at=_dt(r["finished_at"]),
-                outcome=None if r["outcome"] is None else AttemptOutcome(r["outcome"]),
-                error=r["error"],
-            )
-            for r in rows
-        ]
+        return [decode.attempt(r, _dt) for r in rows]
 
     def list(self, where: JobFilter, limit: int = 50, cursor: str | None = None) -> Page:
         # Built from fragments rather than `:x IS NULL OR col = :x`, so SQLite picks
@@ -502,23 +492,13 @@ class SQLiteStore(Store):
         params["limit"] = limit + 1
         with self._read() as conn:
             rows = conn.execute(sql, params).fetchall()
-        jobs = [_job(r) for r in rows[:limit]]
+        jobs = [decode.job(r, _loads, _dt) for r in rows[:limit]]
         return Page(jobs, jobs[-1].id if len(rows) > limit else None)
 
     def failures(self, tenant: str | None = None) -> list[FailureGroup]:
         with self._read() as conn:
             rows = conn.execute(Q["failures"], {"tenant": tenant}).fetchall()
-        return [
-            FailureGroup(
-                kind=r[0],
-                error=r[1],
-                count=r[2],
-                first_seen=datetime.fromisoformat(r[3]),
-                last_seen=datetime.fromisoformat(r[4]),
-                latest_id=r[5],
-            )
-            for r in rows
-        ]
+        return [decode.failure_group(r, _dt) for r in rows]
 
     def stats(self, tenant: str | None = None, now: datetime | None = None) -> Stats:
         params = {"tenant": tenant, "now": _clock(now)}
@@ -603,7 +583,7 @@ class SQLiteStore(Store):
             return []
         with self._read() as conn:
             rows = conn.execute(Q["get_many"], {"ids": _dumps(list(job_ids))}).fetchall()
-        return [_job(r) for r in rows]
+        return [decode.job(r, _loads, _dt) for r in rows]
 
     def attempt_stats(
         self, bounds: Sequence[float], tenant: str | None = None
@@ -611,7 +591,7 @@ class SQLiteStore(Store):
         params = {"bounds": _dumps([float(b) for b in bounds]), "tenant": tenant}
         with self._read() as conn:
             rows = conn.execute(Q["attempt_stats"], params).fetchall()
-        return _attempt_stats(rows, len(bounds))
+        return decode.attempt_stats(rows, len(bounds))
 
     def create_api_key(self, key: NewApiKey) -> ApiKey:
         params = {
@@ -622,17 +602,17 @@ class SQLiteStore(Store):
             "key_hash": key.key_hash,
         }
         with self._write() as conn:
-            return _api_key(conn.execute(Q["create_api_key"], params).fetchone())
+            return decode.api_key(conn.execute(Q["create_api_key"], params).fetchone(), _dt)
 
     def find_api_key(self, key_hash: str) -> ApiKey | None:
         with self._read() as conn:
             row = conn.execute(Q["find_api_key"], {"key_hash": key_hash}).fetchone()
-        return None if row is None else _api_key(row)
+        return None if row is None else decode.api_key(row, _dt)
 
     def list_api_keys(self, include_revoked: bool = False) -> list[ApiKey]:
         with self._read() as conn:
             rows = conn.execute(Q["list_api_keys"], {"include_revoked": include_revoked})
-            return [_api_key(r) for r in rows]
+            return [decode.api_key(r, _dt) for r in rows]
 
     def revoke_api_key(self, key_id: str) -> bool:
         with self._write() as conn:
@@ -667,66 +647,3 @@ def _statements(script: str) -> Iterator[str]:
             buffer = ""
     if buffer.strip() and not buffer.strip().startswith("--"):
         yield buffer
-
-
-def _job(r: sqlite3.Row) -> Job:
-    return Job(
-        id=r["id"],
-        kind=r["kind"],
-        queue=r["queue"],
-        priority=r["priority"],
-        payload=_loads(r["payload"]),
-        state=State(r["state"]),
-        attempts=r["attempts"],
-        max_attempts=r["max_attempts"],
-        run_at=datetime.fromisoformat(r["run_at"]),
-        created_at=datetime.fromisoformat(r["created_at"]),
-        updated_at=datetime.fromisoformat(r["updated_at"]),
-        tenant=r["tenant"],
-        idempotency_key=r["idempotency_key"],
-        lease_expires_at=_dt(r["lease_expires_at"]),
-        worker=r["worker"],
-        progress=Progress(r["progress_done"], r["progress_total"]),
-        checkpoint=_loads(r["checkpoint"]),
-        result=_loads(r["result"]),
-        result_external=bool(r["result_external"]),
-        error=r["error"],
-        cancel_requested=bool(r["cancel_requested"]),
-        started_at=_dt(r["started_at"]),
-        finished_at=_dt(r["finished_at"]),
-        stale=bool(r["stale"]),
-    )
-
-
-def _api_key(r: sqlite3.Row) -> ApiKey:
-    return ApiKey(
-        id=r["id"],
-        name=r["name"],
-        tenant=r["tenant"],
-        scopes=tuple(r["scopes"].split()),
-        created_at=datetime.fromisoformat(r["created_at"]),
-        revoked_at=_dt(r["revoked_at"]),
-    )
-
-
-def _attempt_stats(rows: Iterable[Sequence[Any]], n_bounds: int) -> list[AttemptStats]:
-    """Fold (kind, outcome, bucket, count, seconds) rows into one AttemptStats per
-    kind and outcome; shared in shape by every backend's `attempt_stats` query."""
-    groups: dict[tuple[str, str | None], tuple[int, float, list[int]]] = {}
-    for kind, outcome, bucket, count, seconds in rows:
-        total, seconds_sum, buckets = groups.get((kind, outcome), (0, 0.0, [0] * (n_bounds + 1)))
-        if bucket is not None:
-            buckets[int(bucket)] += count
-        groups[(kind, outcome)] = (total + count, seconds_sum + (seconds or 0.0), buckets)
-    return [
-        AttemptStats(
-            kind=kind,
-            outcome=None if outcome is None else AttemptOutcome(outcome),
-            count=total,
-            duration_sum=seconds_sum,
-            buckets=tuple(buckets),
-        )
-        for (kind, outcome), (total, seconds_sum, buckets) in sorted(
-            groups.items(), key=lambda item: (item[0][0], item[0][1] or "")
-        )
-    ]

@@ -193,7 +193,8 @@ SELECT state FROM chit_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :ten
 SELECT kind,
        CASE WHEN instr(error, char(10)) > 0 THEN substr(error, 1, instr(error, char(10)) - 1)
             ELSE error END AS first_line,
-       count(*) AS n, min(finished_at), max(finished_at), max(id)
+       count(*) AS n, min(finished_at) AS first_seen, max(finished_at) AS last_seen,
+       max(id) AS latest_id
 FROM chit_jobs
 WHERE state = 'failed' AND (:tenant IS NULL OR tenant = :tenant)
 GROUP BY kind, first_line
