@@ -34,3 +34,14 @@ def new_job_id() -> str:
 
 def is_job_id(value: str) -> bool:
     return JOB_ID_PATTERN.fullmatch(value) is not None
+
+
+def id_prefix_range(text: str) -> tuple[str, str] | None:
+    """The first and last possible ids that start with `text` (any case), or None
+    when `text` cannot begin an id: ids with that prefix are exactly those between
+    the two, inclusive. Bounds of alphabet characters only, of one length, order
+    alike in every collation."""
+    prefix = text.strip().lower()
+    if not prefix or not JOB_ID_PATTERN.fullmatch(prefix.ljust(26, "0")):
+        return None
+    return prefix.ljust(26, "0"), prefix.ljust(26, "z")

@@ -296,3 +296,51 @@ class AttemptStats:
     count: int
     duration_sum: float
     buckets: tuple[int, ...]
+
+
+# The dashboard
+
+
+@dataclass(frozen=True, slots=True)
+class StateKindCount:
+    """How many jobs of one kind are in one state, counted up to a cap:
+    `capped` means there are at least `count` (the cap), perhaps many more."""
+
+    state: State
+    kind: str
+    count: int
+    capped: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MinuteCount:
+    """Jobs of one kind that ended in one state (succeeded or failed) during the
+    minute starting at `minute`."""
+
+    minute: datetime
+    kind: str
+    state: State
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class KindLastHour:
+    """One kind's outcomes over the last hour: what alerting on a rate needs."""
+
+    kind: str
+    succeeded: int
+    failed: int
+
+    @property
+    def failure_ratio(self) -> float | None:
+        """failed / succeeded (as `Stats.failure_ratio`); None when nothing succeeded."""
+        return None if self.succeeded == 0 else self.failed / self.succeeded
+
+
+def last_hour_by_kind(minutes: list[MinuteCount]) -> list[KindLastHour]:
+    """`finished_per_minute` summed over the hour, per kind, by kind name."""
+    totals: dict[str, list[int]] = {}
+    for m in minutes:
+        counts = totals.setdefault(m.kind, [0, 0])
+        counts[0 if m.state is State.SUCCEEDED else 1] += m.count
+    return [KindLastHour(kind, s, f) for kind, (s, f) in sorted(totals.items())]

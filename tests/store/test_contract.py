@@ -1099,3 +1099,109 @@ def test_api_keys_are_stored_found_by_hash_listed_and_revoked(store: Store) -> N
     assert store.list_api_keys() == [second]
     revoked = store.list_api_keys(include_revoked=True)
     assert [k.id for k in revoked] == ["key1", "key2"] and revoked[0].revoked_at is not None
+
+
+# The dashboard
+
+
+def test_count_jobs_by_state_and_kind_capped_and_per_tenant(store: Store) -> None:
+    running = enqueue_and_claim(store, kind="zeta")
+    _fail(store, "b", "boom")
+    store.enqueue_many([new("a") for _ in range(5)] + [new("b"), new("a", tenant="t2")])
+
+    def counts(**kwargs: object) -> dict[tuple[str, str], tuple[int, bool]]:
+        return {
+            (c.state.value, c.kind): (c.count, c.capped)
+            for c in store.count_jobs(**kwargs)  # type: ignore[arg-type]
+        }
+
+    assert counts() == {
+        ("queued", "a"): (6, False),
+        ("queued", "b"): (1, False),
+        ("running", "zeta"): (1, False),
+        ("failed", "b"): (1, False),
+    }
+    # Capped at 3: "3 or more", never a full count.
+    assert counts(cap=3)[("queued", "a")] == (3, True)
+    assert counts(cap=3)[("queued", "b")] == (1, False)
+    assert counts(tenant="t2") == {("queued", "a"): (1, False)}
+    assert counts(tenant="nobody") == {}
+    assert running
+
+
+def test_finished_per_minute_counts_the_last_hours_outcomes_per_kind(store: Store) -> None:
+    for kind in ("a", "a", "b"):
+        done = enqueue_and_claim(store, kind=kind)
+        store.finish([Succeeded(done.id, done.lease_token)])
+    _fail(store, "a", "boom")
+    _fail(store, "a", "boom", tenant="t2")
+    enqueue_and_claim(store, kind="c")  # running: not counted
+
+    def totals(**kwargs: object) -> dict[tuple[str, str], int]:
+        out: Counter[tuple[str, str]] = Counter()
+        for m in store.finished_per_minute(**kwargs):  # type: ignore[arg-type]
+            assert m.minute.second == 0 and m.minute.microsecond == 0
+            assert m.minute.utcoffset() == timedelta(0)
+            assert utcnow() - timedelta(minutes=2) < m.minute <= utcnow()
+            out[(m.kind, m.state.value)] += m.count
+        return dict(out)
+
+    assert totals() == {("a", "succeeded"): 2, ("b", "succeeded"): 1, ("a", "failed"): 2}
+    assert totals(tenant="t2") == {("a", "failed"): 1}
+    assert totals(now=later(3601)) == {}
+
+
+def test_oldest_queued_is_the_job_due_longest(store: Store) -> None:
+    assert store.oldest_queued() is None
+    store.enqueue(new("later", run_at=later(3600)))
+    assert store.oldest_queued() is None  # not due yet
+    first = store.enqueue(new("a", run_at=later(-30))).id
+    store.enqueue(new("b", queue="other", run_at=later(-10)))
+    mine = store.enqueue(new("c", tenant="t2", run_at=later(-5))).id
+    oldest = store.oldest_queued()
+    assert oldest is not None and oldest.id == first
+    assert store.oldest_queued(tenant="t2").id == mine  # type: ignore[union-attr]
+    assert store.oldest_queued(now=later(3700)).id == first  # type: ignore[union-attr]
+
+
+def test_stale_jobs_are_running_jobs_past_their_lease(store: Store) -> None:
+    held = enqueue_and_claim(store)
+    other = enqueue_and_claim(store, tenant="t2")
+    assert store.stale_jobs() == []
+    stale = store.stale_jobs(now=later(LEASE + 1))
+    assert {j.id for j in stale} == {held.id, other.id}
+    assert [j.id for j in store.stale_jobs(tenant="t2", now=later(LEASE + 1))] == [other.id]
+    assert len(store.stale_jobs(limit=1, now=later(LEASE + 1))) == 1
+
+
+def test_search_finds_an_id_by_its_prefix_and_a_job_by_its_idempotency_key(
+    store: Store,
+) -> None:
+    keyed = store.enqueue(new(idempotency_key="order-42")).id
+    theirs = store.enqueue(new(idempotency_key="order-42", tenant="t2")).id
+    plain = store.enqueue(new()).id
+
+    assert [j.id for j in store.search(plain)] == [plain]
+    assert [j.id for j in store.search(plain.upper())] == [plain]
+    assert plain in [j.id for j in store.search(plain[:20])]
+    assert [j.id for j in store.search("order-42")] == [theirs, keyed]
+    assert [j.id for j in store.search("order-42", tenant="t2")] == [theirs]
+    assert store.search(plain, tenant="t2") == []
+    assert store.search("order-4") == []  # keys match whole
+    assert store.search("  ") == [] and store.search("no such thing!") == []
+    assert len(store.search(plain[:1], limit=2)) == 2
+
+
+def test_replay_failure_group_replays_exactly_one_group(store: Store) -> None:
+    one = _fail(store, "sync", "Timeout: upstream\n  File a.py")
+    two = _fail(store, "sync", "Timeout: upstream")
+    longer = _fail(store, "sync", "Timeout: upstream slow")  # another group
+    other_kind = _fail(store, "mail", "Timeout: upstream")
+    theirs = _fail(store, "sync", "Timeout: upstream", tenant="t2")
+
+    assert store.replay_failure_group("sync", "Timeout: upstream", tenant="") == 2
+    assert {j.id for j in store.list(JobFilter(state=State.QUEUED)).jobs} == {one, two}
+    for job_id in (longer, other_kind, theirs):
+        assert store.get(job_id).state is State.FAILED  # type: ignore[union-attr]
+    assert store.replay_failure_group("sync", "Timeout: upstream") == 1  # theirs
+    assert store.replay_failure_group("sync", "Timeout: upstream") == 0

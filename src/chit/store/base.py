@@ -33,6 +33,7 @@ from chit.jobs import (
     HeartbeatResult,
     Job,
     JobFilter,
+    MinuteCount,
     NewApiKey,
     NewJob,
     Outcome,
@@ -40,6 +41,7 @@ from chit.jobs import (
     Progress,
     ReplaySelector,
     RescueReport,
+    StateKindCount,
     Stats,
 )
 
@@ -218,3 +220,40 @@ class Store(abc.ABC):
     def revoke_api_key(self, key_id: str) -> bool:
         """Revoke for good (the row is kept for the record). False when the id is
         unknown or the key was already revoked."""
+
+    # The dashboard. Each reads an index, so that pages stay fast with millions of jobs.
+
+    @abc.abstractmethod
+    def count_jobs(self, tenant: str | None = None, cap: int = 10_000) -> list[StateKindCount]:
+        """Jobs per state and kind, each pair counted up to `cap` (then `capped`):
+        the cost is bounded by the number of kinds times `cap`, never the table's
+        size. Pairs with no job are left out."""
+
+    @abc.abstractmethod
+    def finished_per_minute(
+        self, tenant: str | None = None, now: datetime | None = None
+    ) -> list[MinuteCount]:
+        """Jobs that succeeded or failed in the hour before `now` (the window of
+        `stats`' last hour), per minute and kind. Summed over minutes, the last
+        hour's outcomes per kind."""
+
+    @abc.abstractmethod
+    def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
+        """The queued job that has been due longest (its `run_at` is the queue lag),
+        or None when no queued job is due."""
+
+    @abc.abstractmethod
+    def stale_jobs(
+        self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
+    ) -> list[Job]:
+        """Up to `limit` running jobs whose lease has expired, longest expired first."""
+
+    @abc.abstractmethod
+    def search(self, text: str, tenant: str | None = None, limit: int = 50) -> list[Job]:
+        """Jobs whose idempotency key is exactly `text`, and jobs whose id starts
+        with `text` (a whole id, or its first characters, any case), newest first."""
+
+    @abc.abstractmethod
+    def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
+        """`retry` every failed job of `kind` whose error's first line is exactly
+        `error` (one group of `failures`); returns how many."""

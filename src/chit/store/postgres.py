@@ -36,7 +36,7 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from chit.errors import StoreError
-from chit.ids import new_job_id
+from chit.ids import id_prefix_range, new_job_id
 from chit.jobs import (
     ApiKey,
     Attempt,
@@ -51,6 +51,7 @@ from chit.jobs import (
     HeartbeatResult,
     Job,
     JobFilter,
+    MinuteCount,
     NewApiKey,
     NewJob,
     Outcome,
@@ -60,6 +61,7 @@ from chit.jobs import (
     ReplaySelector,
     RescueReport,
     State,
+    StateKindCount,
     Stats,
     Succeeded,
 )
@@ -684,6 +686,66 @@ class PostgresStore(Store):
         with self._conn() as conn:
             return conn.execute(Q["revoke_api_key"], {"id": key_id}).rowcount == 1
 
+    # The dashboard
+
+    def count_jobs(self, tenant: str | None = None, cap: int = 10_000) -> list[StateKindCount]:
+        query = _dashboard_query("count_by_state_kind", tenant)
+        with self._conn() as conn:
+            rows = conn.execute(query, {"tenant": tenant, "cap": cap}).fetchall()
+        return [
+            StateKindCount(State(r["state"]), r["kind"], r["n"], r["n"] >= cap)
+            for r in rows
+            if r["n"] > 0
+        ]
+
+    def finished_per_minute(
+        self, tenant: str | None = None, now: datetime | None = None
+    ) -> list[MinuteCount]:
+        query = _dashboard_query("finished_per_minute", tenant)
+        with self._conn() as conn:
+            rows = conn.execute(query, {"tenant": tenant, "now": _utc(now)}).fetchall()
+        return [
+            MinuteCount(r["minute"].astimezone(UTC), r["kind"], State(r["state"]), r["n"])
+            for r in rows
+        ]
+
+    def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
+        query = _dashboard_query("oldest_queued", tenant)
+        with self._conn() as conn:
+            row = conn.execute(query, {"tenant": tenant, "now": _utc(now)}).fetchone()
+        return None if row is None else decode.job(row, _same, _utc)
+
+    def stale_jobs(
+        self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
+    ) -> list[Job]:
+        query = _dashboard_query("stale_jobs", tenant)
+        params = {"tenant": tenant, "now": _utc(now), "limit": limit}
+        with self._conn() as conn:
+            return [decode.job(r, _same, _utc) for r in conn.execute(query, params).fetchall()]
+
+    def search(self, text: str, tenant: str | None = None, limit: int = 50) -> list[Job]:
+        text = _text(text.strip())
+        if not text:
+            return []
+        found: dict[str, Job] = {}
+        with self._conn() as conn:
+            query = _dashboard_query("search_idempotency_key", tenant)
+            for r in conn.execute(query, {"key": text, "tenant": tenant, "limit": limit}):
+                found[r["id"]] = decode.job(r, _same, _utc)
+            bounds = id_prefix_range(text)
+            if bounds is not None:
+                query = _dashboard_query("search_id_prefix", tenant)
+                params = {"low": bounds[0], "high": bounds[1], "tenant": tenant, "limit": limit}
+                for r in conn.execute(query, params):
+                    found[r["id"]] = decode.job(r, _same, _utc)
+        return sorted(found.values(), key=lambda j: j.id, reverse=True)[:limit]
+
+    def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
+        query = _dashboard_query("replay_failure_group", tenant)
+        with self._conn() as conn:
+            rows = conn.execute(query, {"kind": kind, "error": _text(error), "tenant": tenant})
+            return len(rows.fetchall())
+
 
 def _check_connection(conn: Connection) -> None:
     """Raise if a pooled connection is dead, so the pool replaces it.
@@ -709,6 +771,21 @@ def _scalar(cursor: psycopg.Cursor[dict[str, Any]]) -> Any:
 
 def _conjunction(clauses: list[sql.Composable]) -> sql.Composable:
     return sql.SQL(" AND ").join(clauses) if clauses else sql.SQL("true")
+
+
+_JOB_COLUMNS = sql.SQL(
+    "j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts,"
+    " j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,"
+    " j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,"
+    " j.error, j.cancel_requested, j.started_at, j.finished_at,"
+    " j.state = 'running' AND j.lease_expires_at < now() AS stale"
+)
+
+
+def _dashboard_query(name: str, tenant: str | None) -> sql.Composed:
+    """A dashboard query for every tenant, or seeking on one tenant's index entries."""
+    term = sql.SQL("true" if tenant is None else "j.tenant = %(tenant)s::text")
+    return sql.SQL(Q[name]).format(tenant=term, columns=_JOB_COLUMNS)
 
 
 def _iso(value: datetime) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from chit.errors import StoreError
-from chit.ids import new_job_id
+from chit.ids import id_prefix_range, new_job_id
 from chit.jobs import (
     ApiKey,
     Attempt,
@@ -41,6 +41,7 @@ from chit.jobs import (
     HeartbeatResult,
     Job,
     JobFilter,
+    MinuteCount,
     NewApiKey,
     NewJob,
     Outcome,
@@ -50,6 +51,7 @@ from chit.jobs import (
     ReplaySelector,
     RescueReport,
     State,
+    StateKindCount,
     Stats,
     Succeeded,
 )
@@ -617,6 +619,67 @@ class SQLiteStore(Store):
     def revoke_api_key(self, key_id: str) -> bool:
         with self._write() as conn:
             return bool(conn.execute(Q["revoke_api_key"], {"id": key_id}).rowcount)
+
+    # The dashboard
+
+    def count_jobs(self, tenant: str | None = None, cap: int = 10_000) -> list[StateKindCount]:
+        query = Q["count_by_state_kind"].format(tenant=_tenant_term(tenant))
+        with self._read() as conn:
+            rows = conn.execute(query, {"tenant": tenant, "cap": cap}).fetchall()
+        return [StateKindCount(State(state), kind, n, n >= cap) for state, kind, n in rows if n > 0]
+
+    def finished_per_minute(
+        self, tenant: str | None = None, now: datetime | None = None
+    ) -> list[MinuteCount]:
+        query = Q["finished_per_minute"].format(tenant=_tenant_term(tenant))
+        with self._read() as conn:
+            rows = conn.execute(query, {"tenant": tenant, "now": _clock(now)}).fetchall()
+        return [
+            MinuteCount(datetime.fromisoformat(minute), kind, State(state), n)
+            for minute, kind, state, n in rows
+        ]
+
+    def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
+        query = Q["oldest_queued"].format(columns=_JOB_COLUMNS, tenant=_tenant_term(tenant))
+        with self._read() as conn:
+            row = conn.execute(query, {"tenant": tenant, "now": _clock(now)}).fetchone()
+        return None if row is None else decode.job(row, _loads, _dt)
+
+    def stale_jobs(
+        self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
+    ) -> list[Job]:
+        query = Q["stale_jobs"].format(columns=_JOB_COLUMNS, tenant=_tenant_term(tenant))
+        params = {"tenant": tenant, "now": _clock(now), "limit": limit}
+        with self._read() as conn:
+            return [decode.job(r, _loads, _dt) for r in conn.execute(query, params).fetchall()]
+
+    def search(self, text: str, tenant: str | None = None, limit: int = 50) -> list[Job]:
+        text = text.strip()
+        if not text:
+            return []
+        term = _tenant_term(tenant)
+        found: dict[str, Job] = {}
+        with self._read() as conn:
+            query = Q["search_idempotency_key"].format(columns=_JOB_COLUMNS, tenant=term)
+            for r in conn.execute(query, {"key": text, "tenant": tenant, "limit": limit}):
+                found[r["id"]] = decode.job(r, _loads, _dt)
+            bounds = id_prefix_range(text)
+            if bounds is not None:
+                query = Q["search_id_prefix"].format(columns=_JOB_COLUMNS, tenant=term)
+                params = {"low": bounds[0], "high": bounds[1], "tenant": tenant, "limit": limit}
+                for r in conn.execute(query, params):
+                    found[r["id"]] = decode.job(r, _loads, _dt)
+        return sorted(found.values(), key=lambda j: j.id, reverse=True)[:limit]
+
+    def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
+        query = Q["replay_failure_group"].format(tenant=_tenant_term(tenant))
+        with self._write() as conn:
+            rows = conn.execute(query, {"kind": kind, "error": error, "tenant": tenant})
+            return len(rows.fetchall())
+
+
+def _tenant_term(tenant: str | None) -> str:
+    return "1" if tenant is None else "j.tenant = :tenant"
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:

@@ -438,3 +438,90 @@ ORDER BY created_at, id
 -- name: revoke_api_key
 UPDATE chit_api_keys SET revoked_at = now()
 WHERE id = %(id)s::text AND revoked_at IS NULL
+
+-- The dashboard. {tenant} is `true` (every tenant) or an equality on j.tenant,
+-- so that a tenant's query seeks on the tenant column of the index instead of filtering.
+
+-- name: count_by_state_kind
+-- A loose index scan of chit_jobs_state_kind finds each state's kinds (one seek
+-- per kind), then each pair is counted up to `cap` entries by an index-only
+-- scan: the cost is bounded by kinds x cap, not by the size of the table.
+WITH RECURSIVE
+states(state) AS (VALUES ('queued'), ('running'), ('succeeded'), ('failed'), ('cancelled')),
+pairs(state, kind) AS (
+    SELECT state, (SELECT min(j.kind) FROM chit_jobs AS j WHERE j.state = states.state)
+    FROM states
+    UNION ALL
+    SELECT state,
+           (SELECT min(j.kind) FROM chit_jobs AS j
+            WHERE j.state = pairs.state AND j.kind > pairs.kind)
+    FROM pairs WHERE kind IS NOT NULL
+)
+SELECT state, kind,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM chit_jobs AS j
+            WHERE j.state = pairs.state AND j.kind = pairs.kind AND {tenant}
+            LIMIT %(cap)s) AS capped) AS n
+FROM pairs
+WHERE kind IS NOT NULL
+
+-- name: finished_per_minute
+-- Read from chit_jobs_finished alone; the cost grows with the last hour's
+-- finished jobs, not with the table.
+SELECT date_trunc('minute', j.finished_at) AS minute, j.kind, j.state, count(*) AS n
+FROM chit_jobs AS j
+WHERE j.finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
+  AND j.state IN ('succeeded', 'failed') AND {tenant}
+GROUP BY 1, 2, 3
+
+-- name: oldest_queued
+-- The partial index of queued jobs, whose size is the backlog.
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.state = 'queued' AND j.run_at <= coalesce(%(now)s::timestamptz, now()) AND {tenant}
+ORDER BY j.run_at, j.id
+LIMIT 1
+
+-- name: stale_jobs
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.state = 'running' AND j.lease_expires_at < coalesce(%(now)s::timestamptz, now())
+  AND {tenant}
+ORDER BY j.lease_expires_at
+LIMIT %(limit)s
+
+-- name: search_id_prefix
+-- A range of the primary key (chit.ids.id_prefix_range).
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.id >= %(low)s::text AND j.id <= %(high)s::text AND {tenant}
+ORDER BY j.id DESC
+LIMIT %(limit)s
+
+-- name: search_idempotency_key
+-- Exact key. Every tenant: a loose scan of chit_jobs_idempotency finds the
+-- tenants that use keys, then one seek per tenant.
+WITH RECURSIVE tenants(t) AS (
+    SELECT min(tenant) FROM chit_jobs WHERE idempotency_key IS NOT NULL
+    UNION ALL
+    SELECT (SELECT min(tenant) FROM chit_jobs
+            WHERE idempotency_key IS NOT NULL AND tenant > tenants.t)
+    FROM tenants WHERE t IS NOT NULL
+)
+SELECT {columns}
+FROM tenants JOIN chit_jobs AS j ON j.tenant = tenants.t
+WHERE j.idempotency_key = %(key)s::text AND {tenant}
+ORDER BY j.id DESC
+LIMIT %(limit)s
+
+-- name: replay_failure_group
+-- One group of the failures report: this kind, and this exact first line.
+UPDATE chit_jobs AS j
+SET state = 'queued', attempts = 0, run_at = now(),
+    error = NULL, result = NULL, result_external = false, checkpoint = NULL,
+    progress_done = NULL, progress_total = NULL, cancel_requested = false,
+    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    updated_at = now()
+WHERE j.state = 'failed' AND j.kind = %(kind)s::text AND {tenant}
+  AND (j.error = %(error)s::text OR starts_with(j.error, %(error)s::text || E'\n'))
+RETURNING j.id
