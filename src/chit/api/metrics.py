@@ -24,7 +24,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from chit.jobs import AttemptOutcome, State
+from chit.jobs import AttemptOutcome, State, last_hour_by_kind
 from chit.store import Store
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -59,6 +59,8 @@ class StoreCollector(Collector):
             "Running jobs whose lease expired (worker gone, not yet rescued)",
             value=stats.stale_running,
         )
+
+        yield from self.last_hour()
 
         claims = CounterMetricFamily("chit_claims", "Jobs claimed by workers", labels=["kind"])
         completions = CounterMetricFamily(
@@ -104,6 +106,31 @@ class StoreCollector(Collector):
             "Server-Sent Event streams open on this API process",
             value=self.listeners,
         )
+
+    def last_hour(self) -> Iterator[Metric]:
+        """Rates to alert on, per kind: jobs that failed and succeeded in the last
+        hour (read from an index of finish times) and their ratio."""
+        failed = GaugeMetricFamily(
+            "chit_jobs_failed_last_hour",
+            "Jobs that failed for good in the last hour",
+            labels=["kind"],
+        )
+        succeeded = GaugeMetricFamily(
+            "chit_jobs_succeeded_last_hour", "Jobs that succeeded in the last hour", labels=["kind"]
+        )
+        ratio = GaugeMetricFamily(
+            "chit_jobs_failure_ratio_last_hour",
+            "failed / succeeded over the last hour (+Inf: failures and no success)",
+            labels=["kind"],
+        )
+        for k in last_hour_by_kind(self.store.finished_per_minute(self.tenant)):
+            failed.add_metric([k.kind], k.failed)
+            succeeded.add_metric([k.kind], k.succeeded)
+            value = k.failure_ratio
+            ratio.add_metric([k.kind], float("inf") if value is None else value)
+        yield failed
+        yield succeeded
+        yield ratio
 
 
 def render(store: Store, tenant: str | None, listeners: int = 0) -> bytes:

@@ -37,7 +37,14 @@ from chit.api.schemas import (
 )
 from chit.errors import InvalidTransition, JobNotFound, StoreError
 from chit.ids import is_job_id
-from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
+from chit.jobs import (
+    CancelResult,
+    Job,
+    JobFilter,
+    ReplaySelector,
+    State,
+    last_hour_by_kind,
+)
 from chit.queue import JobRequest
 
 if TYPE_CHECKING:
@@ -390,7 +397,9 @@ async def failures(request: Request, principal: Admin) -> Failures:
     responses=documented(),
 )
 async def stats(request: Request, principal: Admin) -> StatsOut:
-    return StatsOut.of(await blocking(api_state(request).store.stats, principal.tenant))
+    store = api_state(request).store
+    minutes = await blocking(store.finished_per_minute, principal.tenant)
+    return StatsOut.of(await blocking(store.stats, principal.tenant), last_hour_by_kind(minutes))
 
 
 @router.get(

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
-from chit.jobs import FailureGroup, Job, State, Stats
+from chit.jobs import FailureGroup, Job, KindLastHour, State, Stats
 
 # The store keeps times as UTC text with a four-digit year.
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
@@ -148,6 +148,14 @@ class Failures(BaseModel):
     groups: list[FailureGroupOut]
 
 
+class KindLastHourOut(BaseModel):
+    succeeded: int
+    failed: int
+    failure_ratio: float | None = Field(
+        description="failed / succeeded over the last hour; null when nothing succeeded"
+    )
+
+
 class StatsOut(BaseModel):
     by_state: dict[str, int]
     by_kind: dict[str, dict[str, int]]
@@ -156,9 +164,13 @@ class StatsOut(BaseModel):
     failure_rate: float | None = Field(description="failed / finished over the last hour")
     queue_lag_seconds: float | None = Field(description="age of the oldest due queued job")
     stale_running: int
+    last_hour_by_kind: dict[str, KindLastHourOut] = Field(
+        default_factory=dict,
+        description="jobs that succeeded and failed in the last hour, per kind",
+    )
 
     @classmethod
-    def of(cls, stats: Stats) -> StatsOut:
+    def of(cls, stats: Stats, last_hour: list[KindLastHour] | None = None) -> StatsOut:
         return cls(
             by_state=stats.by_state,
             by_kind=stats.by_kind,
@@ -167,6 +179,12 @@ class StatsOut(BaseModel):
             failure_rate=stats.failure_rate,
             queue_lag_seconds=stats.oldest_queued_age,
             stale_running=stats.stale_running,
+            last_hour_by_kind={
+                k.kind: KindLastHourOut(
+                    succeeded=k.succeeded, failed=k.failed, failure_ratio=k.failure_ratio
+                )
+                for k in last_hour or ()
+            },
         )
 
 
