@@ -35,6 +35,10 @@ DESCRIPTION = """Durable background jobs over HTTP.
 """
 
 
+# Where the dashboard lives under the API's own paths.
+DASHBOARD_PREFIX = "/ui"
+
+
 @dataclass
 class ApiState:
     queue: Queue
@@ -80,16 +84,20 @@ def lifespan(
     return run
 
 
-def create_router(queue: Queue, **options: Any) -> APIRouter:
+def create_router(queue: Queue, *, dashboard: bool = True, **options: Any) -> APIRouter:
     """chit's routes with their lifespan, to include in an application's own app:
-    `app.include_router(create_router(queue), prefix="/chit")`."""
+    `app.include_router(create_router(queue), prefix="/chit")`. The dashboard
+    comes along at `ui/` under that prefix unless `dashboard=False`."""
     router = APIRouter(lifespan=lifespan(queue, **options))
     router.include_router(routes.router)
+    if dashboard:
+        _include_dashboard(router)
     return router
 
 
-def create_app(queue: Queue, **options: Any) -> FastAPI:
-    """The API as its own app (what `chit serve` runs)."""
+def create_app(queue: Queue, *, dashboard: bool = True, **options: Any) -> FastAPI:
+    """The API as its own app (what `chit serve` runs), with the dashboard at
+    `/ui` unless `dashboard=False`."""
     app = FastAPI(
         title="chit",
         version="1",
@@ -97,12 +105,20 @@ def create_app(queue: Queue, **options: Any) -> FastAPI:
         lifespan=lifespan(queue, **options),
     )
     app.include_router(routes.router)
+    if dashboard:
+        _include_dashboard(app)
     # Routing's own 404/405 and anything unexpected answer JSON like the routes do.
     app.add_exception_handler(HTTPException, answer_exception)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, answer_exception)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, answer_exception)
     app.openapi = lambda: _openapi_with_tasks(app, queue)  # type: ignore[method-assign]
     return app
+
+
+def _include_dashboard(target: FastAPI | APIRouter) -> None:
+    from chit.dashboard.routes import router as dashboard_router
+
+    target.include_router(dashboard_router, prefix=DASHBOARD_PREFIX)
 
 
 def _openapi_with_tasks(app: FastAPI, queue: Queue) -> dict[str, Any]:

@@ -1,0 +1,631 @@
+"""The dashboard's pages: plain HTML rendered by Jinja2, a stylesheet and a small
+script served from the package (nothing is fetched from elsewhere).
+
+Every page reads the store through the methods that keep it fast at millions
+of jobs (`count_jobs`, `finished_per_minute`, `oldest_queued`, `stale_jobs`,
+`list`, `search`, `failures`), scoped to the signed-in key's tenant. Every
+form posts a CSRF token (see `session.py`); actions answer with a redirect to
+a page that says what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import urllib.parse
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jinja2
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
+
+from chit.api import routes as api
+from chit.api.auth import Principal
+from chit.api.errors import ApiError, to_api_error
+from chit.dashboard import chart, session
+from chit.dashboard.session import Session
+from chit.errors import StoreError
+from chit.ids import is_job_id
+from chit.jobs import (
+    CancelResult,
+    Job,
+    JobFilter,
+    KindLastHour,
+    State,
+    StateKindCount,
+    last_hour_by_kind,
+)
+
+log = logging.getLogger("chit.dashboard")
+
+# Counts stop here: "10,000+" is as useful at a glance as an exact million, and
+# capping keeps the overview's cost bounded whatever the table's size.
+COUNT_CAP = 10_000
+PAGE_SIZE = 50
+STALE_SHOWN = 20
+MAX_FORM_BYTES = 16 * 1024
+STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+class Redirect(Exception):
+    """Leave this page for another (the login page, above all)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url
+
+
+class PageRoute(APIRoute):
+    """Answers every failure as a page a person can read (or a redirect to log in)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                response = await handler(request)
+            except Redirect as r:
+                response = RedirectResponse(r.url, status_code=303)
+            except StoreError as e:
+                response = _error_page(
+                    request, 503, f"The job database cannot be used right now ({e}). Try again."
+                )
+            except Exception as exc:
+                error = to_api_error(exc)
+                if error is None:
+                    log.exception("%s %s failed", request.method, request.url.path)
+                    error = ApiError(500, "internal_error", "Internal error: see the server log.")
+                response = _error_page(request, error.status, error.message)
+            for name, value in SECURITY_HEADERS.items():
+                response.headers.setdefault(name, value)
+            return response
+
+        return guarded
+
+
+router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+
+# Templates and static files
+
+
+@cache
+def templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("chit.dashboard", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["count"] = lambda n: f"{n:,}"
+    env.filters["ago"] = ago
+    env.filters["when"] = lambda t: "" if t is None else t.strftime("%Y-%m-%d %H:%M:%S UTC")
+    env.filters["iso"] = lambda t: "" if t is None else t.isoformat()
+    env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
+    env.filters["first_line"] = lambda s: (s or "").split("\n", 1)[0]
+    env.filters["duration"] = duration
+    env.filters["percent"] = lambda r: "\u2013" if r is None else f"{100 * r:.1f} %"
+    return env
+
+
+@cache
+def static_file(name: str) -> bytes | None:
+    folder = resources.files("chit.dashboard").joinpath("static")
+    entry = folder.joinpath(name)
+    return entry.read_bytes() if entry.is_file() else None
+
+
+def render(
+    request: Request, template: str, current: Session | None, status: int = 200, **values: Any
+) -> HTMLResponse:
+    def url(route: str, query: Mapping[str, Any] | None = None, /, **params: Any) -> str:
+        path = request.url_for(route, **params).path
+        pairs = {k: v for k, v in (query or {}).items() if v not in (None, "")}
+        return f"{path}?{urllib.parse.urlencode(pairs)}" if pairs else path
+
+    html = (
+        templates()
+        .get_template(template)
+        .render(request=request, session=current, url=url, now=datetime.now(UTC), **values)
+    )
+    return HTMLResponse(html, status_code=status)
+
+
+def _error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    return render(request, "error.html", None, status=status, status_code=status, message=message)
+
+
+@router.get("/static/{name}", name="ui_static")
+async def static(name: str) -> Response:
+    body = static_file(name) if "/" not in name and not name.startswith(".") else None
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    if body is None or suffix not in STATIC_TYPES:
+        raise ApiError(404, "not_found", f"no such file: {name[:100]}")
+    return Response(body, media_type=STATIC_TYPES[suffix], headers={"Cache-Control": "max-age=300"})
+
+
+# Signing in and out
+
+
+async def current_session(request: Request, *, required: bool = True) -> Session | None:
+    """The signed-in session, or a redirect to the login page (None if not required)."""
+    cookie = request.cookies.get(session.SESSION_COOKIE)
+    key = None if cookie is None else session.key_of(cookie)
+    if cookie is None or key is None:
+        if required:
+            raise Redirect(_login_url(request))
+        return None
+    try:
+        principal = await authenticate(request, key)
+    except ApiError:
+        if required:
+            raise Redirect(_login_url(request, "expired")) from None
+        return None
+    if not principal.allows("read"):
+        raise Redirect(_login_url(request, "scope"))
+    return Session(principal, session.csrf_token(cookie))
+
+
+async def authenticate(request: Request, key: str) -> Principal:
+    auth = api.api_state(request).auth
+    header = f"Bearer {key}" if key else None
+    principal = auth.cached(header)
+    if principal is None:
+        principal = await api.blocking(auth.authenticate, header)
+    return principal
+
+
+def _login_url(request: Request, reason: str | None = None) -> str:
+    query = {"next": request.url.path, "reason": reason}
+    if request.method != "GET":
+        query["next"] = request.url_for("ui_overview").path
+    elif request.url.query:
+        query["next"] += "?" + request.url.query
+    pairs = {k: v for k, v in query.items() if v}
+    return f"{request.url_for('ui_login').path}?{urllib.parse.urlencode(pairs)}"
+
+
+LOGIN_REASONS = {
+    "expired": "Your session ended: the key was revoked or changed. Sign in again.",
+    "scope": "That key has no read scope: the dashboard needs a read or admin key.",
+    "signed_out": "Signed out.",
+}
+
+
+@router.get("/login", name="ui_login")
+async def login_page(request: Request, next: str = "", reason: str = "") -> Response:
+    nonce = request.cookies.get(session.LOGIN_COOKIE) or session.new_session_cookie("")
+    is_open = await api.blocking(api.api_state(request).auth.is_open)
+    response = render(
+        request,
+        "login.html",
+        None,
+        next=_safe_next(request, next),
+        login_token=session.login_token(nonce),
+        message=LOGIN_REASONS.get(reason, ""),
+        error="",
+        is_open=is_open and api.api_state(request).auth.allow_open,
+    )
+    session.set_cookie(response, request, session.LOGIN_COOKIE, nonce, session.LOGIN_SECONDS)
+    return response
+
+
+@router.post("/login", name="ui_login_post")
+async def login(request: Request) -> Response:
+    form = await read_form(request)
+    nonce = request.cookies.get(session.LOGIN_COOKIE)
+    if nonce is None or not session.token_matches(
+        session.login_token(nonce), form.get("login_token")
+    ):
+        raise ApiError(
+            403,
+            "forbidden",
+            "This sign-in form was not sent from this dashboard (or it expired): "
+            "reload the sign-in page and try again.",
+        )
+    key = form.get("key", "").strip()
+    error = ""
+    try:
+        principal = await authenticate(request, key)
+    except ApiError as e:
+        principal, error = None, e.message
+    if principal is not None and not principal.allows("read"):
+        principal, error = None, LOGIN_REASONS["scope"]
+    target = _safe_next(request, form.get("next", ""))
+    if principal is None:
+        if not key:
+            error = "Type an API key with the read or admin scope."
+        is_open = await api.blocking(api.api_state(request).auth.is_open)
+        return render(
+            request,
+            "login.html",
+            None,
+            status=401,
+            next=target,
+            login_token=session.login_token(nonce),
+            message="",
+            error=error,
+            is_open=is_open and api.api_state(request).auth.allow_open,
+        )
+    response = RedirectResponse(target, status_code=303)
+    session.set_cookie(
+        response,
+        request,
+        session.SESSION_COOKIE,
+        session.new_session_cookie(key),
+        session.SESSION_SECONDS,
+    )
+    session.clear_cookie(response, request, session.LOGIN_COOKIE)
+    return response
+
+
+@router.post("/logout", name="ui_logout")
+async def logout(request: Request) -> Response:
+    await checked_form(request)
+    response = RedirectResponse(
+        f"{request.url_for('ui_login').path}?reason=signed_out", status_code=303
+    )
+    session.clear_cookie(response, request, session.SESSION_COOKIE)
+    return response
+
+
+def _safe_next(request: Request, target: str) -> str:
+    """Only a path inside the dashboard: never another site (an open redirect)."""
+    home = request.url_for("ui_overview").path
+    parsed = urllib.parse.urlsplit(target)
+    if parsed.scheme or parsed.netloc or not parsed.path.startswith(home.rstrip("/")):
+        return home
+    if "\\" in target or target.startswith("//"):
+        return home
+    return target
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """An urlencoded form, as the dashboard's pages send it."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != (
+        "application/x-www-form-urlencoded"
+    ):
+        raise ApiError(415, "unsupported_media_type", "Send this form from the dashboard's page.")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise ApiError(413, "body_too_large", "This form is too large.")
+    try:
+        pairs = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
+    except (UnicodeDecodeError, ValueError):
+        raise ApiError(400, "bad_request", "This form could not be read.") from None
+    return dict(pairs)
+
+
+async def checked_form(request: Request, *, admin: bool = False) -> tuple[Session, dict[str, str]]:
+    """The session and form of a POST that the dashboard itself sent; anything
+    else (no session, a missing or wrong token, another site) is refused."""
+    current = await current_session(request, required=False)
+    if current is None:
+        raise ApiError(403, "forbidden", "Sign in to the dashboard first.")
+    form = await read_form(request)
+    if not session.same_origin(request) or not session.token_matches(
+        current.csrf_token, form.get("csrf_token")
+    ):
+        raise ApiError(
+            403,
+            "forbidden",
+            "This form was not sent from this dashboard's page (its security token is "
+            "missing or wrong). Reload the page and try again.",
+        )
+    if admin and not current.can_act:
+        raise ApiError(
+            403, "forbidden", "This key is read-only: retry, cancel and replay need an admin key."
+        )
+    return current, form
+
+
+# Overview
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    count: int
+    capped: bool
+
+    def __str__(self) -> str:
+        return f"{self.count:,}+" if self.capped else f"{self.count:,}"
+
+
+@dataclass
+class Overview:
+    states: dict[str, Cell]
+    kinds: dict[str, dict[str, Cell]]
+    last_hour: dict[str, KindLastHour]
+    chart: chart.Chart
+    oldest: Job | None
+    stale: list[Job]
+
+
+def _overview(request: Request, tenant: str | None) -> Overview:
+    store = api.api_state(request).store
+    counts = store.count_jobs(tenant, COUNT_CAP)
+    minutes = store.finished_per_minute(tenant)
+    now = datetime.now(UTC)
+    return Overview(
+        states=_totals(counts),
+        kinds=_by_kind(counts),
+        last_hour={k.kind: k for k in last_hour_by_kind(minutes)},
+        chart=chart.draw(minutes, now),
+        oldest=store.oldest_queued(tenant),
+        stale=store.stale_jobs(tenant, STALE_SHOWN + 1),
+    )
+
+
+def _totals(counts: list[StateKindCount]) -> dict[str, Cell]:
+    totals = {s.value: Cell(0, False) for s in State}
+    for c in counts:
+        t = totals[c.state.value]
+        totals[c.state.value] = Cell(t.count + c.count, t.capped or c.capped)
+    return totals
+
+
+def _by_kind(counts: list[StateKindCount]) -> dict[str, dict[str, Cell]]:
+    kinds: dict[str, dict[str, Cell]] = {}
+    for c in counts:
+        kinds.setdefault(c.kind, {})[c.state.value] = Cell(c.count, c.capped)
+    return dict(sorted(kinds.items()))
+
+
+@router.get("/", name="ui_overview")
+async def overview(request: Request) -> Response:
+    current = await current_session(request)
+    assert current is not None
+    data = await api.blocking(_overview, request, current.principal.tenant)
+    return render(
+        request,
+        "overview.html",
+        current,
+        page="overview",
+        data=data,
+        states=[s.value for s in State],
+        stale_shown=STALE_SHOWN,
+        count_cap=COUNT_CAP,
+    )
+
+
+# Jobs
+
+
+@router.get("/jobs", name="ui_jobs")
+async def jobs(
+    request: Request,
+    state: str = "",
+    kind: str = "",
+    queue: str = "",
+    q: str = "",
+    cursor: str = "",
+) -> Response:
+    current = await current_session(request)
+    assert current is not None
+    store = api.api_state(request).store
+    tenant = current.principal.tenant
+    chosen = State(state) if state in {s.value for s in State} else None
+    kind, queue, q = kind.strip()[:200], queue.strip()[:200], q.strip()[:300]
+    next_cursor = None
+    if q:
+        found = await api.blocking(store.search, q, tenant, PAGE_SIZE)
+        rows = [
+            j
+            for j in found
+            if (chosen is None or j.state is chosen)
+            and (not kind or j.kind == kind)
+            and (not queue or j.queue == queue)
+        ]
+    else:
+        where = JobFilter(state=chosen, kind=kind or None, queue=queue or None, tenant=tenant)
+        page = await api.blocking(
+            store.list, where, PAGE_SIZE, cursor if is_job_id(cursor) else None
+        )
+        rows, next_cursor = page.jobs, page.next_cursor
+    filters = {"state": chosen.value if chosen else "", "kind": kind, "queue": queue, "q": q}
+    return render(
+        request,
+        "jobs.html",
+        current,
+        page="jobs",
+        jobs=rows,
+        filters=filters,
+        next_cursor=next_cursor,
+        paged=bool(cursor),
+        states=[s.value for s in State],
+        kinds=sorted(api.api_state(request).queue.tasks),
+    )
+
+
+# One job
+
+
+async def _job(request: Request, job_id: str, principal: Principal) -> Job:
+    job = None
+    if is_job_id(job_id):
+        job = await api.blocking(api.api_state(request).store.get, job_id, principal.tenant)
+    if job is None:
+        raise ApiError(404, "job_not_found", f"No job {job_id[:100]!r} here.")
+    return job
+
+
+NOTICES = {
+    "retried": "Queued again, attempts reset: a worker will pick it up.",
+    "cancelled": "Cancelled.",
+    "cancel_requested": "Cancellation requested: the worker stops it at its next heartbeat.",
+    "not_retried": "Not retried: only failed or cancelled jobs can be retried.",
+    "not_cancelled": "Not cancelled: the job had already finished.",
+}
+
+
+@router.get("/jobs/{job_id}", name="ui_job")
+async def job_page(request: Request, job_id: str, notice: str = "") -> Response:
+    current = await current_session(request)
+    assert current is not None
+    job = await _job(request, job_id, current.principal)
+    attempts = await api.blocking(api.api_state(request).store.attempts, job.id)
+    return render(
+        request,
+        "job.html",
+        current,
+        page="jobs",
+        job=job,
+        attempts=attempts,
+        notice=NOTICES.get(notice, ""),
+        can_retry=job.state in (State.FAILED, State.CANCELLED),
+        can_cancel=job.state in (State.QUEUED, State.RUNNING) and not job.cancel_requested,
+    )
+
+
+@router.get("/jobs/{job_id}/result", name="ui_job_result")
+async def job_result(request: Request, job_id: str) -> Response:
+    current = await current_session(request)
+    assert current is not None
+    job = await _job(request, job_id, current.principal)
+    found, result = await api.blocking(
+        api.api_state(request).store.get_result, job.id, current.principal.tenant
+    )
+    if not found or job.state is not State.SUCCEEDED:
+        raise ApiError(404, "job_not_found", f"Job {job.id} has no result.")
+    return Response(
+        json.dumps(result, indent=2, ensure_ascii=False),
+        media_type="application/json",
+        headers={"Content-Disposition": f'inline; filename="{job.id}-result.json"'},
+    )
+
+
+@router.get("/jobs/{job_id}/events", name="ui_job_events")
+async def job_events(request: Request, job_id: str) -> Response:
+    """The API's event stream for this job, for a signed-in browser (EventSource
+    cannot send an Authorization header; it sends the session cookie)."""
+    current = await current_session(request, required=False)
+    if current is None:
+        raise ApiError(401, "unauthorized", "Sign in to the dashboard first.")
+    return await api.job_events(
+        request, job_id, current.principal, request.headers.get("last-event-id")
+    )
+
+
+@router.post("/jobs/{job_id}/retry", name="ui_job_retry")
+async def retry(request: Request, job_id: str) -> Response:
+    current, _ = await checked_form(request, admin=True)
+    job = await _job(request, job_id, current.principal)
+    done = await api.blocking(api.api_state(request).store.retry, job.id, current.principal.tenant)
+    notice = "retried" if done else "not_retried"
+    return RedirectResponse(
+        f"{request.url_for('ui_job', job_id=job.id).path}?notice={notice}", status_code=303
+    )
+
+
+@router.post("/jobs/{job_id}/cancel", name="ui_job_cancel")
+async def cancel(request: Request, job_id: str) -> Response:
+    current, _ = await checked_form(request, admin=True)
+    job = await _job(request, job_id, current.principal)
+    result = await api.blocking(
+        api.api_state(request).store.cancel, job.id, current.principal.tenant
+    )
+    notice = {
+        CancelResult.CANCELLED: "cancelled",
+        CancelResult.REQUESTED: "cancel_requested",
+    }.get(result, "not_cancelled")
+    return RedirectResponse(
+        f"{request.url_for('ui_job', job_id=job.id).path}?notice={notice}", status_code=303
+    )
+
+
+# Failures
+
+
+@router.get("/failures", name="ui_failures")
+async def failures(request: Request, replayed: str = "", kind: str = "") -> Response:
+    current = await current_session(request)
+    assert current is not None
+    store = api.api_state(request).store
+    groups = await api.blocking(store.failures, current.principal.tenant)
+    minutes = await api.blocking(store.finished_per_minute, current.principal.tenant)
+    notice = ""
+    if replayed.isdigit():
+        n = int(replayed)
+        notice = f"Replayed {n:,} job{'' if n == 1 else 's'}" + (
+            f" of kind {kind}." if kind else "."
+        )
+    return render(
+        request,
+        "failures.html",
+        current,
+        page="failures",
+        groups=groups,
+        last_hour=[k for k in last_hour_by_kind(minutes) if k.failed],
+        notice=notice,
+    )
+
+
+@router.get("/failures/replay", name="ui_replay_confirm")
+async def replay_confirm(request: Request, kind: str = "", error: str = "") -> Response:
+    current = await current_session(request)
+    assert current is not None
+    groups = await api.blocking(api.api_state(request).store.failures, current.principal.tenant)
+    group = next((g for g in groups if g.kind == kind and g.error == error), None)
+    return render(
+        request, "replay.html", current, page="failures", kind=kind, error=error, group=group
+    )
+
+
+@router.post("/failures/replay", name="ui_replay")
+async def replay(request: Request) -> Response:
+    current, form = await checked_form(request, admin=True)
+    kind, error = form.get("kind", ""), form.get("error", "")
+    if not kind:
+        raise ApiError(422, "invalid_request", "Say which group to replay.")
+    count = await api.blocking(
+        api.api_state(request).store.replay_failure_group, kind, error, current.principal.tenant
+    )
+    query = urllib.parse.urlencode({"replayed": count, "kind": kind})
+    return RedirectResponse(f"{request.url_for('ui_failures').path}?{query}", status_code=303)
+
+
+# Formatting
+
+
+def ago(moment: datetime | None, now: datetime | None = None) -> str:
+    if moment is None:
+        return ""
+    seconds = ((now or datetime.now(UTC)) - moment).total_seconds()
+    text = duration(abs(seconds))
+    return f"in {text}" if seconds < 0 else f"{text} ago"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes = math.floor(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min {int(seconds % 60)} s"
+    hours = minutes // 60
+    if hours < 48:
+        return f"{hours} h {minutes % 60} min"
+    return f"{hours // 24} days"

@@ -1,0 +1,48 @@
+"""Tasks for the dashboard's tests, in-process and in real `chit worker`
+processes (`--app dashboard_app:queue`, with this folder on PYTHONPATH)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from pydantic import BaseModel, Field
+
+import chit
+
+queue = chit.Queue()  # CHIT_DATABASE_URL and the rest from the environment
+
+
+class Work(BaseModel):
+    message: str = Field(min_length=1, max_length=1000)
+    seconds: float = Field(default=0.0, ge=0, le=60)
+    steps: int = Field(default=0, ge=0, le=1000)
+    # While this file exists the job fails: an outage the test ends by deleting it.
+    fail_while_exists: str | None = None
+    permanent: bool = False
+
+
+def register(q: chit.Queue) -> chit.Queue:
+    @q.task("work", payload=Work, max_attempts=1)
+    def work(job: chit.JobContext, body: Work) -> dict:
+        if body.fail_while_exists and os.path.exists(body.fail_while_exists):
+            if body.permanent:
+                raise chit.PermanentError(f"upstream rejected {body.message!r}")
+            raise ConnectionError("upstream is down")
+        steps = max(body.steps, 1)
+        for step in range(steps):
+            if job.cancelled:
+                return {"stopped_at": step}
+            time.sleep(body.seconds / steps)
+            if body.steps:
+                job.progress(step + 1, steps)
+        return {"message": body.message, "attempt": job.attempt}
+
+    @q.task("report")
+    def report(job: chit.JobContext, body: dict) -> dict:
+        return {"rows": int(body.get("rows", 0))}
+
+    return q
+
+
+register(queue)

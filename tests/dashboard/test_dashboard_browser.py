@@ -1,0 +1,321 @@
+"""The dashboard in a real headless Chromium (Debian's `chromium`, driven by
+Playwright), against a real uvicorn server on a free loopback port and two
+real `chit worker` processes sharing one SQLite file: sign in, read the
+counts, retry a failed job and watch it succeed, replay a failure group,
+watch a progress bar move by Server-Sent Events; and what a stranger, another
+tenant and another site cannot do. Each page's screenshot is saved in
+tests/dashboard/screenshots/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from dashboard_support import ADMIN_KEY, GLOBEX_ADMIN
+
+from chit.store.sqlite import SQLiteStore
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).parent
+SCREENSHOTS = HERE / "screenshots"
+CHROMIUM = os.environ.get("CHIT_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SERVER = (
+    "import dashboard_app as a; from chit.cli.serve import serve; "
+    "raise SystemExit(serve(a.queue.settings, a.queue, port={port}, log_level='warning'))"
+)
+KEYS = f"{ADMIN_KEY},globex:admin:{GLOBEX_ADMIN}"
+
+
+@dataclass
+class Stack:
+    url: str
+    api: httpx.Client
+    tmp: Path
+
+    def submit(self, payload: dict[str, Any], **extra: Any) -> str:
+        body = {"kind": "work", "payload": payload, **extra}
+        response = self.api.post("/jobs", json=body)
+        assert response.status_code == 202, response.text
+        return str(response.json()["job_id"])
+
+    def until(
+        self, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 15
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            body = self.api.get(f"/jobs/{job_id}").json()
+            if done(body):
+                return body
+            assert time.monotonic() < deadline, f"gave up waiting; last status {body}"
+            time.sleep(0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("dashboard")
+    database = tmp / "chit.db"
+    SQLiteStore(database).close()  # migrated once, before anyone races to do it
+    env = os.environ | {
+        "CHIT_DATABASE_URL": f"sqlite:///{database}",
+        "CHIT_API_KEYS": KEYS,
+        "CHIT_POLL_INTERVAL": "0.2",
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    port = free_port()
+    worker = [sys.executable, "-m", "chit", "worker", "--app", "dashboard_app:queue"]
+    commands = {
+        "server.log": [sys.executable, "-c", SERVER.format(port=port)],
+        "worker0.log": [*worker, "--concurrency", "4", "--lease", "3", "--grace", "2"],
+        "worker1.log": [*worker, "--concurrency", "4", "--lease", "3", "--grace", "2"],
+    }
+    processes = []
+    for log, command in commands.items():
+        with (tmp / log).open("wb") as out:
+            processes.append(subprocess.Popen(command, env=env, stdout=out, stderr=out))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        with httpx.Client(base_url=url, headers=headers, timeout=10) as api:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    if api.get("/readyz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert processes[0].poll() is None, (tmp / "server.log").read_text()
+                assert time.monotonic() < deadline, "the API server did not start"
+                time.sleep(0.05)
+            yield Stack(url, api, tmp)
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in processes:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    assert [p.returncode for p in processes] == [0, 0, 0], [
+        (tmp / name).read_text()[-2000:] for name in commands
+    ]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(
+            f"no Chromium at {CHROMIUM}: install Debian's `chromium` (.ci/run does), "
+            "or point CHIT_TEST_CHROMIUM at one",
+            pytrace=False,
+        )
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium: Any) -> Iterator[Any]:
+    context = chromium.new_context(viewport={"width": 1280, "height": 860})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    page.on("dialog", lambda dialog: dialog.accept())  # the confirmations
+    yield page
+    context.close()
+
+
+def sign_in(page: Any, stack: Stack, key: str = ADMIN_KEY, path: str = "/ui/") -> None:
+    page.goto(stack.url + path)
+    page.wait_for_url("**/ui/login**")
+    page.fill("#key", key)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"**{path}")
+
+
+def screenshot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def card(page: Any, state: str) -> str:
+    return str(page.inner_text(f'[data-count="{state}"] .value')).strip()
+
+
+def test_sign_in_and_read_the_counts(page: Any, stack: Stack) -> None:
+    outage = stack.tmp / "overview-outage"
+    outage.touch()
+    done = [stack.submit({"message": f"ok {i}"}) for i in range(5)]
+    bad = stack.submit({"message": "poison", "fail_while_exists": str(outage), "permanent": True})
+    for job_id in done:
+        stack.until(job_id, lambda b: b["state"] == "succeeded")
+    stack.until(bad, lambda b: b["state"] == "failed")
+
+    page.goto(stack.url + "/ui/login")
+    screenshot(page, "login")
+    sign_in(page, stack)
+    assert int(card(page, "succeeded").rstrip("+").replace(",", "")) >= 5
+    assert int(card(page, "failed").replace(",", "")) >= 1
+    assert page.locator("svg.chart rect.ok").count() >= 1
+    assert page.locator("svg.chart rect.bad").count() >= 1
+    assert "work" in page.inner_text("table.counts")
+    screenshot(page, "overview")
+
+
+def test_open_a_failed_job_retry_it_and_watch_it_succeed(page: Any, stack: Stack) -> None:
+    outage = stack.tmp / "retry-outage"
+    outage.touch()
+    job_id = stack.submit({"message": "later", "fail_while_exists": str(outage)})
+    stack.until(job_id, lambda b: b["state"] == "failed")
+
+    sign_in(page, stack, path="/ui/jobs?state=failed")
+    screenshot(page, "jobs")
+    page.click(f'a[href="/ui/jobs/{job_id}"]')
+    page.wait_for_url(f"**/ui/jobs/{job_id}")
+    assert "ConnectionError: upstream is down" in page.inner_text("pre.error")
+    assert page.inner_text("#state [data-state]") == "failed"
+    assert page.locator("table.attempts tbody tr").count() == 1
+    screenshot(page, "job-failed")
+
+    outage.unlink()
+    page.click("button:has-text('Retry')")  # the confirmation is accepted
+    page.wait_for_selector("text=Queued again")
+    # Live: the page follows the job by SSE, and reloads once it has finished.
+    page.wait_for_function(
+        "document.querySelector('#state [data-state]').textContent === 'succeeded'"
+    )
+    page.wait_for_selector("#result")
+    assert '"message": "later"' in page.inner_text("#result")
+    assert page.locator("table.attempts tbody tr").count() == 2
+    screenshot(page, "job")
+
+
+def test_replay_a_failure_group(page: Any, stack: Stack) -> None:
+    outage = stack.tmp / "replay-outage"
+    outage.touch()
+    payload = {"message": "sync", "fail_while_exists": str(outage), "permanent": True}
+    ids = [stack.submit(payload) for _ in range(3)]
+    for job_id in ids:
+        stack.until(job_id, lambda b: b["state"] == "failed")
+    outage.unlink()
+
+    sign_in(page, stack, path="/ui/failures")
+    row = page.locator("table.failures tr", has_text="upstream rejected 'sync'")
+    assert row.locator("td.num").inner_text().strip() == "3"
+    screenshot(page, "failures")
+    row.locator("text=Replay these").click()
+    page.wait_for_selector("text=Replay 3 failed jobs")
+    screenshot(page, "replay-confirm")
+    page.click("button:has-text('Replay 3 jobs')")
+    page.wait_for_selector("text=Replayed 3 jobs of kind work.")
+    for job_id in ids:
+        stack.until(job_id, lambda b: b["state"] == "succeeded")
+    page.reload()
+    assert page.locator("table.failures tr", has_text="upstream rejected 'sync'").count() == 0
+
+
+def test_a_progress_bar_moves_by_server_sent_events(page: Any, stack: Stack) -> None:
+    job_id = stack.submit({"message": "long", "seconds": 6, "steps": 20})
+    stack.until(job_id, lambda b: b["state"] == "running")
+    sign_in(page, stack, path=f"/ui/jobs/{job_id}")
+    page.evaluate("window.notReloaded = true")
+    seen: list[float] = []
+    deadline = time.monotonic() + 10
+    while len(set(seen)) < 3 and time.monotonic() < deadline:
+        value = page.evaluate(
+            "() => { const b = document.getElementById('progress-bar');"
+            " return b && !b.hidden ? b.value : null }"
+        )
+        if value is not None and page.evaluate("window.notReloaded === true"):
+            seen.append(float(value))
+        time.sleep(0.1)
+    assert len(set(seen)) >= 3, seen  # moved at least twice, without a reload
+    assert seen == sorted(seen)
+    assert page.is_visible("#live")
+    screenshot(page, "job-progress")
+    page.wait_for_selector("#result", timeout=15_000)  # reloaded when it finished
+
+
+def test_without_a_key_or_with_another_tenants_key_nothing_is_shown(
+    page: Any, stack: Stack
+) -> None:
+    job_id = stack.submit({"message": "private"})
+    stack.until(job_id, lambda b: b["state"] == "succeeded")
+    for path in ("/ui/", "/ui/jobs", f"/ui/jobs/{job_id}", "/ui/failures"):
+        page.goto(stack.url + path)
+        assert "/ui/login" in page.url
+        assert "private" not in page.content() and page.locator("table").count() == 0
+
+    page.fill("#key", "not-a-key-0123456789")
+    page.click("button[type=submit]")
+    assert "not recognised" in page.inner_text(".notice.bad")
+
+    sign_in(page, stack, key=GLOBEX_ADMIN)
+    assert card(page, "succeeded") == "0"
+    assert "No jobs yet." in page.content()
+    page.goto(f"{stack.url}/ui/jobs")
+    assert job_id not in page.content()
+    response = page.goto(f"{stack.url}/ui/jobs/{job_id}")
+    assert response.status == 404 and "private" not in page.content()
+
+
+def test_a_form_posted_from_another_site_is_refused(page: Any, stack: Stack) -> None:
+    outage = stack.tmp / "csrf-outage"
+    outage.touch()
+    job_id = stack.submit({"message": "keep", "fail_while_exists": str(outage)})
+    stack.until(job_id, lambda b: b["state"] == "failed")
+    outage.unlink()
+    sign_in(page, stack)  # the browser has a session
+
+    # A page on another site that posts to the dashboard as soon as it loads.
+    evil = "http://attacker.invalid/"
+    form = (
+        f'<form id="f" method="post" action="{stack.url}/ui/jobs/{job_id}/retry">'
+        '<input name="csrf_token" value="guessed"></form>'
+        "<script>document.getElementById('f').submit()</script>"
+    )
+    page.route(evil, lambda route: route.fulfill(content_type="text/html", body=form))
+    page.goto(evil)
+    page.wait_for_url(f"{stack.url}/ui/**")
+    assert "403" in page.inner_text("h1")
+    assert stack.api.get(f"/jobs/{job_id}").json()["state"] == "failed"
+
+
+def test_copy_two_screenshots_for_the_docs() -> None:
+    """The docs show the overview and a job's page as the tests last saw them."""
+    docs = HERE.parents[1] / "docs" / "screenshots"
+    if os.environ.get("CHIT_UPDATE_SCREENSHOTS") != "1":
+        pytest.skip("set CHIT_UPDATE_SCREENSHOTS=1 to refresh docs/screenshots")
+    docs.mkdir(exist_ok=True)
+    for name in ("overview", "job"):
+        shutil.copyfile(SCREENSHOTS / f"{name}.png", docs / f"dashboard-{name}.png")

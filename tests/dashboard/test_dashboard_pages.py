@@ -1,0 +1,145 @@
+"""What each page shows and does, in-process on SQLite and PostgreSQL; and the
+per-kind rates that `/stats` and `/metrics` give for alerting."""
+
+from __future__ import annotations
+
+import pytest
+from dashboard_support import ADMIN_KEY, Browser, finished, hidden
+
+from chit.dashboard import routes
+from chit.jobs import NewJob, State
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_overview_counts_by_state_and_kind_with_capped_counts(
+    dashboard: Browser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for _ in range(3):
+        finished(dashboard.queue, kind="report", result={"rows": 1})
+    finished(dashboard.queue, error="KeyError: x")
+    dashboard.queue.store.enqueue_many([NewJob("work", {"message": "x"}) for _ in range(4)])
+    await dashboard.sign_in(ADMIN_KEY)
+
+    page = (await dashboard.http.get("/ui/")).text
+    assert '<span class="label">succeeded</span>\n    <span class="value">3</span>' in page
+    assert '<span class="label">queued</span>\n    <span class="value">4</span>' in page
+    assert "<svg" in page and "3 succeeded, 1 failed" in page  # the chart's label
+    assert 'href="/ui/jobs?kind=report&amp;state=succeeded">3</a>' in page
+    assert "queue lag" in page and "/ui/jobs/" in page  # the oldest queued job's link
+
+    monkeypatch.setattr(routes, "COUNT_CAP", 2)
+    capped = (await dashboard.http.get("/ui/")).text
+    assert '<span class="value">2+</span>' in capped
+    assert "Counts stop at 2 per kind and state" in capped
+
+
+async def test_stale_running_jobs_are_highlighted(dashboard: Browser) -> None:
+    store = dashboard.queue.store
+    job_id = store.enqueue(NewJob("work", {"message": "x"}, queue="lost")).id
+    store.claim("gone-worker", ["lost"], 1, 0.001)
+    await dashboard.sign_in(ADMIN_KEY)
+    page = (await dashboard.http.get("/ui/")).text
+    assert 'id="stale"' in page and "gone-worker" in page and job_id in page
+    assert 'class="card alert"' in page
+    job_page = (await dashboard.http.get(f"/ui/jobs/{job_id}")).text
+    assert 'class="badge stale"' in job_page
+
+
+async def test_jobs_filters_search_and_keyset_pages(
+    dashboard: Browser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(routes, "PAGE_SIZE", 2)
+    ids = [finished(dashboard.queue, kind="report", result={}) for _ in range(3)]
+    failed = finished(dashboard.queue, error="KeyError: x", key="order-7")
+    await dashboard.sign_in(ADMIN_KEY)
+
+    first = (await dashboard.http.get("/ui/jobs?kind=report")).text
+    assert ids[2] in first and ids[1] in first and ids[0] not in first and failed not in first
+    older = first.split('rel="next" href="')[1].split('"')[0].replace("&amp;", "&")
+    assert "cursor=" in older and "kind=report" in older
+    second = (await dashboard.http.get(older)).text
+    assert ids[0] in second and ids[1] not in second and 'rel="next"' not in second
+
+    by_state = (await dashboard.http.get("/ui/jobs?state=failed")).text
+    assert failed in by_state and ids[0] not in by_state
+    by_key = (await dashboard.http.get("/ui/jobs?q=order-7")).text
+    assert f"/ui/jobs/{failed}" in by_key and f"/ui/jobs/{ids[0]}" not in by_key
+    by_prefix = (await dashboard.http.get(f"/ui/jobs?q={failed[:22].upper()}")).text
+    assert f"/ui/jobs/{failed}" in by_prefix
+    nothing = (await dashboard.http.get("/ui/jobs?q=order-7&state=succeeded")).text
+    assert "No job has that id" in nothing
+
+
+async def test_a_job_page_shows_payload_result_attempts_and_acts(dashboard: Browser) -> None:
+    failed = finished(dashboard.queue, error="ConnectionError: upstream is down\nTraceback …")
+    big = finished(dashboard.queue, kind="report", result={"blob": "x" * 100_000})
+    await dashboard.sign_in(ADMIN_KEY)
+
+    page = (await dashboard.http.get(f"/ui/jobs/{failed}")).text
+    assert "ConnectionError: upstream is down" in page and "test-worker" in page
+    assert "&#34;message&#34;: &#34;x&#34;" in page  # the payload, escaped
+    assert "data-confirm=" in page and "Retry</button>" in page
+    token = hidden(page, "csrf_token")
+    retried = await dashboard.http.post(f"/ui/jobs/{failed}/retry", data={"csrf_token": token})
+    assert retried.status_code == 303
+    after = (await dashboard.http.get(retried.headers["location"])).text
+    assert "Queued again" in after and "Cancel</button>" in after
+    cancelled = await dashboard.http.post(f"/ui/jobs/{failed}/cancel", data={"csrf_token": token})
+    assert "notice=cancelled" in cancelled.headers["location"]
+    assert dashboard.queue.store.get(failed).state is State.CANCELLED  # type: ignore[union-attr]
+
+    large = (await dashboard.http.get(f"/ui/jobs/{big}")).text
+    assert "The result is large" in large and "x" * 1000 not in large
+    result = await dashboard.http.get(f"/ui/jobs/{big}/result")
+    assert result.status_code == 200 and len(result.json()["blob"]) == 100_000
+    assert (await dashboard.http.get("/ui/jobs/not-a-job-id")).status_code == 404
+
+
+async def test_failures_are_grouped_and_a_group_is_replayed_after_confirmation(
+    dashboard: Browser,
+) -> None:
+    group = [finished(dashboard.queue, error=f"Timeout: upstream\n  line {i}") for i in range(3)]
+    other = finished(dashboard.queue, error="Timeout: upstream slow")
+    await dashboard.sign_in(ADMIN_KEY)
+
+    page = (await dashboard.http.get("/ui/failures")).text
+    assert "Timeout: upstream slow" in page and ">3</td>" in page
+    link = page.split('href="/ui/failures/replay?')[1].split('"')[0].replace("&amp;", "&")
+    confirm = (await dashboard.http.get(f"/ui/failures/replay?{link}")).text
+    assert "Replay 3 jobs" in confirm
+    response = await dashboard.http.post(
+        "/ui/failures/replay",
+        data={
+            "csrf_token": hidden(confirm, "csrf_token"),
+            "kind": hidden(confirm, "kind"),
+            "error": hidden(confirm, "error"),
+        },
+    )
+    assert response.status_code == 303
+    done = (await dashboard.http.get(response.headers["location"])).text
+    assert "Replayed 3 jobs of kind work." in done
+    store = dashboard.queue.store
+    assert {store.get(j).state for j in group} == {State.QUEUED}  # type: ignore[union-attr]
+    assert store.get(other).state is State.FAILED  # type: ignore[union-attr]
+
+
+async def test_stats_and_metrics_give_the_last_hours_failures_and_ratio_per_kind(
+    dashboard: Browser,
+) -> None:
+    for _ in range(4):
+        finished(dashboard.queue, kind="report", result={})
+    finished(dashboard.queue, kind="report", error="KeyError: x")
+    finished(dashboard.queue, error="KeyError: y")
+    headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+    stats = (await dashboard.http.get("/stats", headers=headers)).json()
+    assert stats["last_hour_by_kind"] == {
+        "report": {"succeeded": 4, "failed": 1, "failure_ratio": 0.25},
+        "work": {"succeeded": 0, "failed": 1, "failure_ratio": None},
+    }
+    metrics = (await dashboard.http.get("/metrics", headers=headers)).text
+    assert 'chit_jobs_failed_last_hour{kind="report"} 1.0' in metrics
+    assert 'chit_jobs_succeeded_last_hour{kind="report"} 4.0' in metrics
+    assert 'chit_jobs_failure_ratio_last_hour{kind="report"} 0.25' in metrics
+    assert 'chit_jobs_failure_ratio_last_hour{kind="work"} +Inf' in metrics
