@@ -7,15 +7,13 @@ failed: stopped processes are continued first so SIGKILL can reap them."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_support import HERE, Database, Procs, postgres_database
+from e2e_support import Database, Procs, app_queue, postgres_database, running_procs
 
 import chit
-from chit.settings import Settings
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -35,31 +33,12 @@ def db_url(database: Database) -> str:
 
 @pytest.fixture
 def procs(tmp_path: Path, db_url: str) -> Iterator[Procs]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHIT_")}
-    env |= {
-        "CHIT_DATABASE_URL": db_url,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")])),
-        "PYTHONUNBUFFERED": "1",
-        # Retries in these tests are about leases, not backoff.
-        "CHIT_BACKOFF_BASE": "0.05",
-        "CHIT_BACKOFF_MAX": "0.1",
-        # An idle worker looks for work at least this often.
-        "CHIT_POLL_INTERVAL": "0.2",
-    }
-    p = Procs(tmp_path, env)
-    try:
+    with running_procs(tmp_path, db_url) as p:
         yield p
-    finally:
-        p.cleanup()
 
 
 @pytest.fixture
 def queue(db_url: str) -> Iterator[chit.Queue]:
     """The test app's tasks on this test's database, to enqueue and to read jobs."""
-    import e2e_app
-
-    q = chit.Queue(settings=Settings(database_url=db_url))
-    q.tasks.update(e2e_app.queue.tasks)
-    q.store.migrate()
-    yield q
-    q.close()
+    with app_queue(db_url) as q:
+        yield q

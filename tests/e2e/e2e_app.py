@@ -33,8 +33,24 @@ def sleep(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
 
 @queue.task("record")
 def record(job: chit.JobContext, body: dict[str, Any]) -> None:
-    """Appends the job id to this process's file in body['dir']."""
+    """Appends the job id to this process's file in body['dir']; first, with
+    body['checkpoint'], stores a checkpoint (a write from the handler's thread),
+    and with body['seconds'], sleeps that long."""
+    if body.get("checkpoint"):
+        job.checkpoint({"attempt": job.attempt})
+    if body.get("seconds"):
+        time.sleep(body["seconds"])
     append_line(os.path.join(body["dir"], f"{os.getpid()}.log"), job.id)
+
+
+@queue.task("clock", max_attempts=3)
+def clock(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """Returns this process's wall clock; with body['fail_first'] the first attempt
+    fails (and is retried after a backoff); with body['seconds'] it sleeps first."""
+    if body.get("fail_first") and job.attempt == 1:
+        raise RuntimeError("the first attempt fails on purpose")
+    time.sleep(body.get("seconds", 0))
+    return {"time": time.time(), "pid": os.getpid(), "attempt": job.attempt}
 
 
 @queue.task("noop")

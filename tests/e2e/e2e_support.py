@@ -3,6 +3,7 @@ processes, polling, reading results."""
 
 from __future__ import annotations
 
+import os
 import secrets
 import signal
 import sqlite3
@@ -20,6 +21,7 @@ from psycopg import sql
 
 import chit
 from chit.jobs import Job
+from chit.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 APP = "e2e_app:queue"
@@ -56,7 +58,18 @@ def postgres_database(request: pytest.FixtureRequest, prefix: str = "chit_e2e") 
     url_for: Callable[..., str] = request.getfixturevalue("postgres_url_for")
     name = f"{prefix}_{secrets.token_hex(4)}"
     with psycopg.connect(session_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                admin.execute(create)
+                break
+            except psycopg.errors.ObjectInUse:
+                # The template is copied only while nobody else is connected to
+                # it; another session on the shared server may be, for a moment.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
     try:
         yield url_for(name)
     finally:
@@ -171,6 +184,41 @@ class Procs:
                 proc.popen.stdout.close()
         for f in self._files:
             f.close()
+
+
+@contextmanager
+def running_procs(tmp_path: Path, db_url: str) -> Iterator[Procs]:
+    """Start processes on `db_url` with the test app importable; kill them all at the end."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHIT_")}
+    env |= {
+        "CHIT_DATABASE_URL": db_url,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")])),
+        "PYTHONUNBUFFERED": "1",
+        # Retries in these tests are about leases, not backoff.
+        "CHIT_BACKOFF_BASE": "0.05",
+        "CHIT_BACKOFF_MAX": "0.1",
+        # An idle worker looks for work at least this often.
+        "CHIT_POLL_INTERVAL": "0.2",
+    }
+    p = Procs(tmp_path, env)
+    try:
+        yield p
+    finally:
+        p.cleanup()
+
+
+@contextmanager
+def app_queue(db_url: str) -> Iterator[chit.Queue]:
+    """The test app's tasks on `db_url` (migrated), to enqueue and to read jobs."""
+    import e2e_app
+
+    q = chit.Queue(settings=Settings(database_url=db_url))
+    q.tasks.update(e2e_app.queue.tasks)
+    q.store.migrate()
+    try:
+        yield q
+    finally:
+        q.close()
 
 
 def get(q: chit.Queue, job_id: str) -> Job:
