@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from chit.cli.parse import duration
 from chit.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///chit.db"
@@ -42,6 +43,8 @@ class Settings:
     # only an OS crash or power cut can lose the last commits. FULL survives those too.
     sqlite_synchronous: str = "NORMAL"
     queues: tuple[str, ...] = ("default",)
+    # Finished jobs older than this (e.g. "7d") are deleted by workers; "" keeps them.
+    retention: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -63,6 +66,11 @@ class Settings:
         changed.validate()
         return changed
 
+    @property
+    def retention_seconds(self) -> float | None:
+        """CHIT_RETENTION in seconds; None when finished jobs are kept."""
+        return duration(self.retention) if self.retention.strip() else None
+
     def validate(self) -> None:
         _positive("CHIT_LEASE_SECONDS", self.lease_seconds)
         _positive("CHIT_MAX_ATTEMPTS", self.max_attempts)
@@ -81,6 +89,16 @@ class Settings:
                 f"CHIT_SQLITE_SYNCHRONOUS has value {self.sqlite_synchronous!r}: "
                 "use OFF, NORMAL, FULL or EXTRA"
             )
+        if self.retention.strip():
+            try:
+                seconds = duration(self.retention)
+            except ValueError:
+                seconds = 0.0
+            if seconds <= 0:
+                raise ConfigError(
+                    f"CHIT_RETENTION has value {self.retention!r}: not a duration; "
+                    "use e.g. 12h, 7d or 4w, or leave it empty to keep finished jobs"
+                )
         if not self.queues or any(not q for q in self.queues):
             raise ConfigError("CHIT_QUEUES must name at least one queue")
         if not self.database_url.startswith(("sqlite:", "postgresql:", "postgres:")):

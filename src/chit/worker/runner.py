@@ -82,7 +82,11 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
 
         self.heartbeat = Heartbeat(self.store, self.held, self.lease_seconds)
-        self.maintenance = Maintenance(self.store, max(0.5, min(self.lease_seconds / 2, 15.0)))
+        self.maintenance = Maintenance(
+            self.store,
+            max(0.5, min(self.lease_seconds / 2, 15.0)),
+            retention_seconds=self.settings.retention_seconds,
+        )
         self._finisher = threading.Thread(
             target=self._finish_loop, name="chit-finisher", daemon=True
         )
