@@ -73,6 +73,10 @@ def test_up_runs_workers_until_ctrl_c(tmp_path: Path) -> None:
             banner = up.stdout.readline().decode()
             assert "2 worker process(es)" in banner
             assert "Ctrl-C stops everything" in banner
+            assert "HTTP API on http://" in up.stdout.readline().decode()
+            dashboard = up.stdout.readline().decode().rstrip()
+            assert dashboard.startswith("chit up: dashboard on http://"), dashboard
+            assert dashboard.endswith("/ui/"), dashboard
             result = run_cli("submit", "echo", '{"hello": "up"}', "--wait", "--timeout", "20")
             assert result.code == 0, result
             assert json.loads(result.out) == {"hello": "up"}

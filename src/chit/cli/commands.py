@@ -85,6 +85,7 @@ def up(args: argparse.Namespace) -> int:
     if not args.no_api:
         base = f"http://{settings.host}:{settings.port}"
         print(f"chit up: HTTP API on {base} (docs: {base}/docs)", flush=True)
+        print(f"chit up: dashboard on {base}/ui/", flush=True)
     # Own sessions: Ctrl-C reaches only this process, which stops the children once, gently.
     children = [subprocess.Popen(cmd, start_new_session=True) for cmd in commands]
     stopping = False
