@@ -32,6 +32,7 @@ pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent
 SCREENSHOTS = HERE / "screenshots"
+DOCS_SCREENSHOTS = ("overview", "job")
 CHROMIUM = os.environ.get("CHIT_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -164,8 +165,13 @@ def sign_in(page: Any, stack: Stack, key: str = ADMIN_KEY, path: str = "/ui/") -
 
 
 def screenshot(page: Any, name: str) -> None:
+    """Saved in tests/dashboard/screenshots/; with CHIT_UPDATE_SCREENSHOTS=1 the
+    overview and a job's page also replace the ones in docs/screenshots/."""
     SCREENSHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    if name in DOCS_SCREENSHOTS and os.environ.get("CHIT_UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(path, HERE.parents[1] / "docs" / "screenshots" / f"dashboard-{name}.png")
 
 
 def card(page: Any, state: str) -> str:
@@ -309,13 +315,3 @@ def test_a_form_posted_from_another_site_is_refused(page: Any, stack: Stack) -> 
     page.wait_for_url(f"{stack.url}/ui/**")
     assert "403" in page.inner_text("h1")
     assert stack.api.get(f"/jobs/{job_id}").json()["state"] == "failed"
-
-
-def test_copy_two_screenshots_for_the_docs() -> None:
-    """The docs show the overview and a job's page as the tests last saw them."""
-    docs = HERE.parents[1] / "docs" / "screenshots"
-    if os.environ.get("CHIT_UPDATE_SCREENSHOTS") != "1":
-        pytest.skip("set CHIT_UPDATE_SCREENSHOTS=1 to refresh docs/screenshots")
-    docs.mkdir(exist_ok=True)
-    for name in ("overview", "job"):
-        shutil.copyfile(SCREENSHOTS / f"{name}.png", docs / f"dashboard-{name}.png")
