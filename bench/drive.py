@@ -40,7 +40,20 @@ STOP_GRACE = 10.0
 
 
 class Timeout(Exception):
-    pass
+    """The time cap passed; `partial` holds the figures over the jobs that did run."""
+
+    partial: dict[str, Any] | None = None
+
+
+def capped(records: Records, n: int, deadline: float, workers: Workers) -> None:
+    """wait_for, and on the time cap the throughput of what ran so far."""
+    try:
+        wait_for(records, n, deadline, workers)
+    except Timeout as e:
+        records.poll()
+        if len(records.records) > 1:
+            e.partial = throughput(records.records, len(records.records))
+        raise
 
 
 class Workers:
@@ -62,6 +75,24 @@ class Workers:
         for proc in self.procs:
             if proc.poll() is not None:
                 raise RuntimeError(f"worker {proc.args} exited with {proc.returncode}")
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by every process in this process group but the
+        driver and py-spy: the workers and whatever children they started."""
+        me, group = os.getpid(), os.getpgrp()
+        spies = {spy.pid for spy in self.spies}
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                text = stat.read_text()
+            except OSError:
+                continue
+            fields = text[text.rindex(")") + 2 :].split()
+            pid = int(stat.parent.name)
+            if int(fields[2]) != group or pid == me or pid in spies:
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -168,9 +199,14 @@ def run(args: argparse.Namespace, system: System, rec_dir: Path) -> dict[str, An
         out["workers"] = args.workers
         workers = Workers(system, args.workers, log, profile)
         try:
-            wait_for(records, n, deadline, workers)
+            # CPU per job: from the first job on, so start-up does not count.
+            wait_for(records, 1, deadline, workers)
+            cpu_before, ran_before = workers.cpu_seconds(), records.poll()
+            capped(records, n, deadline, workers)
             out["completed_in_store"] = wait_store(system, n, deadline)
             out["waiting"] = wait_drained(system, deadline)
+            cpu = workers.cpu_seconds() - cpu_before
+            out["worker_cpu_us_per_job"] = cpu / max(1, n - ran_before) * 1e6
         finally:
             workers.stop()
         records.poll()
@@ -207,7 +243,7 @@ def run(args: argparse.Namespace, system: System, rec_dir: Path) -> dict[str, An
         }
         workers = Workers(system, 1, log, profile)
         try:
-            wait_for(records, args.measure, deadline, workers)
+            capped(records, args.measure, deadline, workers)
         finally:
             workers.stop()
         records.poll()
@@ -239,7 +275,7 @@ def main() -> None:
             system.setup()
             result = {"ok": True} | run(args, system, Path(tmp))
         except Timeout as e:
-            result = {"ok": False, "error": str(e)}
+            result = {"ok": False, "error": str(e), "capped": True} | (e.partial or {})
         finally:
             system.close()
     print(json.dumps(result))

@@ -383,7 +383,8 @@ def line(run: Run) -> str:
     head = f"{run.step:<14} {run.system:<14}"
     r = run.result
     if not run.ok:
-        return f"{head} FAILED: {run.error}"
+        partial = f" ({r['jobs_per_s']:,.0f} jobs/s over those)" if "jobs_per_s" in r else ""
+        return f"{head} FAILED: {run.error}{partial}"
     if "skipped" in r:
         return f"{head} {'—':>9}  ({r['skipped']})"
     if "median_ms" in r:
