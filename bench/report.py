@@ -19,6 +19,7 @@ sys.path.insert(0, str(HERE))
 from systems import INFO  # noqa: E402
 
 Result = dict[str, Any]
+STEPS = ("process1", "process2")
 NOT_YET = "not yet"
 
 
@@ -228,19 +229,23 @@ def markdown(res: Results) -> str:
         add("")
 
     add("## How each system ran\n")
-    add("| system | store | workers |")
-    add("| --- | --- | --- |")
+    add("| system | store | workers | worker CPU per job, 1 / 2 workers (µs) |")
+    add("| --- | --- | --- | ---: |")
     for s in systems:
         if s in meta["notes"]:
             continue
         r = res.get(s, "process1") or res.get(s, "enqueue") or {}
-        add(f"| {INFO[s].title} | {INFO[s].backend} | {r.get('settings', '')} |")
+        cpus = [(res.get(s, step) or {}).get("worker_cpu_us_per_job") for step in STEPS]
+        cpu = " / ".join(f"{c:.0f}" for c in cpus if c is not None)
+        add(f"| {INFO[s].title} | {INFO[s].backend} | {r.get('settings', '')} | {cpu} |")
     add("")
     add(
         "A *worker process* is what the process columns count: chit, Huey, Procrastinate and "
         "PgQueuer start one OS process per worker; RQ's worker-pool, Celery and Dramatiq "
         "add a supervising parent. Every handler is the same: `time.time()`, then "
-        "an append to a per-process list written to a file every 50 ms.\n"
+        "an append to a per-process list written to a file every 50 ms. Worker CPU is "
+        "the user and system time of every process the run started, from the first job "
+        "to the last, per job; the server's own CPU (PostgreSQL, Redis) is not in it.\n"
     )
 
     add("## Versions and machine\n")
