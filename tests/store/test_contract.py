@@ -6,6 +6,7 @@ are passed as `now`, so nothing here sleeps to let a lease run out.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import Counter
@@ -910,6 +911,18 @@ def test_prune_deletes_only_terminal_jobs_older_than_the_cutoff_with_their_histo
         assert store.attempts(job_id) == []
     assert backend.execute("SELECT count(*) FROM chit_results") == [(0,)]
     assert len(store.attempts(running.id)) == 1
+
+
+def test_prune_works_through_a_backlog_in_short_batches(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys.modules[type(store).__module__], "PRUNE_BATCH", 2)
+    for _ in range(5):
+        job = enqueue_and_claim(store)
+        store.finish([Succeeded(job.id, job.lease_token)])
+    kept = store.enqueue(new()).id
+    assert store.prune(60, now=later(3600)) == 5
+    assert [j.id for j in store.list(JobFilter()).jobs] == [kept]
 
 
 # Listing

@@ -70,6 +70,8 @@ from chit.store import rows as decode
 from chit.store.base import Store
 
 Q = queries.load("postgres")
+# Rows deleted per prune statement: short locks, whatever the backlog.
+PRUNE_BATCH = 5_000
 CHANNEL = "chit_jobs"
 
 Connection = psycopg.Connection[dict[str, Any]]
@@ -582,11 +584,18 @@ class PostgresStore(Store):
             return len(conn.execute(query, params).fetchall())
 
     def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
-        with self._conn() as conn:
-            cursor = conn.execute(
-                Q["prune"], {"age": timedelta(seconds=older_than_seconds), "now": _utc(now)}
-            )
-            return cursor.rowcount
+        params = {
+            "age": timedelta(seconds=older_than_seconds),
+            "now": _utc(now),
+            "batch": PRUNE_BATCH,
+        }
+        deleted = 0
+        while True:
+            with self._conn() as conn:
+                count = conn.execute(Q["prune"], params).rowcount
+            deleted += count
+            if count < PRUNE_BATCH:
+                return deleted
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout

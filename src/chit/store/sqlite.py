@@ -61,6 +61,8 @@ from chit.store.base import Store
 
 Q = queries.load("sqlite")
 BUSY_TIMEOUT_MS = 30_000
+# Rows deleted per prune transaction: short write locks, whatever the backlog.
+PRUNE_BATCH = 5_000
 _JOB_COLUMNS = (
     "id, kind, queue, priority, payload, state, attempts, max_attempts, run_at, created_at,"
     " updated_at, tenant, idempotency_key, lease_expires_at, worker, progress_done,"
@@ -562,10 +564,18 @@ class SQLiteStore(Store):
             return len(conn.execute(query, params).fetchall())
 
     def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
-        with self._write() as conn:
-            return conn.execute(
-                Q["prune"], {"age": _offset(-older_than_seconds), "now": _clock(now)}
-            ).rowcount
+        params = {
+            "age": _offset(-older_than_seconds),
+            "now": _clock(now),
+            "batch": PRUNE_BATCH,
+        }
+        deleted = 0
+        while True:
+            with self._write() as conn:
+                count = conn.execute(Q["prune"], params).rowcount
+            deleted += count
+            if count < PRUNE_BATCH:
+                return deleted
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         # PRAGMA data_version changes when another connection commits: a cheap

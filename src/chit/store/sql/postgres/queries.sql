@@ -367,12 +367,14 @@ WHERE state = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, no
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
 
 -- name: prune
--- Attempts and stored results go with their job (ON DELETE CASCADE).
+-- Attempts and stored results go with their job (ON DELETE CASCADE). At most
+-- %(batch)s rows a statement: the store loops until a batch comes back short.
 DELETE FROM chit_jobs
 WHERE id IN (
     SELECT id FROM chit_jobs
     WHERE finished_at < coalesce(%(now)s::timestamptz, now()) - %(age)s::interval
       AND state IN ('succeeded', 'failed', 'cancelled')
+    LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 )
 

@@ -227,9 +227,15 @@ WHERE state = 'running' AND lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', :n
 -- by chit_jobs_state_id, which took the write lock for a third of a second at a
 -- million jobs even with nothing to delete (workers prune every few minutes
 -- when CHIT_RETENTION is set).
+-- At most :batch rows a statement, so a large first prune never holds the write
+-- lock for long (the store loops until a batch comes back short).
 DELETE FROM chit_jobs
-WHERE finished_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now, :age)
-  AND +state IN ('succeeded', 'failed', 'cancelled')
+WHERE id IN (
+    SELECT id FROM chit_jobs
+    WHERE finished_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now, :age)
+      AND +state IN ('succeeded', 'failed', 'cancelled')
+    LIMIT :batch
+)
 
 -- name: replay
 -- The WHERE clause is built from the selector (SQLiteStore.replay): by ids it is
