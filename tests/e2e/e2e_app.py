@@ -34,9 +34,12 @@ def sleep(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
 
 @queue.task("record")
 def record(job: chit.JobContext, body: dict[str, Any]) -> None:
-    """Appends the job id to this process's file in body['dir']; first, with
-    body['checkpoint'], stores a checkpoint (a write from the handler's thread),
-    and with body['seconds'], sleeps that long."""
+    """Appends the job id to this process's file in body['dir'] (PID.log); first,
+    with body['log_start'], appends it to PID.started too, with body['checkpoint'],
+    stores a checkpoint (a write from the handler's thread), and with
+    body['seconds'], sleeps that long."""
+    if body.get("log_start"):
+        append_line(os.path.join(body["dir"], f"{os.getpid()}.started"), job.id)
     if body.get("checkpoint"):
         job.checkpoint({"attempt": job.attempt})
     if body.get("seconds"):
