@@ -1,0 +1,134 @@
+"""No connection leaks: a PostgreSQL worker process through 10,000 jobs holds
+no more connections than its pool (sized from concurrency) plus its one LISTEN
+connection, and never opens new ones to replace lost or leaked ones.
+PostgreSQL only: SQLite has no server to count connections on."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from e2e_support import Procs, wait_until
+
+import chit
+from chit.jobs import State
+
+pytestmark = pytest.mark.slow
+
+APPLICATION = "chit-leak-test-worker"
+CONCURRENCY = 4
+# open_store sizes the pool at concurrency + 2; an idle worker LISTENs on one more.
+BOUND = CONCURRENCY + 2 + 1
+BATCHES = 10
+BATCH = 1000
+
+
+@pytest.fixture
+def db_url(pg_database_url: str) -> str:
+    return pg_database_url
+
+
+def with_application_name(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    query = "&".join(filter(None, [parts.query, f"application_name={name}"]))
+    return urlunsplit(parts._replace(query=query))
+
+
+class Sampler:
+    """Counts the worker's connections in pg_stat_activity every 10 ms, on a thread."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.counts: list[int] = []
+        self.backends: set[tuple[int, object]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> int:
+        rows = self.conn.execute(
+            "SELECT pid, backend_start FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = %s",
+            (APPLICATION,),
+        ).fetchall()
+        self.backends |= {(pid, start) for pid, start in rows}
+        self.counts.append(len(rows))
+        return len(rows)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            self.sample()
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.conn.close()
+
+
+@pytest.fixture
+def sampler(db_url: str) -> Iterator[Sampler]:
+    with Sampler(db_url) as s:
+        yield s
+
+
+@pytest.mark.timeout(180)
+def test_worker_connections_stay_within_its_pool_across_10000_jobs(
+    procs: Procs, queue: chit.Queue, tmp_path: Path, db_url: str, sampler: Sampler
+) -> None:
+    out = tmp_path / "runs"
+    out.mkdir()
+    worker = procs.start(
+        ["-m", "chit", "worker", "--app", "e2e_app:queue", "--concurrency", str(CONCURRENCY)],
+        name="worker",
+        extra_env={"CHIT_DATABASE_URL": with_application_name(db_url, APPLICATION)},
+    )
+    worker.wait_started()
+    after_batch = []
+    for batch in range(BATCHES):
+        # Mostly plain jobs; some write from the handler's own thread (a checkpoint),
+        # some fail once and are retried.
+        requests = [
+            chit.JobRequest("clock", {"fail_first": True})
+            if n % 50 == 0
+            else chit.JobRequest("record", {"dir": str(out), "checkpoint": n % 10 == 0})
+            for n in range(BATCH)
+        ]
+        queue.enqueue_many(requests)
+        done = (batch + 1) * BATCH
+        wait_until(
+            lambda done=done: queue.store.stats().by_state[State.SUCCEEDED] == done,
+            60,
+            0.1,
+            what=f"{done} jobs to succeed",
+        )
+        # Idle again: the worker is waiting on LISTEN for the next batch.
+        after_batch.append(sampler.sample())
+
+    stats = queue.store.stats()
+    assert stats.by_state[State.SUCCEEDED] == BATCHES * BATCH
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0, worker.stderr()[-3000:]
+    wait_until(lambda: sampler.sample() == 0, 10, what="the worker's connections to close")
+
+    print(
+        f"\n{BATCHES * BATCH} jobs: worker connections at most {max(sampler.counts)} "
+        f"(bound {BOUND}), {len(sampler.backends)} opened in all, after each batch "
+        f"{after_batch}, {len(sampler.counts)} samples"
+    )
+    assert len(sampler.counts) > 100
+    assert max(sampler.counts) <= BOUND
+    # None was replaced: a leaked or broken connection would show as a new backend.
+    assert len(sampler.backends) <= BOUND
+    # Not growing: the last batches hold no more connections than the first ones did.
+    half = BATCHES // 2
+    assert max(after_batch[half:]) <= max(after_batch[:half])
+    assert "Traceback" not in worker.stderr()
+    assert "no connection to" not in worker.stderr()
