@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -283,16 +284,26 @@ class Bench:
             print(f"wrote {md.relative_to(ROOT)} and {png.relative_to(ROOT)}")
 
     def limits(self) -> dict[str, float]:
+        """Each limit twice, after waiting for a quiet machine; the best is kept."""
+
+        def best(measure: Callable[..., float], *args: Any) -> float:
+            rates = []
+            for _ in range(2):
+                if not self.args.no_wait:
+                    services.wait_quiet()
+                rates.append(measure(*args))
+            return max(rates)
+
         figures: dict[str, float] = {}
         for sync in ("NORMAL", "FULL"):
-            rate = limits.sqlite_commits(self.dir, sync, self.sizes.sqlite_seconds)
+            rate = best(limits.sqlite_commits, self.dir, sync, self.sizes.sqlite_seconds)
             figures[f"sqlite_{sync.lower()}"] = rate
             print(f"limit      SQLite WAL synchronous={sync:<6} {rate:>9,.0f} commits/s")
         assert self.pg is not None
         dsn = self.pg.fresh("bench_pgbench")
         try:
             for clients in (1, 2):
-                tps = limits.pgbench_tps(dsn, clients, self.sizes.pgbench_seconds, self.dir)
+                tps = best(limits.pgbench_tps, dsn, clients, self.sizes.pgbench_seconds, self.dir)
                 figures[f"pgbench_{clients}"] = tps
                 print(f"limit      PostgreSQL pgbench, {clients} client(s) {tps:>9,.0f} TPS")
         finally:
