@@ -166,11 +166,13 @@ def test_sigkill_every_two_seconds_for_a_minute_loses_no_job_and_bounds_duplicat
     restarts = sum(n - 1 for n in starts.values())
     states = Counter(str(j.state) for j in jobs)
     reclaimed = sum(j.attempts > 1 for j in jobs)
+    # A live worker that lost a lease (starved of CPU past LEASE) says so.
+    lost = sum(w.stderr().count("lease lost") for w in procs.all)
     print(
         f"\nchaos (seed {seed}): {len(jobs)} jobs, {kills} kills in {chaos:.0f}s "
         f"(drained {drained:.1f}s after), states {dict(states)}; {reclaimed} jobs claimed "
         f"more than once; duplicate executions: {restarts} started again, {duplicates} "
-        f"finished twice (bound {kills * CONCURRENCY})"
+        f"finished twice (bound {kills * CONCURRENCY}); leases lost by live workers: {lost}"
     )
     assert kills == CHAOS_SECONDS // KILL_EVERY
     assert len(jobs) == enqueued
