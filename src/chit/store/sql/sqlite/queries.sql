@@ -34,7 +34,10 @@ SELECT id, request_hash FROM chit_jobs
 WHERE tenant = :tenant AND idempotency_key = :idempotency_key
 
 -- name: has_due
-SELECT 1 FROM chit_jobs
+-- INDEXED BY: the same index and order the claim walks (without statistics SQLite
+-- picks chit_jobs_state_id). Both still step over delayed jobs of a priority
+-- before finding none due: 10 ms per idle look at 100,000 delayed jobs.
+SELECT 1 FROM chit_jobs INDEXED BY chit_jobs_claimable
 WHERE state = 'queued' AND queue = :queue AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 LIMIT 1
 
