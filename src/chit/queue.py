@@ -171,7 +171,7 @@ class Queue:
         task = self.tasks.get(request.kind)
         if task is None:
             raise UnknownKind(request.kind, list(self.tasks))
-        payload = validate_payload(task, request.payload)
+        payload = validate_payload(task, request.payload).stored
         encoded = _canonical(payload)
         if _NUL_ESCAPE.search(encoded):
             # PostgreSQL's jsonb cannot hold it; refuse on every backend alike.
@@ -204,25 +204,84 @@ class Queue:
         return _with_hash(job)
 
 
-def validate_payload(task: Task, payload: Any) -> Any:
-    """The payload as it will be stored: the model's JSON form, or plain JSON."""
+@dataclass(frozen=True)
+class ValidPayload:
+    """A payload that fits its task: `stored` is the JSON form kept in the job
+    row, `body` what the handler receives (the model instance, or the dict)."""
+
+    stored: dict[str, Any]
+    body: Any
+
+
+def validate_payload(task: Task, payload: Any) -> ValidPayload:
+    """Check a submitted payload against its task. A task without a model takes a
+    JSON object (None means {}); a task with one takes what its model accepts.
+    Raises InvalidPayload, whatever the model's validators raise."""
     if task.payload_model is None:
-        if payload is None:
-            return {}
-        try:
-            return json.loads(_canonical(payload))
-        except (TypeError, ValueError) as e:
-            raise InvalidPayload(task.kind, [{"loc": [], "msg": f"not JSON: {e}"}]) from None
-    if isinstance(payload, task.payload_model):
-        return payload.model_dump(mode="json")
+        stored = _json_object(task, {} if payload is None else payload)
+        return ValidPayload(stored, stored)
+    body = payload if isinstance(payload, task.payload_model) else _model(task, payload)
     try:
-        return task.payload_model.model_validate(payload or {}).model_dump(mode="json")
+        dumped = body.model_dump(mode="json")
+    except Exception as e:
+        raise _invalid(task, f"the model cannot write it as JSON: {e}") from None
+    return ValidPayload(_json_object(task, dumped), body)
+
+
+def parse_payload(task: Task, stored_payload: Any) -> Any:
+    """What the handler receives for a stored payload: an instance of the task's
+    model, or the JSON object as a dict. Raises InvalidPayload for anything else,
+    whatever the model's validators raise."""
+    if task.payload_model is not None:
+        return _model(task, stored_payload)
+    payload = {} if stored_payload is None else stored_payload
+    if not isinstance(payload, dict):
+        raise _invalid(task, f"must be a JSON object, not {_json_type(payload)}")
+    return payload
+
+
+def _model(task: Task, payload: Any) -> pydantic.BaseModel:
+    assert task.payload_model is not None
+    try:
+        return task.payload_model.model_validate({} if payload is None else payload)
     except pydantic.ValidationError as e:
         errors = [
             {"loc": list(err["loc"]), "msg": err["msg"], "type": err["type"]}
             for err in e.errors(include_url=False)
         ]
         raise InvalidPayload(task.kind, errors) from None
+    except Exception as e:  # a validator may raise anything: TypeError, KeyError...
+        raise _invalid(task, f"{type(e).__name__}: {e}") from None
+
+
+def _json_object(task: Task, value: Any) -> dict[str, Any]:
+    """`value` as it reads back from JSON, which must be an object."""
+    try:
+        decoded = json.loads(_canonical(value))
+    except (TypeError, ValueError, RecursionError) as e:
+        raise _invalid(task, f"not JSON: {e}") from None
+    if not isinstance(decoded, dict):
+        raise _invalid(task, f"must be a JSON object, not {_json_type(decoded)}")
+    return decoded
+
+
+def _json_type(value: Any) -> str:
+    match value:
+        case bool():
+            return "a boolean"
+        case int() | float():
+            return "a number"
+        case str():
+            return "a string"
+        case list() | tuple():
+            return "an array"
+        case None:
+            return "null"
+    return type(value).__name__
+
+
+def _invalid(task: Task, message: str) -> InvalidPayload:
+    return InvalidPayload(task.kind, [{"loc": [], "msg": message}])
 
 
 def check_idempotency_key(key: str) -> None:

@@ -6,15 +6,30 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 import chit
+from chit.queue import parse_payload, validate_payload
 from chit.settings import Settings
 
 
 class Report(BaseModel):
     region: str = Field(min_length=1)
     year: int = 2026
+    ratio: float = 0.5
+
+
+class Picky(BaseModel):
+    """A validator that raises what pydantic does not wrap."""
+
+    n: int
+
+    @field_validator("n")
+    @classmethod
+    def even(cls, n: int) -> int:
+        if n % 2:
+            raise TypeError("no odd numbers")
+        return n
 
 
 @pytest.fixture
@@ -24,6 +39,7 @@ def queue(tmp_path: Path) -> Iterator[chit.Queue]:
     )
     q.task("report", payload=Report, max_attempts=3)(lambda job, body: None)
     q.task("free")(lambda job, body: None)
+    q.task("picky", payload=Picky)(lambda job, body: None)
     yield q
     q.close()
 
@@ -35,14 +51,14 @@ def count(queue: chit.Queue) -> int:
 def test_the_payload_is_stored_as_the_model_sees_it(queue: chit.Queue) -> None:
     job = queue.enqueue("report", {"region": "emea"})
     stored = queue.store.get(job.id)
-    assert stored.payload == {"region": "emea", "year": 2026}
+    assert stored.payload == {"region": "emea", "year": 2026, "ratio": 0.5}
     assert stored.max_attempts == 3
 
 
 @pytest.mark.parametrize(
     ("kind", "payload", "error", "text"),
     [
-        ("nope", {}, chit.UnknownKind, "known kinds: free, report"),
+        ("nope", {}, chit.UnknownKind, "known kinds: free, picky, report"),
         ("report", {"region": ""}, chit.InvalidPayload, "region"),
         ("report", {"year": "soon"}, chit.InvalidPayload, "year"),
         ("report", [1, 2], chit.InvalidPayload, "report"),
@@ -50,6 +66,12 @@ def test_the_payload_is_stored_as_the_model_sees_it(queue: chit.Queue) -> None:
         ("free", {"when": object()}, chit.InvalidPayload, "not JSON"),
         ("free", {"n": float("nan")}, chit.InvalidPayload, "not JSON"),
         ("free", {"text": "a\x00b"}, chit.InvalidPayload, "NUL character"),
+        ("free", [1, 2], chit.InvalidPayload, "must be a JSON object, not an array"),
+        ("free", "text", chit.InvalidPayload, "must be a JSON object, not a string"),
+        ("free", 3, chit.InvalidPayload, "must be a JSON object, not a number"),
+        ("free", True, chit.InvalidPayload, "must be a JSON object, not a boolean"),
+        ("report", {"region": "emea", "ratio": float("nan")}, chit.InvalidPayload, "not JSON"),
+        ("picky", {"n": 1}, chit.InvalidPayload, "TypeError: no odd numbers"),
     ],
 )
 def test_bad_submissions_are_refused_and_nothing_is_stored(
@@ -74,7 +96,7 @@ def test_a_literal_backslash_u0000_is_ordinary_text(queue: chit.Queue) -> None:
 
 def test_the_same_key_and_request_returns_the_same_job(queue: chit.Queue) -> None:
     first = queue.enqueue("report", {"region": "emea"}, idempotency_key="emea-q3")
-    again = queue.enqueue("report", {"region": "emea", "year": 2026}, idempotency_key="emea-q3")
+    again = queue.enqueue("report", Report(region="emea"), idempotency_key="emea-q3")
     assert first.created and not again.created
     assert first.id == again.id
     assert count(queue) == 1
@@ -99,3 +121,41 @@ def test_a_bulk_submission_with_one_bad_job_stores_none(queue: chit.Queue) -> No
 def test_registering_a_kind_twice_is_an_error(queue: chit.Queue) -> None:
     with pytest.raises(chit.ConfigError, match="registered twice"):
         queue.task("free")(lambda job, body: None)
+
+
+def test_a_task_without_a_model_takes_no_payload_as_an_empty_object(queue: chit.Queue) -> None:
+    job = queue.enqueue("free")
+    assert queue.store.get(job.id).payload == {}
+
+
+def test_validate_payload_gives_the_stored_json_and_the_handlers_body(queue: chit.Queue) -> None:
+    valid = validate_payload(queue.tasks["report"], {"region": "emea", "year": "2027"})
+    assert valid.stored == {"region": "emea", "year": 2027, "ratio": 0.5}
+    assert valid.body == Report(region="emea", year=2027)
+    free = validate_payload(queue.tasks["free"], {"a": (1, 2)})
+    assert free.stored == free.body == {"a": [1, 2]}
+
+
+def test_parse_payload_gives_the_handler_a_model_instance_or_a_dict(queue: chit.Queue) -> None:
+    body = parse_payload(queue.tasks["report"], {"region": "emea", "year": 2026, "ratio": 0.5})
+    assert isinstance(body, Report) and body.region == "emea"
+    assert parse_payload(queue.tasks["free"], {"a": 1}) == {"a": 1}
+    assert parse_payload(queue.tasks["free"], None) == {}
+
+
+@pytest.mark.parametrize(
+    ("kind", "stored", "text"),
+    [
+        ("free", [1, 2], "must be a JSON object, not an array"),
+        ("free", "x", "must be a JSON object, not a string"),
+        ("free", 0, "must be a JSON object, not a number"),
+        ("report", {"region": ""}, "region"),
+        ("report", [], "report"),
+        ("picky", {"n": 3}, "TypeError: no odd numbers"),
+    ],
+)
+def test_parse_payload_refuses_a_stored_payload_that_no_longer_fits(
+    queue: chit.Queue, kind: str, stored: object, text: str
+) -> None:
+    with pytest.raises(chit.InvalidPayload, match=text):
+        parse_payload(queue.tasks[kind], stored)
