@@ -44,6 +44,7 @@ class JobContext:
         self._lock = threading.Lock()
         self._progress = progress
         self._progress_dirty = False
+        self._progress_reported = False
         self._cancelled = threading.Event()
         self._lost = threading.Event()
         # Set by the worker once the handler's outcome is waiting to be recorded.
@@ -67,6 +68,7 @@ class JobContext:
         with self._lock:
             self._progress = Progress(int(done), None if total is None else int(total))
             self._progress_dirty = True
+            self._progress_reported = True
 
     def checkpoint(self, data: Any) -> bool:
         """Persist resume state now (with progress, renewing the lease); a later
@@ -91,6 +93,11 @@ class JobContext:
                 return None
             self._progress_dirty = False
             return self._progress
+
+    def last_progress(self) -> Progress | None:
+        """The latest progress this run reported, sent or not; None if it reported none."""
+        with self._lock:
+            return self._progress if self._progress_reported else None
 
     def progress_unsent(self, sent: Progress) -> None:
         """The write carrying `sent` failed: send it again unless newer progress came."""

@@ -32,7 +32,12 @@ class ConfigError(ChitError):
 
 
 class StoreError(ChitError):
-    pass
+    """`transient`: the database is away or busy and the same call may succeed
+    later; False when this call itself can never be stored (bad data)."""
+
+    def __init__(self, message: str, *, transient: bool = True) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class InvalidRequest(ChitError):

@@ -86,9 +86,9 @@ def test_second_sigterm_exits_at_once_nonzero(
     w.signal(signal.SIGTERM)
     rc = w.wait(5)
 
-    assert rc != 0
-    assert rc == 128 + signal.SIGTERM
+    # The first signal hands the next one to the kernel's default action, which
+    # works even while the worker waits in C on a busy database.
+    assert rc == -signal.SIGTERM
     assert time.monotonic() - started < 3
-    assert "second signal: exiting now" in w.stderr()
     # Left as it was: the lease runs out and a worker's rescue takes it back.
     assert get(queue, job_id).state is State.RUNNING

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 import chit
-from chit.jobs import AttemptOutcome, State
+from chit.jobs import AttemptOutcome, State, Succeeded
 from chit.worker import Worker
 
 
@@ -205,3 +206,116 @@ def test_run_stops_on_request_and_returns_zero(queue: chit.Queue) -> None:
     thread.join(10)
     assert code == [0]
     assert queue.store.stats().by_state["succeeded"] == 20
+
+
+@pytest.mark.parametrize(
+    ("result", "problem"),
+    [
+        ({"text": "pdf\x00text"}, "NUL character"),
+        ({"name": "caf\udce9.txt"}, "UnicodeEncodeError"),
+        ({"n": float("inf")}, "ValueError"),
+    ],
+)
+def test_a_result_no_store_can_hold_fails_the_job_instead_of_stalling_the_worker(
+    queue: chit.Queue, result: object, problem: str
+) -> None:
+    @queue.task("odd")
+    def odd(job: chit.JobContext, body: dict) -> object:
+        return result
+
+    @queue.task("fine")
+    def fine(job: chit.JobContext, body: dict) -> int:
+        return 1
+
+    bad = queue.enqueue("odd", {})
+    good = queue.enqueue("fine", {})
+    Worker(queue).run_until_idle()
+    stored = queue.store.get(bad.id)
+    assert stored.state is State.FAILED
+    assert stored.error.startswith("ResultNotJSON") and problem in stored.error
+    assert queue.store.get(good.id).state is State.SUCCEEDED
+
+
+def test_an_exception_that_cannot_describe_itself_still_fails_the_job(queue: chit.Queue) -> None:
+    class Mute(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no words")
+
+    @queue.task("mute", max_attempts=1)
+    def mute(job: chit.JobContext, body: dict) -> None:
+        raise Mute()
+
+    job = queue.enqueue("mute", {})
+    Worker(queue).run_until_idle()
+    stored = queue.store.get(job.id)
+    assert stored.state is State.FAILED
+    assert stored.error.startswith("Mute: <the exception's message could not be read>")
+
+
+def test_an_outcome_the_store_refuses_is_recorded_as_a_failure_without_holding_up_others(
+    queue: chit.Queue,
+) -> None:
+    queue.task("any")(lambda job, body: None)
+    queue.enqueue_many([chit.JobRequest("any", {}) for _ in range(3)])
+    worker = Worker(queue)
+    first, *rest = queue.store.claim(worker.id, ["default"], 3, 30)
+    # A lone surrogate: no store can encode it (classify refuses such results;
+    # this is the finisher's last line of defence).
+    worker._outcomes = [
+        Succeeded(first.id, first.lease_token, "\udc80"),
+        *(Succeeded(j.id, j.lease_token, "ok") for j in rest),
+    ]
+    assert worker.flush() == 3
+    refused = queue.store.get(first.id)
+    assert refused.state is State.FAILED
+    assert refused.error.startswith("OutcomeNotStored")
+    assert {queue.store.get(j.id).state for j in rest} == {State.SUCCEEDED}
+
+
+def test_a_job_handed_back_at_shutdown_takes_no_second_outcome(queue: chit.Queue) -> None:
+    started, finish = threading.Event(), threading.Event()
+
+    @queue.task("late")
+    def late(job: chit.JobContext, body: dict) -> str:
+        started.set()
+        finish.wait(10)
+        return "too late"
+
+    job = queue.enqueue("late", {})
+    worker = Worker(queue)
+    worker.run_once()
+    assert started.wait(10)
+    assert worker.release_held() == 1
+    finish.set()
+    time.sleep(0.1)  # let the handler return its (now ignored) result
+    assert worker.flush() == 0
+    assert worker.processed == 1
+    assert queue.store.get(job.id).state is State.QUEUED
+
+
+def test_the_final_progress_is_stored_even_when_a_heartbeat_carried_it_first(
+    queue: chit.Queue,
+) -> None:
+    reported, release = threading.Event(), threading.Event()
+
+    @queue.task("steps")
+    def steps(job: chit.JobContext, body: dict) -> str:
+        job.progress(99, 100)
+        job.progress(100, 100)
+        reported.set()
+        release.wait(10)
+        return "done"
+
+    job = queue.enqueue("steps", {})
+    worker = Worker(queue)
+    worker.run_once()
+    assert reported.wait(10)
+    worker.heartbeat.run_once(force=True)  # takes the "changed" flag
+    release.set()
+    worker.run_until_idle()
+    stored = queue.store.get(job.id)
+    assert (stored.state, stored.progress.done, stored.progress.total) == (
+        State.SUCCEEDED,
+        100,
+        100,
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -15,10 +16,12 @@ from typing import Any
 
 from chit.cli import output, parse
 from chit.cli.loading import load_queue
-from chit.errors import ConfigError, InvalidRequest, JobNotFound
+from chit.errors import ConfigError, InvalidRequest, JobNotFound, StoreError
 from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
 from chit.queue import Queue
 from chit.settings import Settings
+
+log = logging.getLogger("chit.cli")
 
 # Exit codes: 0 done, 1 the job failed / was cancelled / timed out, 2 bad input, 3 store error.
 EXIT_JOB_FAILED = 1
@@ -43,7 +46,25 @@ def worker(args: argparse.Namespace) -> int:
             "chit: warning: no tasks registered; pass --app module:queue (or CHIT_APP)",
             file=sys.stderr,
         )
+    _wait_for_server(queue)
     return Worker(queue).run()
+
+
+def _wait_for_server(queue: Queue) -> None:
+    """A worker started before its PostgreSQL server is up waits for it rather
+    than exiting into a supervisor's restart loop. (A SQLite file that cannot
+    be opened will not get better: that fails at once.)"""
+    if queue.settings.database_url.startswith("sqlite:"):
+        return
+    delay = 1.0
+    while True:
+        try:
+            queue.store.schema_version()
+            return
+        except StoreError as e:
+            log.warning("database unavailable, retrying in %.0fs: %s", delay, e)
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -1,31 +1,33 @@
 """Running one job is a pipeline to exactly one outcome: resolve the task,
-validate the payload, call the handler, classify what happened."""
+validate the payload, call the handler, classify what happened. Nothing here
+raises: whatever a handler or its payload does, the job gets an outcome."""
 
 from __future__ import annotations
 
-import json
 import random
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 from chit import backoff
 from chit.context import JobContext
-from chit.errors import InvalidPayload, PermanentError
+from chit.encoding import storable_json_error, storable_text
+from chit.errors import PermanentError
 from chit.jobs import Cancelled, ClaimedJob, Failed, Outcome, Succeeded
-from chit.queue import Queue, Task, validate_payload
+from chit.queue import Queue, Task, parse_payload
 from chit.settings import Settings
 
 ERROR_MAX_CHARS = 8000
 
 
+@dataclass(frozen=True)
 class Prepared:
-    """A job ready to call: its task, context and validated body; or the outcome
-    that ends it before it runs."""
+    """A job ready to call (its task and the body the handler receives), or the
+    outcome that ends it before it runs."""
 
-    def __init__(self, task: Task | None, body: Any, early: Outcome | None) -> None:
-        self.task = task
-        self.body = body
-        self.early = early
+    task: Task | None
+    body: Any
+    early: Outcome | None
 
 
 def prepare(queue: Queue, job: ClaimedJob, settings: Settings) -> Prepared:
@@ -35,13 +37,12 @@ def prepare(queue: Queue, job: ClaimedJob, settings: Settings) -> Prepared:
         error = f"UnknownKind: this worker has no handler for {job.kind!r}"
         return Prepared(None, None, retry_or_fail(job, error, settings))
     try:
-        body = job.payload
-        if task.payload_model is not None:
-            validate_payload(task, body)
-            body = task.payload_model.model_validate(body)
-    except InvalidPayload as e:
+        body = parse_payload(task, job.payload)
+    except Exception as e:
         # Retrying cannot make a stored payload valid.
-        return Prepared(task, None, Failed(job.id, job.lease_token, f"InvalidPayload: {e}"))
+        return Prepared(
+            task, None, Failed(job.id, job.lease_token, storable_text(f"InvalidPayload: {e}"))
+        )
     return Prepared(task, body, None)
 
 
@@ -52,14 +53,24 @@ def classify(
     result: Any = None,
     error: BaseException | None = None,
 ) -> Outcome:
+    try:
+        return _classify(job, ctx, settings, result, error)
+    except Exception as e:  # an exception whose str() fails, say: still one outcome
+        return Failed(
+            job.id, job.lease_token, f"{type(e).__name__}: the outcome could not be described"
+        )
+
+
+def _classify(
+    job: ClaimedJob, ctx: JobContext, settings: Settings, result: Any, error: BaseException | None
+) -> Outcome:
     if ctx.cancelled:
         return Cancelled(job.id, job.lease_token)
     if error is None:
-        try:
-            json.dumps(result, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            return Failed(job.id, job.lease_token, f"ResultNotJSON: {e}")
-        return Succeeded(job.id, job.lease_token, result, ctx.take_progress())
+        problem = storable_json_error(result)
+        if problem is not None:
+            return Failed(job.id, job.lease_token, f"ResultNotJSON: {problem}")
+        return Succeeded(job.id, job.lease_token, result, ctx.last_progress())
     text = describe(error)
     if isinstance(error, PermanentError):
         return Failed(job.id, job.lease_token, text)
@@ -75,10 +86,14 @@ def retry_or_fail(job: ClaimedJob, error: str, settings: Settings) -> Failed:
 
 def describe(error: BaseException) -> str:
     """'Type: message' first, so the first line groups failures; then the traceback."""
-    headline = f"{type(error).__name__}: {error}".strip()
+    try:
+        message = str(error)
+    except Exception:
+        message = "<the exception's message could not be read>"
+    headline = f"{type(error).__name__}: {message}".strip()
     trace = "".join(traceback.format_exception(error))
     text = f"{headline}\n\n{trace}"
     if len(text) > ERROR_MAX_CHARS:
         keep = ERROR_MAX_CHARS // 2
         text = f"{text[:keep]}\n… truncated …\n{text[-keep:]}"
-    return text
+    return storable_text(text)

@@ -23,8 +23,9 @@ from types import FrameType
 from typing import Any
 
 from chit.context import JobContext
+from chit.encoding import storable_text
 from chit.errors import StoreError
-from chit.jobs import ClaimedJob, Outcome, Released, Succeeded
+from chit.jobs import ClaimedJob, Failed, Outcome, Released, Succeeded
 from chit.queue import Queue
 from chit.store import Store
 from chit.worker.execute import Prepared, classify, prepare
@@ -36,6 +37,8 @@ log = logging.getLogger("chit.worker")
 # Idle polling starts fast and backs off to poll_interval; between polls the
 # store's change check (SQLite data_version, PostgreSQL LISTEN) wakes us early.
 FIRST_IDLE_WAIT = 0.05
+# After the grace period, how long shutdown keeps trying to write outcomes.
+SHUTDOWN_WRITE_SECONDS = 5.0
 
 
 def worker_id() -> str:
@@ -77,7 +80,8 @@ class Worker:
         self._outcome_ready = threading.Event()
         self._slot_freed = threading.Event()
         self._stopping = threading.Event()
-        self._signals = 0
+        self._flush_lock = threading.Lock()
+        self._give_up_at: float | None = None
         self._pool = _ThreadPool(self.concurrency)
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -178,39 +182,72 @@ class Worker:
 
     def _outcome(self, outcome: Outcome) -> None:
         with self._lock:
-            self._outcomes.append(outcome)
             ctx = self._active.get(outcome.job_id)
-            if ctx is not None:
-                ctx.finished = True
+            if ctx is None or ctx.finished:
+                return  # handed back at shutdown already: one outcome per claim
+            ctx.finished = True
+            self._outcomes.append(outcome)
         self._outcome_ready.set()
 
     def flush(self) -> int:
-        """Record every pending outcome in one store call; retries while the
-        database is away, so no outcome is dropped. Returns how many were recorded."""
-        with self._lock:
-            batch, self._outcomes = self._outcomes, []
-        if not batch:
-            return 0
+        """Record every pending outcome in one store call; returns how many.
+
+        While the database is away it retries, so no outcome is dropped, until
+        the shutdown deadline (then the leases expire and the jobs run again).
+        One flush at a time: a shutdown flush waits for the finisher's."""
+        with self._flush_lock:
+            with self._lock:
+                batch, self._outcomes = self._outcomes, []
+            if not batch:
+                return 0
+            applied = self._record(batch)
+            now = time.monotonic()
+            for outcome, ok in zip(batch, applied, strict=True):
+                with self._lock:
+                    ctx = self._active.pop(outcome.job_id, None)
+                    started = self._started.pop(outcome.job_id, now)
+                self._log_outcome(outcome, ok, ctx, now - started)
+            self.processed += len(batch)
+            self._slot_freed.set()
+            return len(batch)
+
+    def _record(self, batch: list[Outcome]) -> list[bool]:
         delay = 0.1
         while True:
             try:
-                applied = self.store.finish(batch)
-                break
+                return self.store.finish(batch)
             except StoreError as e:
+                if not e.transient:
+                    return self._record_each(batch, e)
+                if self._give_up_at is not None and time.monotonic() >= self._give_up_at:
+                    log.error(
+                        "gave up recording %d outcomes at shutdown (%s); their leases will "
+                        "expire and the jobs run again: %s",
+                        len(batch),
+                        e,
+                        ", ".join(o.job_id for o in batch),
+                    )
+                    return [False] * len(batch)
                 log.warning(
                     "recording %d outcomes failed, retrying in %.1fs: %s", len(batch), delay, e
                 )
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
-        now = time.monotonic()
-        for outcome, ok in zip(batch, applied, strict=True):
-            with self._lock:
-                ctx = self._active.pop(outcome.job_id, None)
-                started = self._started.pop(outcome.job_id, now)
-            self._log_outcome(outcome, ok, ctx, now - started)
-        self.processed += len(batch)
-        self._slot_freed.set()
-        return len(batch)
+            except Exception as e:
+                log.exception("recording %d outcomes failed", len(batch))
+                return self._record_each(batch, e)
+
+    def _record_each(self, batch: list[Outcome], error: Exception) -> list[bool]:
+        """Something in the batch cannot be stored: record the outcomes one by one,
+        and fail the one that cannot be stored with an error that can."""
+        if len(batch) > 1:
+            return [self._record([outcome])[0] for outcome in batch]
+        outcome = batch[0]
+        if isinstance(outcome, Failed) and outcome.error.startswith("OutcomeNotStored"):
+            log.error("job %s: its outcome cannot be stored: %s", outcome.job_id, error)
+            return [False]
+        text = storable_text(f"OutcomeNotStored: {type(error).__name__}: {error}")
+        return self._record([Failed(outcome.job_id, outcome.lease_token, text)])
 
     def _log_outcome(
         self, outcome: Outcome, applied: bool, ctx: JobContext | None, seconds: float
@@ -274,8 +311,11 @@ class Worker:
             try:
                 claimed = self.run_once()
                 error_wait = 0.5
-            except StoreError as e:
-                log.warning("claim failed, retrying in %.1fs: %s", error_wait, e)
+            except Exception as e:  # the loop outlives any one failure
+                if isinstance(e, StoreError):
+                    log.warning("claim failed, retrying in %.1fs: %s", error_wait, e)
+                else:
+                    log.exception("claim loop error, retrying in %.1fs", error_wait)
                 self._stopping.wait(error_wait)
                 error_wait = min(error_wait * 2, 10.0)
                 continue
@@ -296,6 +336,9 @@ class Worker:
 
     def _shutdown(self) -> int:
         deadline = time.monotonic() + self.settings.grace_seconds
+        # Outcomes still unwritten this long after the grace (database away) are
+        # given up on: their leases expire and other workers run the jobs again.
+        self._give_up_at = deadline + SHUTDOWN_WRITE_SECONDS
         with self._lock:
             running = len(self._active)
         if running:
@@ -321,18 +364,19 @@ class Worker:
         with self._lock:
             # Not those whose outcome is waiting or being written: that outcome stands.
             unfinished = [c for c in self._active.values() if not c.finished]
-        for ctx in unfinished:
-            self._outcome(Released(ctx.id, ctx.lease_token))
+            for ctx in unfinished:
+                ctx.finished = True
+                self._outcomes.append(Released(ctx.id, ctx.lease_token))
         if unfinished:
             log.warning("handing back %d unfinished jobs", len(unfinished))
         self.flush()
         return len(unfinished)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._signals += 1
-        if self._signals > 1:
-            log.warning("second signal: exiting now")
-            os._exit(128 + signum)
+        # The kernel handles the next one: it ends the process even while this
+        # thread waits in C (on a busy SQLite file), where a Python handler would not run.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         log.info(
             "%s: finishing running jobs (grace %.0fs); send again to exit at once",
             signal.Signals(signum).name,
