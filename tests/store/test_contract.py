@@ -396,6 +396,29 @@ def test_rescue_leaves_live_leases_and_other_states_alone(store: Store) -> None:
     assert store.stats().by_state["queued"] == 1
 
 
+def test_a_stray_open_attempt_is_closed_at_the_next_claim_instead_of_blocking_it(
+    backend: Backend,
+) -> None:
+    store = backend.open()
+    job = enqueue_and_claim(store, max_attempts=5)
+    at = later(LEASE + 1)
+    store.rescue_expired(now=at)
+    # As a failure between the job's rescue and its attempt's closing would leave it.
+    backend.execute(
+        "INSERT INTO chit_attempts (job_id, attempt, worker, started_at) VALUES (?, 1, 'lost', ?)",
+        (job.id, utcnow().isoformat()),
+    )
+    again = claim_one(store, worker="w2", now=at)
+    assert (again.id, again.attempt) == (job.id, 2)
+    history = store.attempts(job.id)
+    assert [(a.worker, a.outcome) for a in history] == [
+        ("w1", AttemptOutcome.LEASE_EXPIRED),
+        ("lost", AttemptOutcome.LEASE_EXPIRED),
+        ("w2", None),
+    ]
+    assert store.finish([Succeeded(again.id, again.lease_token, "ok")]) == [True]
+
+
 # Fencing
 
 

@@ -93,6 +93,13 @@ def _clock(now: datetime | None) -> str:
     return "now" if now is None else ts(now)
 
 
+def _read_clock(conn: sqlite3.Connection, now: datetime | None) -> str:
+    """The database clock read once, for statements that must agree on the time."""
+    if now is not None:
+        return ts(now)
+    return str(conn.execute("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')").fetchone()[0])
+
+
 def _offset(seconds: float) -> str:
     return f"{seconds:+.3f} seconds"
 
@@ -301,6 +308,11 @@ class SQLiteStore(Store):
                     },
                 ).fetchall()
                 rows.sort(key=lambda r: (r["priority"], r["run_at"], r["id"]))
+                if rows:
+                    conn.execute(
+                        Q["expire_attempts"],
+                        {"ids": _dumps([r["id"] for r in rows]), "now": clock},
+                    )
                 for r in rows:
                     conn.execute(
                         Q["open_attempt"],
@@ -443,8 +455,11 @@ class SQLiteStore(Store):
             if conn.execute(Q["stats_stale"], {"now": clock, "tenant": None}).fetchone()[0] == 0:
                 return RescueReport(0, 0, 0)
         with self._write() as conn:
-            conn.execute(Q["expire_attempts"], {"now": clock})
-            states = [r[0] for r in conn.execute(Q["rescue_expired"], {"now": clock})]
+            clock = _read_clock(conn, now)
+            rows = conn.execute(Q["rescue_expired"], {"now": clock}).fetchall()
+            ids = _dumps([r["id"] for r in rows])
+            conn.execute(Q["expire_attempts"], {"ids": ids, "now": clock})
+        states = [r["state"] for r in rows]
         return RescueReport(
             requeued=states.count("queued"),
             failed=states.count("failed"),

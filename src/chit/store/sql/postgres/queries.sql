@@ -90,9 +90,21 @@ WITH due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total
+), stray AS (
+    -- An attempt an earlier failure left open would break this claim, and every
+    -- later one of the job, on chit_attempts_open: close it first.
+    UPDATE chit_attempts AS a
+    SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',
+        error = 'lease expired: worker lost'
+    FROM claimed
+    WHERE a.job_id = claimed.id AND a.finished_at IS NULL
+    RETURNING a.job_id
 ), opened AS (
+    -- The count makes `stray` run to its end before the first insert (an InitPlan);
+    -- sibling WITH statements otherwise run in no promised order.
     INSERT INTO chit_attempts (job_id, attempt, worker, started_at)
     SELECT id, attempts, %(worker)s::text, coalesce(%(now)s::timestamptz, now()) FROM claimed
+    WHERE (SELECT count(*) FROM stray) >= 0
 )
 SELECT * FROM claimed ORDER BY priority, run_at, id
 

@@ -138,16 +138,10 @@ SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND lease_token = :token AND state = 'running'
 
--- name: expire_attempts
-UPDATE chit_attempts
-SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now), outcome = 'lease_expired',
-    error = 'lease expired: worker lost'
-WHERE finished_at IS NULL AND job_id IN (
-    SELECT id FROM chit_jobs
-    WHERE state = 'running' AND lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now)
-)
-
 -- name: rescue_expired
+-- The store then closes the attempts of exactly the ids returned (expire_attempts):
+-- a second look at the clock could miss a lease that expired in between, leaving
+-- a queued job with an open attempt.
 UPDATE chit_jobs
 SET state = CASE WHEN cancel_requested THEN 'cancelled'
                  WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
@@ -159,7 +153,16 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled'
     lease_token = NULL, lease_expires_at = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE state = 'running' AND lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now)
-RETURNING state
+RETURNING id, state
+
+-- name: expire_attempts
+-- The attempts still open for these jobs: those rescue_expired just took back,
+-- and, at claim, any an earlier failure left open, so that one stray row cannot
+-- break every later claim of its job on chit_attempts_open.
+UPDATE chit_attempts
+SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now), outcome = 'lease_expired',
+    error = 'lease expired: worker lost'
+WHERE finished_at IS NULL AND job_id IN (SELECT value FROM json_each(:ids))
 
 -- name: get
 SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at,
