@@ -4,14 +4,52 @@ statistics). Everything else is in the shared suite (test_contract.py)."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from chit.jobs import NewJob
-from chit.store.sqlite import SQLiteStore
+from chit.store.sqlite import Q, SQLiteStore
+
+PRIMARY_KEY = "sqlite_autoindex_chit_jobs_1 (id=?)"
+# Each hot query, the parameters it runs with, and the index it is written for.
+HOT_QUERIES: dict[str, tuple[dict[str, object], list[str]]] = {
+    "has_due": ({"queue": "default", "now": "now"}, ["chit_jobs_claimable (queue=?)"]),
+    "claim": (
+        {"queue": "default", "worker": "w", "limit": 8, "lease": "+30 seconds", "now": "now"},
+        ["chit_jobs_claimable (queue=?)", PRIMARY_KEY],
+    ),
+    "heartbeat": (
+        {"beats": '[{"id": "a", "token": "t"}]', "lease": "+30 seconds", "now": "now"},
+        [PRIMARY_KEY],
+    ),
+    "succeed": (
+        {"id": "a", "token": "t", "result": "1", "result_external": 0, "has_progress": 0}
+        | {"done": None, "total": None, "now": "now"},
+        [PRIMARY_KEY],
+    ),
+    "fail": (
+        {"id": "a", "token": "t", "error": "e", "retry": "+1 seconds", "now": "now"},
+        [PRIMARY_KEY],
+    ),
+    "release": ({"id": "a", "token": "t", "now": "now"}, [PRIMARY_KEY]),
+    "rescue_expired": ({"now": "now"}, ["chit_jobs_leases (lease_expires_at<?)"]),
+    "expire_attempts": ({"ids": '["a"]', "now": "now"}, ["chit_attempts_open (job_id=?)"]),
+    "stats_stale": (
+        {"now": "now", "tenant": None},
+        ["chit_jobs_leases (lease_expires_at<?)"],
+    ),
+    "stats_last_hour": (
+        {"now": "now", "tenant": None},
+        ["chit_jobs_finished (finished_at>?)"],
+    ),
+    "get": ({"id": "a", "tenant": None, "now": "now"}, [PRIMARY_KEY]),
+}
 
 
 def test_sqlite_rescue_in_two_statements_closes_the_attempts_of_exactly_the_jobs_it_took_back(
@@ -55,3 +93,24 @@ def test_sqlite_rescue_in_two_statements_closes_the_attempts_of_exactly_the_jobs
     store.rescue_expired(now=later)
     assert {j.id for j in store.claim("w2", ["default"], 2, 30, now=later)} == {first, second}
     store.close()
+
+
+@pytest.mark.parametrize("name", sorted(HOT_QUERIES))
+def test_sqlite_without_statistics_runs_each_hot_query_on_the_index_written_for_it(
+    tmp_path: Path, name: str
+) -> None:
+    """SQLite has no statistics (the store never runs ANALYZE), so its plans do not
+    depend on the rows: an empty file shows what a million jobs get. Seen at
+    1,000,000 finished and 100,000 queued jobs: heartbeat walked every running job
+    by chit_jobs_state_id (3 ms a beat), stats_last_hour every job (200 ms)."""
+    path = tmp_path / "chit.db"
+    SQLiteStore(path).close()
+    params, indexes = HOT_QUERIES[name]
+    with closing(sqlite3.connect(path)) as conn:
+        plan = [row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + Q[name], params)]
+    text = "\n".join(plan)
+    for index in indexes:
+        assert re.search(rf"USING (COVERING )?INDEX {re.escape(index)}", text), text
+    # No walk of the jobs table, nor of a whole index of it.
+    assert not any(re.match(r"SCAN (chit_jobs|j)\b", line) for line in plan), text
+    assert not any("chit_jobs_state_id" in line for line in plan), text

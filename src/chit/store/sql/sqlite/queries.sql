@@ -70,6 +70,9 @@ SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now), outcome = :outcome, erro
 WHERE job_id = :job_id AND finished_at IS NULL
 
 -- name: heartbeat
+-- `+j.state`: SQLite (which has no statistics) would otherwise walk every running
+-- job by chit_jobs_state_id and match each against the beats; this way each beat
+-- is one primary-key lookup (a beat of 8 jobs among 1,000 running: 3.3 ms, now 0.05 ms).
 UPDATE chit_jobs AS j
 SET lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now, :lease),
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
@@ -80,7 +83,7 @@ FROM (
            value ->> 'done' AS done, value ->> 'total' AS total
     FROM json_each(:beats)
 ) AS b
-WHERE j.id = b.id AND j.lease_token = b.token AND j.state = 'running'
+WHERE j.id = b.id AND j.lease_token = b.token AND +j.state = 'running'
 RETURNING id, cancel_requested
 
 -- name: checkpoint
@@ -139,10 +142,12 @@ SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
 WHERE id = :id AND lease_token = :token AND state = 'running'
 
 -- name: rescue_expired
--- The store then closes the attempts of exactly the ids returned (expire_attempts):
--- a second look at the clock could miss a lease that expired in between, leaving
--- a queued job with an open attempt.
-UPDATE chit_jobs
+-- INDEXED BY: the expired leases only, not every running job by chit_jobs_state_id,
+-- which SQLite (it has no statistics) would pick. The store then closes the
+-- attempts of exactly the ids returned (expire_attempts): a second look at the
+-- clock could miss a lease that expired in between, leaving a queued job with an
+-- open attempt.
+UPDATE chit_jobs INDEXED BY chit_jobs_leases
 SET state = CASE WHEN cancel_requested THEN 'cancelled'
                  WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
     error = CASE WHEN cancel_requested THEN error
@@ -212,10 +217,12 @@ WHERE :tenant IS NULL OR tenant = :tenant
 GROUP BY state, kind
 
 -- name: stats_last_hour
+-- From chit_jobs_finished alone: `GROUP BY state` would have SQLite walk every
+-- job in state order by chit_jobs_state_id (200 ms at a million jobs, now 2 ms).
 SELECT state, count(*) FROM chit_jobs
 WHERE finished_at >= strftime('%Y-%m-%dT%H:%M:%fZ', :now, '-1 hour')
   AND (:tenant IS NULL OR tenant = :tenant)
-GROUP BY state
+GROUP BY +state
 
 -- name: stats_queue_lag
 SELECT (julianday(strftime('%Y-%m-%dT%H:%M:%fZ', :now)) - julianday(min(run_at))) * 86400.0
@@ -224,7 +231,8 @@ WHERE state = 'queued' AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
   AND (:tenant IS NULL OR tenant = :tenant)
 
 -- name: stats_stale
-SELECT count(*) FROM chit_jobs
+-- The expired leases only (see rescue_expired): the store asks before every rescue.
+SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_leases
 WHERE state = 'running' AND lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now)
   AND (:tenant IS NULL OR tenant = :tenant)
 
@@ -350,8 +358,9 @@ ORDER BY j.run_at, j.id
 LIMIT 1
 
 -- name: stale_jobs
+-- The expired leases in the order of chit_jobs_leases, which SQLite would not pick.
 SELECT {columns}
-FROM chit_jobs AS j
+FROM chit_jobs AS j INDEXED BY chit_jobs_leases
 WHERE j.state = 'running' AND j.lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now)
   AND {tenant}
 ORDER BY j.lease_expires_at
