@@ -498,6 +498,12 @@ class SQLiteStore(Store):
             if value is not None:
                 clauses.append(f"{column} = :{column}")
                 params[column] = str(value)
+        if where.tenant is not None and _tenant_filters_only(where):
+            # SQLite has no statistics to weigh a tenant against a state, kind or
+            # queue: walk that filter's index and check the tenant on each row, unless
+            # chit_jobs_state_kind seeks on all three. A tenant alone uses
+            # chit_jobs_tenant_id.
+            clauses[clauses.index("tenant = :tenant")] = "+tenant = :tenant"
         if where.since is not None:
             clauses.append("created_at >= :since")
             params["since"] = ts(where.since)
@@ -701,6 +707,13 @@ class SQLiteStore(Store):
         with self._write() as conn:
             rows = conn.execute(query, {"kind": kind, "error": error, "tenant": tenant})
             return len(rows.fetchall())
+
+
+def _tenant_filters_only(where: JobFilter) -> bool:
+    """Whether a list's tenant should only filter the rows another index finds."""
+    others = (where.state, where.kind, where.queue)
+    both = where.state is not None and where.kind is not None
+    return any(v is not None for v in others) and not both
 
 
 def _tenant_term(tenant: str | None) -> str:
