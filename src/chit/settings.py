@@ -7,6 +7,7 @@ A bad value fails at start-up and names the variable:
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +17,11 @@ from chit.cli.parse import duration
 from chit.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///chit.db"
+# Attempts a job may have, at most: the HTTP API's bound too.
+MAX_ATTEMPTS_LIMIT = 1000
+# The longest duration a setting may have. Far beyond it, a lease or retry time
+# leaves the range SQLite can write (year 9999) and the claim itself fails.
+MAX_SECONDS = 10 * 365 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -72,16 +78,26 @@ class Settings:
         return duration(self.retention) if self.retention.strip() else None
 
     def validate(self) -> None:
-        _positive("CHIT_LEASE_SECONDS", self.lease_seconds)
+        _seconds("CHIT_LEASE_SECONDS", self.lease_seconds)
+        _seconds("CHIT_BACKOFF_BASE", self.backoff_base)
+        _seconds("CHIT_BACKOFF_MAX", self.backoff_max)
+        _seconds("CHIT_POLL_INTERVAL", self.poll_interval)
+        _seconds("CHIT_GRACE_SECONDS", self.grace_seconds, zero=True)
         _positive("CHIT_MAX_ATTEMPTS", self.max_attempts)
-        _positive("CHIT_BACKOFF_BASE", self.backoff_base)
-        _positive("CHIT_BACKOFF_MAX", self.backoff_max)
-        _positive("CHIT_POLL_INTERVAL", self.poll_interval)
+        if self.max_attempts > MAX_ATTEMPTS_LIMIT:
+            raise ConfigError(
+                f"CHIT_MAX_ATTEMPTS has value {self.max_attempts}: "
+                f"must be at most {MAX_ATTEMPTS_LIMIT}"
+            )
         _positive("CHIT_CONCURRENCY", self.concurrency)
         _positive("CHIT_MAX_PAYLOAD_BYTES", self.max_payload_bytes)
         _positive("CHIT_MAX_BODY_BYTES", self.max_body_bytes)
-        if self.grace_seconds < 0:
-            raise ConfigError(f"CHIT_GRACE_SECONDS has value {self.grace_seconds}: must be >= 0")
+        _finite("CHIT_RESULT_INLINE_BYTES", self.result_inline_bytes)
+        if self.result_inline_bytes < 0:
+            raise ConfigError(
+                f"CHIT_RESULT_INLINE_BYTES has value {self.result_inline_bytes}: must be >= 0"
+            )
+        _finite("CHIT_PORT", self.port)
         if not 0 < self.port < 65536:
             raise ConfigError(f"CHIT_PORT has value {self.port}: not a TCP port")
         if self.sqlite_synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
@@ -99,6 +115,10 @@ class Settings:
                     f"CHIT_RETENTION has value {self.retention!r}: not a duration; "
                     "use e.g. 12h, 7d or 4w, or leave it empty to keep finished jobs"
                 )
+            if seconds > MAX_SECONDS:
+                raise ConfigError(
+                    f"CHIT_RETENTION has value {self.retention!r}: must be at most 10 years"
+                )
         if not self.queues or any(not q for q in self.queues):
             raise ConfigError("CHIT_QUEUES must name at least one queue")
         if not self.database_url.startswith(("sqlite:", "postgresql:", "postgres:")):
@@ -108,9 +128,27 @@ class Settings:
             )
 
 
+def _finite(name: str, value: float) -> None:
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} has value {value}: not a finite number")
+
+
 def _positive(name: str, value: float) -> None:
+    _finite(name, value)
     if value <= 0:
         raise ConfigError(f"{name} has value {value}: must be greater than 0")
+
+
+def _seconds(name: str, value: float, *, zero: bool = False) -> None:
+    """A duration setting: finite, above 0 (or 0 itself, with `zero`), at most 10 years."""
+    _finite(name, value)
+    if value < 0 or (value == 0 and not zero):
+        bound = ">= 0" if zero else "greater than 0"
+        raise ConfigError(f"{name} has value {value}: must be {bound}")
+    if value > MAX_SECONDS:
+        raise ConfigError(
+            f"{name} has value {value}: must be at most {MAX_SECONDS:.0f} seconds (10 years)"
+        )
 
 
 def _parse(name: str, raw: str, annotation: Any) -> Any:

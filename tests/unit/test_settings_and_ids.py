@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from chit.errors import ConfigError
@@ -30,11 +32,39 @@ def test_values_come_from_chit_variables() -> None:
         ({"CHIT_PORT": "70000"}, "CHIT_PORT"),
         ({"CHIT_DATABASE_URL": "mysql://x"}, "CHIT_DATABASE_URL"),
         ({"CHIT_SQLITE_SYNCHRONOUS": "sometimes"}, "CHIT_SQLITE_SYNCHRONOUS"),
+        ({"CHIT_LEASE_SECONDS": "nan"}, "CHIT_LEASE_SECONDS has value nan: not a finite number"),
+        ({"CHIT_LEASE_SECONDS": "inf"}, "CHIT_LEASE_SECONDS has value inf: not a finite"),
+        ({"CHIT_LEASE_SECONDS": "1e300"}, "CHIT_LEASE_SECONDS .* at most 315360000 seconds"),
+        ({"CHIT_BACKOFF_BASE": "nan"}, "CHIT_BACKOFF_BASE has value nan"),
+        ({"CHIT_BACKOFF_MAX": "infinity"}, "CHIT_BACKOFF_MAX has value inf"),
+        ({"CHIT_POLL_INTERVAL": "-inf"}, "CHIT_POLL_INTERVAL has value -inf"),
+        ({"CHIT_GRACE_SECONDS": "nan"}, "CHIT_GRACE_SECONDS has value nan: not a finite number"),
+        ({"CHIT_GRACE_SECONDS": "inf"}, "CHIT_GRACE_SECONDS has value inf"),
+        ({"CHIT_GRACE_SECONDS": "-1"}, "CHIT_GRACE_SECONDS has value -1.0: must be >= 0"),
+        ({"CHIT_RESULT_INLINE_BYTES": "-1"}, "CHIT_RESULT_INLINE_BYTES has value -1: must be >= 0"),
+        ({"CHIT_MAX_ATTEMPTS": "1001"}, "CHIT_MAX_ATTEMPTS has value 1001: must be at most 1000"),
+        ({"CHIT_RETENTION": "99999999999d"}, "CHIT_RETENTION .* at most 10 years"),
     ],
 )
 def test_a_bad_value_fails_naming_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         Settings.from_env(env)
+
+
+@pytest.mark.parametrize(
+    "field", ["lease_seconds", "backoff_base", "backoff_max", "poll_interval", "grace_seconds"]
+)
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_a_setting_made_in_code_must_be_finite_too(field: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=f"CHIT_{field.upper()} has value"):
+        Settings(**{field: value}).validate()
+    with pytest.raises(ConfigError, match=f"CHIT_{field.upper()} has value"):
+        Settings().replace(**{field: value})
+
+
+def test_zero_grace_and_zero_inline_bytes_are_allowed() -> None:
+    s = Settings.from_env({"CHIT_GRACE_SECONDS": "0", "CHIT_RESULT_INLINE_BYTES": "0"})
+    assert (s.grace_seconds, s.result_inline_bytes) == (0, 0)
 
 
 def test_job_ids_are_time_ordered_and_unique() -> None:
