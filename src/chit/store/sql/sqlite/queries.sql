@@ -50,10 +50,14 @@ SET state = 'running',
     worker = :worker,
     started_at = coalesce(started_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+-- Walk chit_jobs_claimable in its own order and stop at :limit. `+run_at` keeps
+-- SQLite, once it has statistics (ANALYZE, PRAGMA optimize), from skip-scanning
+-- every priority for due rows and sorting them all: 9 ms a claim at 10,000
+-- queued jobs instead of 0.01 ms.
 WHERE id IN (
-    SELECT id FROM chit_jobs
+    SELECT id FROM chit_jobs INDEXED BY chit_jobs_claimable
     WHERE state = 'queued' AND queue = :queue
-      AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+      AND +run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
     ORDER BY priority, run_at, id
     LIMIT :limit
 )
