@@ -147,3 +147,28 @@ def test_sqlite_without_statistics_lists_a_tenants_jobs_by_an_index(
         plan = [row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + query)]
     assert any(f"USING INDEX {index}" in line for line in plan), plan
     store.close()
+
+
+def test_sqlite_with_statistics_still_claims_in_index_order_without_sorting(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "chit.db"
+    store = SQLiteStore(path)
+    store.enqueue_many([NewJob("k", {}) for _ in range(2000)])
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("ANALYZE")
+        # The statistics of a large backlog in one queue at one priority (as
+        # ANALYZE wrote them on 40,000 queued jobs), which made SQLite skip-scan
+        # and sort every due job.
+        conn.execute(
+            "UPDATE sqlite_stat1 SET stat = '41848 41848 41848 41848 1'"
+            " WHERE idx = 'chit_jobs_claimable'"
+        )
+        conn.commit()
+    with closing(sqlite3.connect(path)) as conn:
+        params = HOT_QUERIES["claim"][0]
+        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + Q["claim"], params))
+    assert "chit_jobs_claimable (queue=?)" in plan, plan
+    assert "TEMP B-TREE" not in plan, plan
+    assert [j.attempt for j in store.claim("w", ["default"], 4, 30)] == [1, 1, 1, 1]
+    store.close()
