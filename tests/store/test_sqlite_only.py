@@ -157,12 +157,21 @@ def test_sqlite_with_statistics_still_claims_in_index_order_without_sorting(
     store.enqueue_many([NewJob("k", {}) for _ in range(2000)])
     with closing(sqlite3.connect(path)) as conn:
         conn.execute("ANALYZE")
-        # The statistics of a large backlog in one queue at one priority (as
-        # ANALYZE wrote them on 40,000 queued jobs), which made SQLite skip-scan
-        # and sort every due job.
-        conn.execute(
-            "UPDATE sqlite_stat1 SET stat = '41848 41848 41848 41848 1'"
-            " WHERE idx = 'chit_jobs_claimable'"
+        # The statistics ANALYZE wrote on a million finished jobs and a backlog
+        # in one queue at one priority, which made SQLite skip-scan and sort
+        # every due job.
+        conn.execute("DELETE FROM sqlite_stat1 WHERE tbl = 'chit_jobs'")
+        conn.executemany(
+            "INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('chit_jobs', ?, ?)",
+            [
+                ("chit_jobs_finished", "1058152 159 159 159 159"),
+                ("chit_jobs_queue_id", "1100000 1100000 1"),
+                ("chit_jobs_state_kind", "1100000 550000 550000 550000 1"),
+                ("chit_jobs_kind_id", "1100000 1100000 1"),
+                ("chit_jobs_state_id", "1100000 550000 1"),
+                ("chit_jobs_claimable", "41848 41848 41848 41848 1"),
+                ("sqlite_autoindex_chit_jobs_1", "1100000 1"),
+            ],
         )
         conn.commit()
     with closing(sqlite3.connect(path)) as conn:
