@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chit.cli.parse import duration
+from chit.cli.parse import DurationTooLong, duration
 from chit.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///chit.db"
@@ -108,6 +108,8 @@ class Settings:
         if self.retention.strip():
             try:
                 seconds = duration(self.retention)
+            except DurationTooLong:
+                seconds = math.inf
             except ValueError:
                 seconds = 0.0
             if seconds <= 0:

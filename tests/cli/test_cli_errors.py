@@ -73,6 +73,30 @@ BAD_SUBMISSIONS = {
     "bad --delay": (["submit", "echo", "{}", "--delay", "soon"], ["'soon' is not a duration"]),
     "bad --run-at": (["submit", "echo", "{}", "--run-at", "tuesday"], ["'tuesday'", "ISO 8601"]),
     "max attempts 0": (["submit", "echo", "{}", "--max-attempts", "0"], ["max_attempts"]),
+    "--delay too long": (
+        ["submit", "echo", "{}", "--delay", "99999999999d"],
+        ["'99999999999d' is too long a duration", "36500d"],
+    ),
+    "--run-at before year 1 in UTC": (
+        ["submit", "echo", "{}", "--run-at", "0001-01-01T00:00:00+05:00"],
+        ["'0001-01-01T00:00:00+05:00' is out of range"],
+    ),
+    "--run-at after 9998": (
+        ["submit", "echo", "{}", "--run-at", "9999-06-01T00:00:00Z"],
+        ["run_at 9999-06-01T00:00:00+00:00 is out of range", "1970 to 9998"],
+    ),
+    "--priority beyond a 64-bit integer": (
+        ["submit", "echo", "{}", "--priority", "9223372036854775808"],
+        ["priority must be from -1,000,000 to 1,000,000, not 9223372036854775808"],
+    ),
+    "--priority just out of range": (
+        ["submit", "echo", "{}", "--priority=-1000001"],
+        ["priority must be from -1,000,000 to 1,000,000"],
+    ),
+    "--max-attempts beyond a 64-bit integer": (
+        ["submit", "echo", "{}", "--max-attempts", "99999999999999999999"],
+        ["max_attempts must be 1 to 1000, not 99999999999999999999"],
+    ),
 }
 
 
@@ -104,6 +128,21 @@ BAD_OPERATIONS = {
     "cancel an unknown id": (["cancel", "01nosuchjob"], 2, ["no job with id '01nosuchjob'"]),
     "replay with no selector": (["replay"], 2, ["say what to replay", "--all"]),
     "replay with a bad --since": (["replay", "--since", "yesterday"], 2, ["'yesterday'"]),
+    "replay --since too long ago": (
+        ["replay", "--since", "99999999999d"],
+        2,
+        ["'99999999999d' is too long a duration"],
+    ),
+    "replay --since before year 1 in UTC": (
+        ["replay", "--since", "0001-01-01T00:00:00+05:00"],
+        2,
+        ["is out of range"],
+    ),
+    "prune --older-than too long": (
+        ["prune", "--older-than", "99999999999d"],
+        2,
+        ["'99999999999d' is too long a duration"],
+    ),
     "prune with a bad --older-than": (
         ["prune", "--older-than", "a week"],
         2,
@@ -180,6 +219,8 @@ BAD_FLAGS = {
     "--concurrency 0": (["--concurrency", "0"], "CHIT_CONCURRENCY has value 0"),
     "--grace -1": (["--grace=-1"], "CHIT_GRACE_SECONDS has value -1.0"),
     "--lease soon": (["--lease", "soon"], "argument --lease: invalid float value: 'soon'"),
+    "--lease nan": (["--lease", "nan"], "CHIT_LEASE_SECONDS has value nan: not a finite number"),
+    "--grace inf": (["--grace", "inf"], "CHIT_GRACE_SECONDS has value inf: not a finite number"),
 }
 
 
