@@ -32,11 +32,17 @@ from chit.errors import (
     UnknownKind,
 )
 from chit.jobs import Enqueued, NewJob
-from chit.settings import Settings
+from chit.settings import MAX_ATTEMPTS_LIMIT, Settings
 from chit.store import Store, open_store
 
 Handler = Callable[..., Any]
 IDEMPOTENCY_KEY_MAX = 255
+# The bounds every entry point (code, CLI, HTTP API) shares. Priorities beyond
+# these are typing slips, and would not fit the database's integer.
+PRIORITY_LIMIT = 1_000_000
+# The store keeps times as UTC text with a four-digit year.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 1, 1, tzinfo=UTC)
 # A JSON \u0000 escape, not a literal backslash followed by "u0000".
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
@@ -95,8 +101,12 @@ class Queue:
     ) -> Callable[[Handler], Handler]:
         if not kind or len(kind) > 200:
             raise ConfigError(f"task kind {kind!r}: must be 1 to 200 characters")
-        if max_attempts is not None and max_attempts < 1:
-            raise ConfigError(f"task {kind!r}: max_attempts must be at least 1")
+        if max_attempts is not None and not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT:
+            raise ConfigError(f"task {kind!r}: max_attempts must be 1 to {MAX_ATTEMPTS_LIMIT}")
+        if not -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT:
+            raise ConfigError(
+                f"task {kind!r}: priority must be from {-PRIORITY_LIMIT:,} to {PRIORITY_LIMIT:,}"
+            )
 
         def register(handler: Handler) -> Handler:
             if kind in self.tasks:
@@ -186,16 +196,21 @@ class Queue:
         max_attempts = request.max_attempts
         if max_attempts is None:  # not `or`: an explicit 0 is refused below, not replaced
             max_attempts = task.max_attempts or self.settings.max_attempts
-        if max_attempts < 1:
-            raise InvalidRequest(f"max_attempts must be at least 1, not {max_attempts}")
-        run_at = request.run_at
-        if run_at is not None and run_at.tzinfo is None:
-            run_at = run_at.replace(tzinfo=UTC)
+        if not _whole(max_attempts) or not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT:
+            raise InvalidRequest(
+                f"max_attempts must be 1 to {MAX_ATTEMPTS_LIMIT}, not {max_attempts}"
+            )
+        priority = task.priority if request.priority is None else request.priority
+        if not _whole(priority) or not -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT:
+            raise InvalidRequest(
+                f"priority must be from {-PRIORITY_LIMIT:,} to {PRIORITY_LIMIT:,}, not {priority}"
+            )
+        run_at = None if request.run_at is None else _in_range(request.run_at)
         job = NewJob(
             kind=request.kind,
             payload=payload,
             queue=request.queue or task.queue,
-            priority=task.priority if request.priority is None else request.priority,
+            priority=priority,
             max_attempts=max_attempts,
             run_at=run_at,
             idempotency_key=request.idempotency_key,
@@ -282,6 +297,27 @@ def _json_type(value: Any) -> str:
 
 def _invalid(task: Task, message: str) -> InvalidPayload:
     return InvalidPayload(task.kind, [{"loc": [], "msg": message}])
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _in_range(run_at: datetime) -> datetime:
+    """`run_at` (UTC when it has no zone) if the store can keep it."""
+    if not isinstance(run_at, datetime):
+        raise InvalidRequest(f"run_at must be a datetime, not {type(run_at).__name__}")
+    if run_at.tzinfo is None:
+        run_at = run_at.replace(tzinfo=UTC)
+    try:
+        utc = run_at.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST <= utc < LATEST:
+        raise InvalidRequest(
+            f"run_at {run_at.isoformat()} is out of range: use a year from 1970 to 9998"
+        )
+    return run_at
 
 
 def check_idempotency_key(key: str) -> None:

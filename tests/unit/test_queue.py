@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,56 @@ def test_parse_payload_refuses_a_stored_payload_that_no_longer_fits(
 ) -> None:
     with pytest.raises(chit.InvalidPayload, match=text):
         parse_payload(queue.tasks[kind], stored)
+
+
+@pytest.mark.parametrize(
+    ("fields", "text"),
+    [
+        ({"priority": 1_000_001}, "priority must be from -1,000,000 to 1,000,000, not 1000001"),
+        ({"priority": -(2**63)}, "priority must be from -1,000,000 to 1,000,000"),
+        ({"priority": 1.5}, "priority must be"),
+        ({"priority": True}, "priority must be"),
+        ({"max_attempts": 1001}, "max_attempts must be 1 to 1000, not 1001"),
+        ({"max_attempts": 10**20}, "max_attempts must be 1 to 1000"),
+        ({"max_attempts": 0}, "max_attempts must be 1 to 1000, not 0"),
+        ({"run_at": datetime(1969, 12, 31, tzinfo=UTC)}, "1970 to 9998"),
+        ({"run_at": datetime(9999, 1, 1)}, "run_at 9999-01-01T00:00:00\\+00:00 is out of range"),
+        (
+            {"run_at": datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))},
+            "run_at 0001-01-01T00:00:00\\+05:00 is out of range",
+        ),
+        ({"run_at": "2026-01-01"}, "run_at must be a datetime, not str"),
+    ],
+)
+def test_out_of_range_submissions_are_refused_on_every_entry_point(
+    queue: chit.Queue, fields: dict[str, object], text: str
+) -> None:
+    """Queue.prepare holds the bounds the HTTP API checks, for code and the CLI too."""
+    with pytest.raises(chit.InvalidRequest, match=text):
+        queue.enqueue("free", {}, **fields)  # type: ignore[arg-type]
+    assert count(queue) == 0
+
+
+def test_the_bounds_themselves_are_accepted(queue: chit.Queue) -> None:
+    for fields in [
+        {"priority": 1_000_000, "max_attempts": 1000},
+        {"priority": -1_000_000, "max_attempts": 1},
+        {"run_at": datetime(1970, 1, 1, tzinfo=UTC)},
+        {"run_at": datetime(9998, 12, 31, 23, 59, tzinfo=UTC)},
+    ]:
+        queue.enqueue("free", {}, **fields)  # type: ignore[arg-type]
+    assert count(queue) == 4
+
+
+@pytest.mark.parametrize(
+    ("options", "text"),
+    [
+        ({"max_attempts": 1001}, "max_attempts must be 1 to 1000"),
+        ({"priority": 2_000_000}, "priority must be from -1,000,000 to 1,000,000"),
+    ],
+)
+def test_a_task_registered_out_of_range_is_a_config_error(
+    queue: chit.Queue, options: dict[str, int], text: str
+) -> None:
+    with pytest.raises(chit.ConfigError, match=text):
+        queue.task("wide", **options)  # type: ignore[arg-type]
