@@ -662,7 +662,7 @@ class SQLiteStore(Store):
     def finished_per_minute(
         self, tenant: str | None = None, now: datetime | None = None
     ) -> list[MinuteCount]:
-        query = Q["finished_per_minute"].format(tenant=_tenant_term(tenant))
+        query = Q["finished_per_minute"].format(tenant=_tenant_term(tenant, seek=False))
         with self._read() as conn:
             rows = conn.execute(query, {"tenant": tenant, "now": _clock(now)}).fetchall()
         return [
@@ -671,7 +671,8 @@ class SQLiteStore(Store):
         ]
 
     def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
-        query = Q["oldest_queued"].format(columns=_JOB_COLUMNS, tenant=_tenant_term(tenant))
+        term = _tenant_term(tenant, seek=False)
+        query = Q["oldest_queued"].format(columns=_JOB_COLUMNS, tenant=term)
         with self._read() as conn:
             row = conn.execute(query, {"tenant": tenant, "now": _clock(now)}).fetchone()
         return None if row is None else decode.job(row, _loads, _dt)
@@ -716,8 +717,13 @@ def _tenant_filters_only(where: JobFilter) -> bool:
     return any(v is not None for v in others) and not both
 
 
-def _tenant_term(tenant: str | None) -> str:
-    return "1" if tenant is None else "j.tenant = :tenant"
+def _tenant_term(tenant: str | None, *, seek: bool = True) -> str:
+    """`{tenant}` in a dashboard query. Without `seek` the tenant only filters the
+    rows another index finds (`+j.tenant`), as SQLite, having no statistics, would
+    otherwise walk every job of the tenant by chit_jobs_tenant_id."""
+    if tenant is None:
+        return "1"
+    return "j.tenant = :tenant" if seek else "+j.tenant = :tenant"
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:

@@ -346,7 +346,8 @@ WHERE kind IS NOT NULL
 -- name: finished_per_minute
 -- Read from chit_jobs_finished alone; the cost grows with the last hour's
 -- finished jobs, not with the table. `+j.state` keeps SQLite (which has no
--- statistics) from walking every succeeded job by chit_jobs_state_id instead.
+-- statistics) from walking every succeeded job by chit_jobs_state_id instead, and
+-- {tenant} is `+j.tenant = :tenant` for the same reason (chit_jobs_tenant_id).
 SELECT substr(j.finished_at, 1, 16) || ':00.000Z' AS minute, j.kind, j.state, count(*)
 FROM chit_jobs AS j
 WHERE j.finished_at >= strftime('%Y-%m-%dT%H:%M:%fZ', :now, '-1 hour')
@@ -354,7 +355,8 @@ WHERE j.finished_at >= strftime('%Y-%m-%dT%H:%M:%fZ', :now, '-1 hour')
 GROUP BY minute, j.kind, j.state
 
 -- name: oldest_queued
--- The partial index of queued jobs, whose size is the backlog.
+-- The queued jobs, whose number is the backlog; {tenant} is `+j.tenant = :tenant`,
+-- so a tenant's look does not walk all its jobs by chit_jobs_tenant_id instead.
 SELECT {columns}
 FROM chit_jobs AS j
 WHERE j.state = 'queued' AND j.run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now) AND {tenant}
