@@ -578,7 +578,10 @@ class SQLiteStore(Store):
                 clauses.append("finished_at >= :since")
                 params["since"] = ts(selector.since)
         if selector.tenant is not None:
-            clauses.append("tenant = :tenant")
+            # Seek on it by id or with a kind (chit_jobs_state_kind); otherwise only
+            # check it on the failed jobs, rather than walk all the tenant's jobs.
+            seek = selector.ids or selector.kind is not None
+            clauses.append("tenant = :tenant" if seek else "+tenant = :tenant")
             params["tenant"] = selector.tenant
         query = Q["replay"].format(where=" AND ".join(clauses))
         with self._write() as conn:
