@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 import inspect
 import json
-import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 
 import pydantic
 
+from chit.encoding import canonical, has_nul
 from chit.errors import (
     ConfigError,
     IdempotencyConflict,
@@ -43,8 +43,6 @@ PRIORITY_LIMIT = 1_000_000
 # The store keeps times as UTC text with a four-digit year.
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9999, 1, 1, tzinfo=UTC)
-# A JSON \u0000 escape, not a literal backslash followed by "u0000".
-_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 @dataclass(frozen=True)
@@ -182,8 +180,8 @@ class Queue:
         if task is None:
             raise UnknownKind(request.kind, list(self.tasks))
         payload = validate_payload(task, request.payload).stored
-        encoded = _canonical(payload)
-        if _NUL_ESCAPE.search(encoded):
+        encoded = canonical(payload)
+        if has_nul(encoded):
             # PostgreSQL's jsonb cannot hold it; refuse on every backend alike.
             raise InvalidPayload(
                 request.kind, [{"loc": [], "msg": "contains a NUL character (\\u0000)"}]
@@ -272,7 +270,7 @@ def _model(task: Task, payload: Any) -> pydantic.BaseModel:
 def _json_object(task: Task, value: Any) -> dict[str, Any]:
     """`value` as it reads back from JSON, which must be an object."""
     try:
-        decoded = json.loads(_canonical(value))
+        decoded = json.loads(canonical(value))
     except (TypeError, ValueError, RecursionError) as e:
         raise _invalid(task, f"not JSON: {e}") from None
     if not isinstance(decoded, dict):
@@ -327,10 +325,6 @@ def check_idempotency_key(key: str) -> None:
         )
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
 def _with_hash(job: NewJob) -> NewJob:
     if job.idempotency_key is None:
         return job
@@ -342,5 +336,5 @@ def _with_hash(job: NewJob) -> NewJob:
         "max_attempts": job.max_attempts,
         "run_at": None if job.run_at is None else job.run_at.isoformat(),
     }
-    digest = hashlib.sha256(_canonical(fingerprint).encode()).hexdigest()
+    digest = hashlib.sha256(canonical(fingerprint).encode()).hexdigest()
     return dataclasses.replace(job, request_hash=digest)
