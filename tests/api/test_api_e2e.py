@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +23,7 @@ import pytest
 import chit
 from chit.cli.remote import submit_remote, wait_remote
 from chit.store.sqlite import SQLiteStore
+from process_support import free_port, poll_job, stop
 
 pytestmark = pytest.mark.slow
 
@@ -51,31 +50,7 @@ class Stack:
     def until(
         self, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 15
     ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            body = self.http.get(f"/jobs/{job_id}").json()
-            if done(body):
-                return body
-            assert time.monotonic() < deadline, f"gave up waiting; last status {body}"
-            time.sleep(0.05)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def stop(processes: list[subprocess.Popen[bytes]]) -> None:
-    for p in processes:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in processes:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        return poll_job(self.http, job_id, done, timeout)
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +23,7 @@ import pytest
 from dashboard_support import ADMIN_KEY, GLOBEX_ADMIN
 
 from chit.store.sqlite import SQLiteStore
+from process_support import free_port, poll_job, stop
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -65,19 +64,7 @@ class Stack:
     def until(
         self, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 15
     ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            body = self.api.get(f"/jobs/{job_id}").json()
-            if done(body):
-                return body
-            assert time.monotonic() < deadline, f"gave up waiting; last status {body}"
-            time.sleep(0.05)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        return poll_job(self.api, job_id, done, timeout)
 
 
 @pytest.fixture(scope="module")
@@ -118,15 +105,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 time.sleep(0.05)
             yield Stack(url, api, tmp)
     finally:
-        for p in processes:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in processes:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop(processes)
     assert [p.returncode for p in processes] == [0, 0, 0], [
         (tmp / name).read_text()[-2000:] for name in commands
     ]

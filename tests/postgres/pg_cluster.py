@@ -16,12 +16,13 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from process_support import free_port
 
 
 def _bin_dir() -> Path:
@@ -40,12 +41,6 @@ def _bin_dir() -> Path:
             )
         return Path(on_path).parent
     return Path(found[-1]).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Cluster:
