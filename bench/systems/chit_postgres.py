@@ -10,7 +10,10 @@ from systems.chit_sqlite import Bench as SQLiteBench
 
 class Bench(SQLiteBench):
     def settings(self) -> str:
-        return f"`chit worker --concurrency {CONCURRENCY}` per process (threads)"
+        return (
+            f"`chit worker --concurrency {CONCURRENCY}` per process (threads; "
+            "`--prefetch 4`, the default)"
+        )
 
     def seed(self, finished: int, queued: int, analyze: bool = False) -> None:
         # Ids of digits only: valid job ids that sort before every real one.

@@ -22,7 +22,8 @@ class Bench(System):
 
     def settings(self) -> str:
         return (
-            f"`chit worker --concurrency {CONCURRENCY}` per process (threads); "
+            f"`chit worker --concurrency {CONCURRENCY}` per process (threads; "
+            "`--prefetch 4`, the default); "
             f"synchronous={self.queue.settings.sqlite_synchronous}"
         )
 

@@ -39,6 +39,11 @@ class Settings:
     # The longest an idle worker waits between looks for work it was not woken for.
     poll_interval: float = 1.0
     concurrency: int = 4
+    # Jobs a worker may claim beyond its free slots, started as slots free, so a
+    # busy worker never waits on the database between short jobs. Used only while
+    # jobs take under 20 ms on average: long jobs are never held back from other
+    # workers. 0 turns it off.
+    prefetch: int = 4
     grace_seconds: float = 30.0
     max_payload_bytes: int = 1024 * 1024
     # The HTTP API refuses request bodies larger than this with a 413.
@@ -90,6 +95,9 @@ class Settings:
                 f"must be at most {MAX_ATTEMPTS_LIMIT}"
             )
         _positive("CHIT_CONCURRENCY", self.concurrency)
+        _finite("CHIT_PREFETCH", self.prefetch)
+        if self.prefetch < 0:
+            raise ConfigError(f"CHIT_PREFETCH has value {self.prefetch}: must be >= 0")
         _positive("CHIT_MAX_PAYLOAD_BYTES", self.max_payload_bytes)
         _positive("CHIT_MAX_BODY_BYTES", self.max_body_bytes)
         _finite("CHIT_RESULT_INLINE_BYTES", self.result_inline_bytes)

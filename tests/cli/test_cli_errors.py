@@ -217,6 +217,8 @@ def test_bad_setting_names_the_variable_and_changes_nothing(
 BAD_FLAGS = {
     "--lease 0": (["--lease", "0"], "CHIT_LEASE_SECONDS has value 0.0: must be greater than 0"),
     "--concurrency 0": (["--concurrency", "0"], "CHIT_CONCURRENCY has value 0"),
+    "--prefetch -1": (["--prefetch=-1"], "CHIT_PREFETCH has value -1: must be >= 0"),
+    "--prefetch 1.5": (["--prefetch", "1.5"], "argument --prefetch: invalid int value: '1.5'"),
     "--grace -1": (["--grace=-1"], "CHIT_GRACE_SECONDS has value -1.0"),
     "--lease soon": (["--lease", "soon"], "argument --lease: invalid float value: 'soon'"),
     "--lease nan": (["--lease", "nan"], "CHIT_LEASE_SECONDS has value nan: not a finite number"),

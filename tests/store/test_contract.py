@@ -489,6 +489,74 @@ def test_finish_records_a_batch_and_reports_each_item_in_input_order(store: Stor
     assert store.finish([]) == []
 
 
+def test_finish_and_claim_records_the_outcomes_and_claims_in_one_call(store: Store) -> None:
+    store.enqueue_many([new(payload={"i": i}) for i in range(6)])
+    a, b = store.claim("w1", ["default"], 2, LEASE)
+    applied, claimed = store.finish_and_claim(
+        [Succeeded(a.id, a.lease_token, {"ok": 1}), Succeeded(b.id, "stale-token", None)],
+        "w1",
+        ["default"],
+        3,
+        LEASE,
+    )
+    assert applied == [True, False]
+    assert [c.payload for c in claimed] == [{"i": 2}, {"i": 3}, {"i": 4}]
+    assert all(c.attempt == 1 and c.lease_token for c in claimed)
+    assert store.get(a.id).result == {"ok": 1}  # type: ignore[union-attr]
+    assert store.get(b.id).state is State.RUNNING  # type: ignore[union-attr]
+    for job in claimed:
+        assert store.get(job.id).state is State.RUNNING  # type: ignore[union-attr]
+        assert store.attempts(job.id)[-1].finished_at is None
+    assert store.attempts(a.id)[-1].outcome is AttemptOutcome.SUCCEEDED
+
+
+def test_finish_and_claim_with_outcomes_of_every_kind_and_a_large_result(store: Store) -> None:
+    store.enqueue_many([new(payload={"i": i}) for i in range(6)])
+    a, b, c, d = store.claim("w1", ["default"], 4, LEASE)
+    applied, claimed = store.finish_and_claim(
+        [
+            Succeeded(a.id, a.lease_token, "large " * 20_000),
+            Failed(b.id, b.lease_token, "boom"),
+            Cancelled(c.id, c.lease_token),
+            Succeeded(d.id, d.lease_token, 1),
+            Succeeded(d.id, d.lease_token, 2),  # the same job again: fenced out
+        ],
+        "w1",
+        ["default"],
+        10,
+        LEASE,
+    )
+    assert applied == [True, True, True, True, False]
+    assert sorted(j.payload["i"] for j in claimed) == [4, 5]
+    assert store.get_result(a.id) == (True, "large " * 20_000)
+    assert store.get(b.id).state is State.FAILED  # type: ignore[union-attr]
+    assert store.get(c.id).state is State.CANCELLED  # type: ignore[union-attr]
+    assert store.get(d.id).result == 1  # type: ignore[union-attr]
+
+
+def test_finish_and_claim_with_nothing_to_claim_or_nothing_to_finish(store: Store) -> None:
+    store.enqueue(new())
+    assert store.finish_and_claim([], "w1", ["default"], 0, LEASE) == ([], [])
+    (job,) = store.finish_and_claim([], "w1", ["default"], 5, LEASE)[1]
+    applied, claimed = store.finish_and_claim(
+        [Succeeded(job.id, job.lease_token, None)], "w1", ["default"], 0, LEASE
+    )
+    assert (applied, claimed) == ([True], [])
+    assert store.finish_and_claim([], "w1", ["default"], 5, LEASE) == ([], [])
+
+
+def test_finish_and_claim_can_take_back_a_job_it_queued_for_a_retry_now(store: Store) -> None:
+    store.enqueue(new())
+    job = claim_one(store)
+    applied, claimed = store.finish_and_claim(
+        [Failed(job.id, job.lease_token, "again", retry_in=0.0)], "w1", ["default"], 1, LEASE
+    )
+    assert applied == [True]
+    assert [(c.id, c.attempt) for c in claimed] == [(job.id, 2)]
+    attempts = store.attempts(job.id)
+    assert [a.outcome for a in attempts] == [AttemptOutcome.RETRIED, None]
+
+
 # Outcomes
 
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import chit
-from chit.jobs import AttemptOutcome, State, Succeeded
+from chit.jobs import AttemptOutcome, JobFilter, State, Succeeded
 from chit.worker import Worker
 
 
@@ -319,3 +319,91 @@ def test_the_final_progress_is_stored_even_when_a_heartbeat_carried_it_first(
         100,
         100,
     )
+
+
+def _prime_with_short_jobs(queue: chit.Queue, worker: Worker) -> None:
+    """Run a few instant jobs, so the worker knows its jobs are short."""
+
+    @queue.task("instant")
+    def instant(job: chit.JobContext, body: dict) -> None:
+        return None
+
+    queue.enqueue_many([chit.JobRequest("instant", {}) for _ in range(5)])
+    assert worker.run_until_idle() == 5
+
+
+def _gated(queue: chit.Queue) -> tuple[threading.Event, list[int]]:
+    """A "gated" task that waits for the event; the list gets the most at once."""
+    gate, lock, running, most = threading.Event(), threading.Lock(), [0], [0]
+
+    @queue.task("gated")
+    def gated(job: chit.JobContext, body: dict) -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        gate.wait(10)
+        with lock:
+            running[0] -= 1
+
+    return gate, most
+
+
+def test_short_jobs_are_claimed_ahead_but_never_run_beyond_the_concurrency(
+    queue: chit.Queue,
+) -> None:
+    worker = Worker(queue, concurrency=2, prefetch=3)
+    _prime_with_short_jobs(queue, worker)
+    gate, most = _gated(queue)
+    queue.enqueue_many([chit.JobRequest("gated", {"i": i}) for i in range(10)])
+    assert worker.run_once() == 5
+    held = queue.store.list(JobFilter(state=State.RUNNING)).jobs
+    assert len(held) == 5 and {j.worker for j in held} == {worker.id}
+    assert worker.run_once() == 0
+    gate.set()
+    assert worker.run_until_idle() == 10
+    assert most == [2]
+
+
+def test_long_jobs_are_not_claimed_ahead(queue: chit.Queue) -> None:
+    worker = Worker(queue, concurrency=2, prefetch=3)
+
+    @queue.task("slow")
+    def slow(job: chit.JobContext, body: dict) -> None:
+        time.sleep(0.05)
+
+    queue.enqueue_many([chit.JobRequest("slow", {}) for _ in range(2)])
+    assert worker.run_until_idle() == 2
+    gate, _ = _gated(queue)
+    queue.enqueue_many([chit.JobRequest("gated", {}) for _ in range(10)])
+    assert worker.run_once() == 2
+    gate.set()
+    assert worker.run_until_idle() == 10
+
+
+def test_jobs_claimed_ahead_are_handed_back_at_once_when_the_worker_stops(
+    queue: chit.Queue,
+) -> None:
+    worker = Worker(queue, concurrency=2, prefetch=3, grace_seconds=10, poll_interval=0.05)
+    _prime_with_short_jobs(queue, worker)
+    gate, most = _gated(queue)
+    queue.enqueue_many([chit.JobRequest("gated", {"i": i}) for i in range(5)])
+    assert worker.run_once() == 5
+    code: list[int] = []
+    thread = threading.Thread(target=lambda: code.append(worker.run(install_signals=False)))
+    thread.start()
+    worker.stop()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        queued = queue.store.list(JobFilter(state=State.QUEUED)).jobs
+        if len(queued) == 3:
+            break
+        time.sleep(0.02)
+    # The three that never started are back in the queue, their attempt not counted,
+    # while the two running ones still have their grace period.
+    assert sorted(j.attempts for j in queued) == [0, 0, 0]
+    assert len(queue.store.list(JobFilter(state=State.RUNNING)).jobs) == 2
+    gate.set()
+    thread.join(15)
+    assert code == [0]
+    assert len(queue.store.list(JobFilter(state=State.SUCCEEDED, kind="gated")).jobs) == 2
+    assert most == [2]

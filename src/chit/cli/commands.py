@@ -445,6 +445,7 @@ def settings_from_args(args: argparse.Namespace) -> None:
         ("database_url", "CHIT_DATABASE_URL"),
         ("app", "CHIT_APP"),
         ("concurrency", "CHIT_CONCURRENCY"),
+        ("prefetch", "CHIT_PREFETCH"),
         ("queues", "CHIT_QUEUES"),
         ("lease", "CHIT_LEASE_SECONDS"),
         ("grace", "CHIT_GRACE_SECONDS"),

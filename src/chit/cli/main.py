@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def worker_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--concurrency", type=int, help="jobs run at once (CHIT_CONCURRENCY)")
+        p.add_argument(
+            "--prefetch", type=int, help="jobs claimed ahead while jobs are short (CHIT_PREFETCH)"
+        )
         p.add_argument("--queues", help="comma-separated queues, first first (CHIT_QUEUES)")
         p.add_argument("--lease", type=float, help="lease seconds (CHIT_LEASE_SECONDS)")
         p.add_argument(

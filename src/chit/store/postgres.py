@@ -294,37 +294,35 @@ class PostgresStore(Store):
     ) -> list[ClaimedJob]:
         if limit <= 0 or not queues:
             return []
-        claimed: list[ClaimedJob] = []
         # One queue: one statement. Several: one transaction, so a failure part
         # way leaves no job claimed by a worker that never heard of it.
         with self._tx() if len(queues) > 1 else self._conn() as conn:
-            for queue in queues:
-                rows = conn.execute(
-                    Q["claim"],
-                    {
-                        "queue": queue,
-                        "worker": worker,
-                        "limit": limit - len(claimed),
-                        "lease": timedelta(seconds=lease_seconds),
-                        "now": _utc(now),
-                    },
-                ).fetchall()
-                claimed.extend(
-                    ClaimedJob(
-                        id=r["id"],
-                        kind=r["kind"],
-                        queue=r["queue"],
-                        payload=r["payload"],
-                        attempt=r["attempts"],
-                        max_attempts=r["max_attempts"],
-                        lease_token=r["lease_token"],
-                        checkpoint=r["checkpoint"],
-                        progress=Progress(r["progress_done"], r["progress_total"]),
-                    )
-                    for r in rows
-                )
-                if len(claimed) >= limit:
-                    break
+            return self._claim(conn, worker, queues, limit, lease_seconds, now)
+
+    def _claim(
+        self,
+        conn: Connection,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        now: datetime | None,
+    ) -> list[ClaimedJob]:
+        claimed: list[ClaimedJob] = []
+        for queue in queues:
+            rows = conn.execute(
+                Q["claim"],
+                {
+                    "queue": queue,
+                    "worker": worker,
+                    "limit": limit - len(claimed),
+                    "lease": timedelta(seconds=lease_seconds),
+                    "now": _utc(now),
+                },
+            ).fetchall()
+            claimed.extend(_claimed_job(r) for r in rows)
+            if len(claimed) >= limit:
+                break
         return claimed
 
     def heartbeat(
@@ -381,23 +379,62 @@ class PostgresStore(Store):
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         if not outcomes:
             return []
-        job_ids = [o.job_id for o in outcomes]
-        if len(set(job_ids)) < len(job_ids):
-            # The same job twice: apply in input order, so the first that holds the
-            # lease wins and the rest are fenced out, as they would be one by one.
-            with self._tx() as conn:
-                conn.execute(Q["lock_jobs"], {"ids": sorted(set(job_ids))})
-                return [self._finish(conn, [o], now)[0] for o in outcomes]
-        kinds = {type(o) for o in outcomes}
-        encoded = {o.job_id: _dumps(o.result) for o in outcomes if isinstance(o, Succeeded)}
-        if len(kinds) == 1 and not any(self._is_large(text) for text in encoded.values()):
-            # One statement: atomic on an autocommit connection, one round trip.
+        encoded = _encode_results(outcomes)
+        if self._one_statement(outcomes, encoded):
+            # One statement is atomic on an autocommit connection: one round trip.
             with self._conn() as conn:
                 return self._finish(conn, outcomes, now, encoded)
         with self._tx() as conn:
-            if len(kinds) > 1:
-                conn.execute(Q["lock_jobs"], {"ids": sorted(job_ids)})
             return self._finish(conn, outcomes, now, encoded)
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[Outcome],
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        if not outcomes:
+            return [], self.claim(worker, queues, limit, lease_seconds, now)
+        if limit <= 0 or not queues:
+            return self.finish(outcomes, now), []
+        encoded = _encode_results(outcomes)
+        succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
+        if (
+            len(queues) == 1
+            and len(succeeded) == len(outcomes)
+            and self._one_statement(outcomes, encoded)
+        ):
+            # The busy worker's path: one statement, one round trip, one commit.
+            with self._conn() as conn:
+                rows = conn.execute(
+                    _SUCCEED_AND_CLAIM,
+                    {
+                        "items": _succeed_items(succeeded, encoded, set()),
+                        "queue": queues[0],
+                        "worker": worker,
+                        "limit": limit,
+                        "lease": timedelta(seconds=lease_seconds),
+                        "now": _utc(now),
+                    },
+                ).fetchall()
+            done = set(rows[0]["finished"] or ())
+            claimed = [_claimed_job(r) for r in rows if r["id"] is not None]
+            return [o.job_id in done for o in outcomes], claimed
+        with self._tx() as conn:
+            applied = self._finish(conn, outcomes, now, encoded)
+            return applied, self._claim(conn, worker, queues, limit, lease_seconds, now)
+
+    def _one_statement(self, outcomes: Sequence[Outcome], encoded: dict[str, str]) -> bool:
+        """Whether `_finish` needs a single statement for these outcomes: one kind,
+        distinct jobs, no result stored out of the row."""
+        return (
+            len({type(o) for o in outcomes}) == 1
+            and len({o.job_id for o in outcomes}) == len(outcomes)
+            and not any(self._is_large(text) for text in encoded.values())
+        )
 
     def _is_large(self, encoded: str) -> bool:
         return len(encoded.encode()) > self.result_inline_bytes
@@ -407,29 +444,25 @@ class PostgresStore(Store):
         conn: Connection,
         outcomes: Sequence[Outcome],
         now: datetime | None,
-        encoded: dict[str, str] | None = None,
+        encoded: dict[str, str],
     ) -> list[bool]:
         """One statement per kind of outcome, each fenced per item and closing the
-        attempt records of the items it applied. Job ids are distinct; `encoded`
-        holds the results of the Succeeded ones as JSON, when already made."""
+        attempt records of the items it applied. Several statements need the
+        transaction the caller has open on `conn`."""
+        job_ids = [o.job_id for o in outcomes]
+        if len(set(job_ids)) < len(job_ids):
+            # The same job twice: apply in input order, so the first that holds the
+            # lease wins and the rest are fenced out, as they would be one by one.
+            conn.execute(Q["lock_jobs"], {"ids": sorted(set(job_ids))})
+            return [self._finish(conn, [o], now, _encode_results([o]))[0] for o in outcomes]
+        if len({type(o) for o in outcomes}) > 1:
+            # Every row lock in id order first; the statements, one per kind, follow.
+            conn.execute(Q["lock_jobs"], {"ids": sorted(job_ids)})
         applied: set[str] = set()
         succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
         if succeeded:
-            if encoded is None:
-                encoded = {o.job_id: _dumps(o.result) for o in succeeded}
-            large = {job_id for job_id, text in encoded.items() if self._is_large(text)}
-            items = "[{}]".format(
-                ",".join(
-                    '{{"id":{},"token":{},"external":{},"result":{},{}}}'.format(
-                        _dumps(o.job_id),
-                        _dumps(o.lease_token),
-                        "true" if o.job_id in large else "false",
-                        "null" if o.job_id in large else encoded[o.job_id],
-                        _progress_fields(o.progress),
-                    )
-                    for o in succeeded
-                )
-            )
+            large = {o.job_id for o in succeeded if self._is_large(encoded[o.job_id])}
+            items = _succeed_items(succeeded, encoded, large)
             done = {r["id"] for r in conn.execute(Q["succeed"], {"items": items, "now": _utc(now)})}
             applied |= done
             if large & done:
@@ -805,3 +838,61 @@ def _progress_fields(progress: Progress | None) -> str:
     if progress is None:
         return '"p":false'
     return f'"p":true,"done":{_dumps(progress.done)},"total":{_dumps(progress.total)}'
+
+
+def _encode_results(outcomes: Sequence[Outcome]) -> dict[str, str]:
+    """The results of the Succeeded outcomes as JSON, by job id."""
+    return {o.job_id: _dumps(o.result) for o in outcomes if isinstance(o, Succeeded)}
+
+
+def _succeed_items(succeeded: Sequence[Succeeded], encoded: dict[str, str], large: set[str]) -> str:
+    """The `items` of `succeed`; results in `large` are stored apart (`store_result`)."""
+    return "[{}]".format(
+        ",".join(
+            '{{"id":{},"token":{},"external":{},"result":{},{}}}'.format(
+                _dumps(o.job_id),
+                _dumps(o.lease_token),
+                "true" if o.job_id in large else "false",
+                "null" if o.job_id in large else encoded[o.job_id],
+                _progress_fields(o.progress),
+            )
+            for o in succeeded
+        )
+    )
+
+
+def _claimed_job(r: dict[str, Any]) -> ClaimedJob:
+    return ClaimedJob(
+        id=r["id"],
+        kind=r["kind"],
+        queue=r["queue"],
+        payload=r["payload"],
+        attempt=r["attempts"],
+        max_attempts=r["max_attempts"],
+        lease_token=r["lease_token"],
+        checkpoint=r["checkpoint"],
+        progress=Progress(r["progress_done"], r["progress_total"]),
+    )
+
+
+def _succeed_and_claim(succeed: str, claim: str) -> str:
+    """`succeed` and `claim` as one statement: succeed's CTEs, then claim's, then
+    the ids that succeeded beside the claimed rows (one row with no job when
+    nothing was claimed). The two touch different rows: succeed only running
+    jobs, claim only queued ones."""
+    succeed_tail = "\nSELECT id FROM done"
+    claim_head = "\nWITH "
+    claim_tail = "\nSELECT * FROM claimed ORDER BY priority, run_at, id"
+    if not (succeed.endswith(succeed_tail) and claim_head in claim and claim.endswith(claim_tail)):
+        raise ValueError("queries.sql: succeed or claim no longer has the shape combined here")
+    claim_ctes = claim[claim.index(claim_head) + len(claim_head) : -len(claim_tail)]
+    return (
+        succeed.removesuffix(succeed_tail)
+        + ",\n"
+        + claim_ctes
+        + "\nSELECT f.finished, c.* FROM (SELECT array_agg(id) AS finished FROM done) AS f"
+        + "\nLEFT JOIN claimed AS c ON true ORDER BY c.priority, c.run_at, c.id"
+    )
+
+
+_SUCCEED_AND_CLAIM = _succeed_and_claim(Q["succeed"], Q["claim"])

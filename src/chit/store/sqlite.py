@@ -294,50 +294,61 @@ class SQLiteStore(Store):
             ]
         if not due or limit <= 0:
             return []
-        claimed: list[ClaimedJob] = []
         with self._write() as conn:
-            for queue in due:
-                rows = conn.execute(
-                    Q["claim"],
+            return self._claim(conn, worker, due, limit, lease_seconds, clock)
+
+    def _claim(
+        self,
+        conn: sqlite3.Connection,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        clock: str,
+    ) -> list[ClaimedJob]:
+        claimed: list[ClaimedJob] = []
+        for queue in queues:
+            rows = conn.execute(
+                Q["claim"],
+                {
+                    "queue": queue,
+                    "worker": worker,
+                    "limit": limit - len(claimed),
+                    "lease": _offset(lease_seconds),
+                    "now": clock,
+                },
+            ).fetchall()
+            rows.sort(key=lambda r: (r["priority"], r["run_at"], r["id"]))
+            if rows:
+                conn.execute(
+                    Q["expire_attempts"],
+                    {"ids": _dumps([r["id"] for r in rows]), "now": clock},
+                )
+            for r in rows:
+                conn.execute(
+                    Q["open_attempt"],
                     {
-                        "queue": queue,
+                        "job_id": r["id"],
+                        "attempt": r["attempts"],
                         "worker": worker,
-                        "limit": limit - len(claimed),
-                        "lease": _offset(lease_seconds),
                         "now": clock,
                     },
-                ).fetchall()
-                rows.sort(key=lambda r: (r["priority"], r["run_at"], r["id"]))
-                if rows:
-                    conn.execute(
-                        Q["expire_attempts"],
-                        {"ids": _dumps([r["id"] for r in rows]), "now": clock},
+                )
+                claimed.append(
+                    ClaimedJob(
+                        id=r["id"],
+                        kind=r["kind"],
+                        queue=r["queue"],
+                        payload=_loads(r["payload"]),
+                        attempt=r["attempts"],
+                        max_attempts=r["max_attempts"],
+                        lease_token=r["lease_token"],
+                        checkpoint=_loads(r["checkpoint"]),
+                        progress=Progress(r["progress_done"], r["progress_total"]),
                     )
-                for r in rows:
-                    conn.execute(
-                        Q["open_attempt"],
-                        {
-                            "job_id": r["id"],
-                            "attempt": r["attempts"],
-                            "worker": worker,
-                            "now": clock,
-                        },
-                    )
-                    claimed.append(
-                        ClaimedJob(
-                            id=r["id"],
-                            kind=r["kind"],
-                            queue=r["queue"],
-                            payload=_loads(r["payload"]),
-                            attempt=r["attempts"],
-                            max_attempts=r["max_attempts"],
-                            lease_token=r["lease_token"],
-                            checkpoint=_loads(r["checkpoint"]),
-                            progress=Progress(r["progress_done"], r["progress_total"]),
-                        )
-                    )
-                if len(claimed) >= limit:
-                    break
+                )
+            if len(claimed) >= limit:
+                break
         return claimed
 
     def heartbeat(
@@ -394,11 +405,26 @@ class SQLiteStore(Store):
 
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         clock = _clock(now)
-        applied: list[bool] = []
         with self._write() as conn:
-            for outcome in outcomes:
-                applied.append(self._finish_one(conn, outcome, clock))
-        return applied
+            return [self._finish_one(conn, outcome, clock) for outcome in outcomes]
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[Outcome],
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        if not outcomes:
+            return [], self.claim(worker, queues, limit, lease_seconds, now)
+        clock = _clock(now)
+        with self._write() as conn:
+            applied = [self._finish_one(conn, outcome, clock) for outcome in outcomes]
+            if limit <= 0:
+                return applied, []
+            return applied, self._claim(conn, worker, queues, limit, lease_seconds, clock)
 
     def _finish_one(self, conn: sqlite3.Connection, outcome: Outcome, clock: str) -> bool:
         fence = {"id": outcome.job_id, "token": outcome.lease_token, "now": clock}

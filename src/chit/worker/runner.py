@@ -2,6 +2,11 @@
 handlers (threads; `async def` handlers on one event loop), a finisher that
 records outcomes in batches, a heartbeat and the maintenance loop.
 
+While jobs keep coming, the finisher records a batch of outcomes and claims
+the jobs for the slots they free in one store call (`finish_and_claim`: one
+transaction), so a busy worker pays one commit per batch, not two; the claim
+loop fills slots when the worker starts, and after it has been idle.
+
 Shutdown (SIGTERM or SIGINT): claim nothing more, keep heartbeating, give
 running jobs `grace_seconds` to finish, hand back the rest (queued again at
 once, attempt not counted), exit 0. A second signal exits at once.
@@ -10,6 +15,7 @@ once, attempt not counted), exit 0. A second signal exits at once.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import queue as queue_mod
@@ -25,7 +31,7 @@ from typing import Any
 from chit.context import JobContext
 from chit.encoding import storable_text
 from chit.errors import StoreError
-from chit.jobs import ClaimedJob, Failed, Outcome, Released, Succeeded
+from chit.jobs import Cancelled, ClaimedJob, Failed, Outcome, Released, Succeeded
 from chit.queue import Queue
 from chit.store import Store
 from chit.worker.execute import Prepared, classify, prepare
@@ -39,6 +45,9 @@ log = logging.getLogger("chit.worker")
 FIRST_IDLE_WAIT = 0.05
 # After the grace period, how long shutdown keeps trying to write outcomes.
 SHUTDOWN_WRITE_SECONDS = 5.0
+# Claiming ahead pays off only for jobs shorter than a few database round trips;
+# a longer job would keep the jobs claimed behind it from idle workers.
+PREFETCH_BELOW_SECONDS = 0.02
 
 
 def worker_id() -> str:
@@ -57,9 +66,11 @@ class Worker:
         lease_seconds: float | None = None,
         grace_seconds: float | None = None,
         poll_interval: float | None = None,
+        prefetch: int | None = None,
     ) -> None:
         self.settings = queue.settings.replace(
             concurrency=concurrency,
+            prefetch=prefetch,
             queues=queues,
             lease_seconds=lease_seconds,
             grace_seconds=grace_seconds,
@@ -69,6 +80,7 @@ class Worker:
         self.store = store if store is not None else queue.store
         self.id = worker_id()
         self.concurrency = self.settings.concurrency
+        self.prefetch = self.settings.prefetch
         self.queues = self.settings.queues
         self.lease_seconds = self.settings.lease_seconds
         self.processed = 0
@@ -76,11 +88,18 @@ class Worker:
         self._lock = threading.Lock()
         self._active: dict[str, JobContext] = {}
         self._started: dict[str, float] = {}
+        # Held jobs claimed ahead, waiting for a slot; `_running` counts the others.
+        self._waiting: collections.deque[tuple[ClaimedJob, JobContext]] = collections.deque()
+        self._running = 0
+        self._mean_seconds: float | None = None  # recent jobs' run time, smoothed
         self._outcomes: list[Outcome] = []
         self._outcome_ready = threading.Event()
         self._slot_freed = threading.Event()
         self._stopping = threading.Event()
         self._flush_lock = threading.Lock()
+        # Held from counting free slots until the jobs claimed for them are
+        # started, so the claim loop and the finisher never fill a slot twice.
+        self._claim_lock = threading.Lock()
         self._give_up_at: float | None = None
         self._pool = _ThreadPool(self.concurrency)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -114,16 +133,24 @@ class Worker:
 
     def run_once(self) -> int:
         """Claim jobs into free slots and start them; returns how many were claimed."""
+        with self._claim_lock:
+            free = self._free_slots()
+            if free <= 0:
+                return 0
+            claimed = self.store.claim(self.id, self.queues, free, self.lease_seconds)
+            for job in claimed:
+                self._start(job)
+            return len(claimed)
+
+    def _free_slots(self, finishing: int = 0) -> int:
+        """How many jobs to claim once `finishing` held jobs are recorded: the free
+        slots, and the prefetch while jobs are short; none while stopping."""
         if self._stopping.is_set():
             return 0
         with self._lock:
-            free = self.concurrency - len(self._active)
-        if free <= 0:
-            return 0
-        claimed = self.store.claim(self.id, self.queues, free, self.lease_seconds)
-        for job in claimed:
-            self._start(job)
-        return len(claimed)
+            short = self._mean_seconds is not None and self._mean_seconds < PREFETCH_BELOW_SECONDS
+            ahead = self.prefetch if short else 0
+            return self.concurrency + ahead - len(self._active) + finishing
 
     def _start(self, job: ClaimedJob) -> None:
         ctx = JobContext(
@@ -140,8 +167,35 @@ class Worker:
         )
         with self._lock:
             self._active[job.id] = ctx
+            run_now = self._running < self.concurrency
+            if run_now:
+                self._running += 1
+            else:
+                self._waiting.append((job, ctx))
+        if run_now:
+            self._run(job, ctx)
+
+    def _run_next(self) -> None:
+        """A slot is free: start the next job claimed ahead, if any."""
+        with self._lock:
+            if not self._waiting or self._running >= self.concurrency or self.stopping:
+                return
+            job, ctx = self._waiting.popleft()
+            self._running += 1
+        self._run(job, ctx)
+
+    def _run(self, job: ClaimedJob, ctx: JobContext) -> None:
+        """Start a job in a slot counted in `_running`; it ends in one `_outcome`."""
+        with self._lock:
             self._started[job.id] = time.monotonic()
         log.info("job %s %s attempt %d/%d started", job.kind, job.id, job.attempt, job.max_attempts)
+        # While it waited for a slot, cancellation was asked or the lease was lost.
+        if ctx.cancelled:
+            self._outcome(Cancelled(job.id, job.lease_token))
+            return
+        if ctx.lease_lost:
+            self._outcome(Released(job.id, job.lease_token))  # fenced out: not ours now
+            return
         prepared = prepare(self.queue, job, self.settings)
         if prepared.early is not None:
             self._outcome(prepared.early)
@@ -181,16 +235,24 @@ class Worker:
     # Outcomes
 
     def _outcome(self, outcome: Outcome) -> None:
+        """The end of a job `_run` started: record it, and start the next in its slot."""
         with self._lock:
+            self._running -= 1
+            started = self._started.get(outcome.job_id)
+            if started is not None:
+                took = time.monotonic() - started
+                mean = self._mean_seconds
+                self._mean_seconds = took if mean is None else 0.8 * mean + 0.2 * took
             ctx = self._active.get(outcome.job_id)
-            if ctx is None or ctx.finished:
-                return  # handed back at shutdown already: one outcome per claim
-            ctx.finished = True
-            self._outcomes.append(outcome)
+            if ctx is not None and not ctx.finished:  # else handed back at shutdown
+                ctx.finished = True
+                self._outcomes.append(outcome)
         self._outcome_ready.set()
+        self._run_next()
 
     def flush(self) -> int:
-        """Record every pending outcome in one store call; returns how many.
+        """Record every pending outcome in one store call, claiming jobs for the
+        slots they free in the same call; returns how many outcomes.
 
         While the database is away it retries, so no outcome is dropped, until
         the shutdown deadline (then the leases expire and the jobs run again).
@@ -200,16 +262,42 @@ class Worker:
                 batch, self._outcomes = self._outcomes, []
             if not batch:
                 return 0
-            applied = self._record(batch)
-            now = time.monotonic()
-            for outcome, ok in zip(batch, applied, strict=True):
-                with self._lock:
-                    ctx = self._active.pop(outcome.job_id, None)
-                    started = self._started.pop(outcome.job_id, now)
-                self._log_outcome(outcome, ok, ctx, now - started)
+            with self._claim_lock:
+                recorded = self._finish_and_claim(batch)
+                if recorded is not None:
+                    applied, claimed = recorded
+                    self._settle(batch, applied)
+                    for job in claimed:
+                        self._start(job)
+            if recorded is None:
+                self._settle(batch, self._record(batch))
             self.processed += len(batch)
             self._slot_freed.set()
             return len(batch)
+
+    def _finish_and_claim(self, batch: list[Outcome]) -> tuple[list[bool], list[ClaimedJob]] | None:
+        """One try at recording `batch` and claiming for the free slots in one
+        transaction; None when there is nothing to claim for or it failed (then
+        `_record` records the outcomes alone, retrying as long as it takes)."""
+        free = self._free_slots(finishing=len(batch))
+        if free <= 0 or any(isinstance(o, Released) for o in batch):
+            return None  # a job handed back is for another worker to take
+        try:
+            return self.store.finish_and_claim(
+                batch, self.id, self.queues, free, self.lease_seconds
+            )
+        except Exception as e:  # all or nothing: nothing was recorded
+            log.debug("recording %d outcomes with a claim failed: %s", len(batch), e)
+            return None
+
+    def _settle(self, batch: list[Outcome], applied: list[bool]) -> None:
+        """The outcomes are recorded: free their slots and log them."""
+        now = time.monotonic()
+        for outcome, ok in zip(batch, applied, strict=True):
+            with self._lock:
+                ctx = self._active.pop(outcome.job_id, None)
+                started = self._started.pop(outcome.job_id, now)
+            self._log_outcome(outcome, ok, ctx, now - started)
 
     def _record(self, batch: list[Outcome]) -> list[bool]:
         delay = 0.1
@@ -339,6 +427,7 @@ class Worker:
         # Outcomes still unwritten this long after the grace (database away) are
         # given up on: their leases expire and other workers run the jobs again.
         self._give_up_at = deadline + SHUTDOWN_WRITE_SECONDS
+        self.release_held(waiting_only=True)
         with self._lock:
             running = len(self._active)
         if running:
@@ -359,11 +448,16 @@ class Worker:
         log.info("worker %s stopped after %d jobs", self.id, self.processed)
         return 0
 
-    def release_held(self) -> int:
-        """Hand back every job still held: queued again at once, attempt not counted."""
+    def release_held(self, waiting_only: bool = False) -> int:
+        """Hand back every job still held (or only those claimed ahead that have
+        not started): queued again at once, attempt not counted."""
         with self._lock:
-            # Not those whose outcome is waiting or being written: that outcome stands.
-            unfinished = [c for c in self._active.values() if not c.finished]
+            if waiting_only:
+                unfinished = [ctx for _, ctx in self._waiting]
+            else:
+                # Not those whose outcome is waiting or being written: that outcome stands.
+                unfinished = [c for c in self._active.values() if not c.finished]
+            self._waiting.clear()
             for ctx in unfinished:
                 ctx.finished = True
                 self._outcomes.append(Released(ctx.id, ctx.lease_token))

@@ -19,6 +19,8 @@
 -- Lock order: statements that update several running jobs lock them in id order
 -- first (`locked` CTEs, `lock_jobs`), so a heartbeat and a batch of outcomes from
 -- the same worker cannot deadlock; rescue and prune SKIP LOCKED rows and never wait.
+-- The `locked` CTEs find their rows by primary key (`id = ANY(...)`): the index of
+-- running jobs also holds every lease taken since the last vacuum.
 
 -- name: migrations_table_exists
 SELECT to_regclass('chit_schema_migrations') IS NOT NULL
@@ -114,7 +116,7 @@ WITH b AS (
         AS b(id text, token text, p boolean, done bigint, total bigint)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN b ON j.id = b.id AND j.lease_token = b.token
-    WHERE j.state = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT b.id FROM b)) AND j.state = 'running'
     ORDER BY j.id
     FOR UPDATE OF j
 )
@@ -151,7 +153,7 @@ WITH o AS (
              done bigint, total bigint)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.state = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o)) AND j.state = 'running'
     ORDER BY j.id
     FOR UPDATE OF j
 ), done AS (
@@ -185,7 +187,7 @@ WITH o AS (
         AS o(id text, token text, error text, retry float8)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.state = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o)) AND j.state = 'running'
     ORDER BY j.id
     FOR UPDATE OF j
 ), done AS (
@@ -222,7 +224,7 @@ WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS o(id text, token text)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.state = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o)) AND j.state = 'running'
     ORDER BY j.id
     FOR UPDATE OF j
 ), done AS (
@@ -252,7 +254,7 @@ WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS o(id text, token text)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.state = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o)) AND j.state = 'running'
     ORDER BY j.id
     FOR UPDATE OF j
 ), done AS (
