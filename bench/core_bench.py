@@ -43,6 +43,7 @@ def reset(url: str, tmp: Path, name: str) -> str:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS chit_results, chit_attempts, chit_jobs CASCADE")
         conn.execute("DROP TABLE IF EXISTS chit_schema_migrations CASCADE")
+        conn.execute("DROP FUNCTION IF EXISTS chit_notify_queued, chit_delete_attempts")
     return url
 
 

@@ -1004,6 +1004,21 @@ def test_prune_deletes_only_terminal_jobs_older_than_the_cutoff_with_their_histo
     assert len(store.attempts(running.id)) == 1
 
 
+def test_deleting_jobs_by_hand_in_sql_deletes_their_attempts(backend: Backend) -> None:
+    store = backend.open()
+    gone = enqueue_and_claim(store)
+    store.finish([Failed(gone.id, gone.lease_token, "x", retry_in=0.0)])
+    store.claim("w1", ["default"], 1, LEASE)
+    kept = enqueue_and_claim(store)
+    assert len(store.attempts(gone.id)) == 2
+    backend.execute("DELETE FROM chit_jobs WHERE id = ?", (gone.id,))
+    backend.execute("DELETE FROM chit_jobs WHERE id = ?", ("no-such-job",))
+    assert backend.execute("SELECT count(*) FROM chit_attempts WHERE job_id = ?", (gone.id,)) == [
+        (0,)
+    ]
+    assert len(store.attempts(kept.id)) == 1
+
+
 def test_prune_works_through_a_backlog_in_short_batches(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

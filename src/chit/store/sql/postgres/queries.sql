@@ -381,8 +381,9 @@ WHERE state = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, no
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
 
 -- name: prune
--- Attempts and stored results go with their job (ON DELETE CASCADE). At most
--- %(batch)s rows a statement: the store loops until a batch comes back short.
+-- Attempts (a trigger, migration 005) and stored results (ON DELETE CASCADE) go
+-- with their job. At most %(batch)s rows a statement: the store loops until a
+-- batch comes back short.
 DELETE FROM chit_jobs
 WHERE id IN (
     SELECT id FROM chit_jobs
