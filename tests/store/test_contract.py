@@ -204,6 +204,82 @@ def test_enqueue_many_is_one_transaction(store: Store) -> None:
     assert store.enqueue_many([]) == []
 
 
+# A store may load a large batch another way (PostgreSQL copies the jobs without
+# an idempotency key in): the contract is the same.
+LARGE = 300
+
+
+def test_a_large_enqueue_many_keeps_order_keys_and_every_field(store: Store) -> None:
+    stored = store.enqueue(new(idempotency_key="old", request_hash="h-old"))
+    at = later(3600).replace(microsecond=0)
+    jobs = [new(payload={"i": i}) for i in range(LARGE)]
+    jobs[10] = new(payload={"i": 10}, idempotency_key="dup", request_hash="h10")
+    jobs[20] = new(payload={"i": 20}, idempotency_key="dup", request_hash="h20")
+    jobs[30] = new(payload={"i": 30}, idempotency_key="old", request_hash="h30")
+    text = 'tab\t newline\n return\r backslash\\ quote" é 😀'
+    jobs[40] = new(
+        kind=text,
+        payload={"i": 40, text: [text, 1.5, None, True, {"deep": {}}]},
+        queue="other",
+        priority=-3,
+        max_attempts=2,
+        run_at=at,
+        tenant=text,
+    )
+    results = store.enqueue_many(jobs)
+    assert [r.created for r in results] == [n not in (20, 30) for n in range(LARGE)]
+    assert results[20].id == results[10].id and results[20].request_hash == "h10"
+    assert results[30].id == stored.id and results[30].request_hash == "h-old"
+    created = [r.id for r in results if r.created]
+    assert created == sorted(created) and len(set(created)) == LARGE - 2
+    got = {job.id: job for job in store.get_many(created)}
+    assert [got[r.id].payload for r in results if r.created] == [
+        jobs[n].payload for n in range(LARGE) if n not in (20, 30)
+    ]
+    odd = got[results[40].id]
+    assert (odd.kind, odd.queue, odd.priority, odd.max_attempts, odd.tenant) == (
+        text, "other", -3, 2, text,
+    )  # fmt: skip
+    assert odd.run_at == at and odd.state == State.QUEUED and odd.attempts == 0
+    plain = got[results[0].id]
+    assert (plain.kind, plain.queue, plain.priority, plain.max_attempts, plain.tenant) == (
+        "k", "default", 0, 5, "",
+    )  # fmt: skip
+    assert close_to(plain.run_at, plain.created_at) and close_to(plain.created_at, utcnow(), 60)
+    assert close_to(got[results[10].id].created_at, plain.created_at, 5)
+    assert len(store.list(JobFilter(), limit=1000).jobs) == LARGE - 1
+    claimed = store.claim("w1", ["default"], LARGE, LEASE)
+    assert len(claimed) == LARGE - 2
+
+
+@pytest.mark.parametrize("bad", [0, LARGE - 1], ids=["first", "last"])
+@pytest.mark.parametrize("key", [None, "k"], ids=["plain", "keyed"])
+def test_a_large_enqueue_many_is_one_transaction(store: Store, bad: int, key: str | None) -> None:
+    jobs = [new(payload={"i": i}) for i in range(LARGE)]
+    jobs[bad] = new(max_attempts=0, idempotency_key=key)  # violates CHECK (max_attempts > 0)
+    with pytest.raises(StoreError):
+        store.enqueue_many(jobs)
+    assert store.list(JobFilter()).jobs == []
+
+
+def test_a_large_enqueue_on_the_applications_connection_exists_only_if_it_commits(
+    backend: Backend,
+) -> None:
+    store = backend.open()
+    app = backend.connect()
+    try:
+        jobs = [new(payload={"i": i}) for i in range(LARGE)] + [new(idempotency_key="k")]
+        rolled_back = store.enqueue_many(jobs, connection=app)
+        app.rollback()
+        assert store.get_many([r.id for r in rolled_back]) == []
+        committed = store.enqueue_many(jobs, connection=app)
+        assert store.get_many([r.id for r in committed]) == []  # not visible before the commit
+        app.commit()
+        assert len(store.get_many([r.id for r in committed])) == LARGE + 1
+    finally:
+        app.close()
+
+
 # Claiming
 
 

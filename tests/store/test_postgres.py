@@ -84,6 +84,34 @@ def test_postgres_a_burst_of_enqueues_wakes_an_idle_waiter_once(pg: PostgresBack
     assert time.monotonic() - started >= 0.25  # the backlog was drained by the first call
 
 
+def test_postgres_a_large_enqueue_many_wakes_waiters_on_its_queues(pg: PostgresBackend) -> None:
+    """A large batch is copied in (COPY), which fires the NOTIFY trigger too."""
+    waiter, submitter = pg.open(), pg.open()
+    waiter.wait_for_jobs(["mine"], 0.01)
+    jobs = [NewJob("k", {"i": i}, queue="theirs") for i in range(300)]
+    threading.Timer(
+        0.1, lambda: submitter.enqueue_many([*jobs, NewJob("k", {}, queue="mine")])
+    ).start()
+    started = time.monotonic()
+    waiter.wait_for_jobs(["mine"], 5)
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("autocommit", [False, True])
+def test_postgres_a_large_enqueue_on_a_connection_in_pipeline_mode(
+    pg: PostgresBackend, autocommit: bool
+) -> None:
+    """COPY cannot run in pipeline mode: such a batch is inserted instead."""
+    store = pg.open()
+    with psycopg.connect(pg.url, autocommit=autocommit) as app:
+        with app.pipeline():
+            results = store.enqueue_many(
+                [NewJob("k", {"i": i}) for i in range(300)], connection=app
+            )
+        app.commit()
+    assert len(store.get_many([r.id for r in results])) == 300
+
+
 def test_postgres_claim_skips_rows_another_transaction_has_locked(pg: PostgresBackend) -> None:
     store = pg.open()
     first, second = (r.id for r in store.enqueue_many([NewJob("k", {}), NewJob("k", {})]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -108,6 +109,59 @@ def test_the_same_key_with_another_request_is_a_conflict(queue: chit.Queue) -> N
     with pytest.raises(chit.IdempotencyConflict, match=first.id):
         queue.enqueue("report", {"region": "apac"}, idempotency_key="k1")
     assert count(queue) == 1
+
+
+def test_the_request_hash_is_of_the_stored_payload(queue: chit.Queue) -> None:
+    """Number keys are stored as text, and sort as text: the same request again,
+    spelled either way, is not a conflict."""
+    first = queue.enqueue("free", {10: "a", 9: (1, 2)}, idempotency_key="k")
+    again = queue.enqueue("free", {"9": [1, 2], "10": "a"}, idempotency_key="k")
+    assert first.created and not again.created and first.id == again.id
+    assert queue.store.get(first.id).payload == {"9": [1, 2], "10": "a"}
+    with pytest.raises(chit.IdempotencyConflict):
+        queue.enqueue("free", {"9": [1, 2], "10": "b"}, idempotency_key="k")
+
+
+def test_the_payload_size_is_its_canonical_json_in_bytes(tmp_path: Path) -> None:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 's.db'}", max_payload_bytes=20)
+    with closing(chit.Queue(settings=settings)) as q:
+        q.task("free")(lambda job, body: None)
+        q.enqueue("free", {"t": "é" * 2})  # {"t":"\u00e9\u00e9"}: 20 bytes
+        with pytest.raises(chit.PayloadTooLarge, match="21 bytes"):
+            q.enqueue("free", {"t": "abcdefghijklm"})  # {"t":"abcdefghijklm"}: 21 bytes
+
+
+@pytest.fixture
+def two_tasks(tmp_path: Path) -> Iterator[chit.Queue]:
+    """A task without a payload model and one with."""
+    q = chit.Queue(settings=Settings(database_url=f"sqlite:///{tmp_path / 'r.db'}"))
+    q.task("free")(lambda job, body: None)
+    q.task("report", payload=Report)(lambda job, body: None)
+    yield q
+    q.close()
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "text"),
+    [
+        (chit.JobRequest("free", {"n": float("nan")}), chit.InvalidPayload, "not JSON"),
+        (chit.JobRequest("free", {"when": object()}), chit.InvalidPayload, "not JSON"),
+        (chit.JobRequest("free", {"text": "a\x00b"}), chit.InvalidPayload, "NUL character"),
+        (chit.JobRequest("free", {"blob": "x" * 2_000_000}), chit.PayloadTooLarge, "bytes"),
+        (chit.JobRequest("free", [1]), chit.InvalidPayload, "not an array"),
+        (chit.JobRequest("nope", {}), chit.UnknownKind, "nope"),
+        (chit.JobRequest("free", {}, priority=10**7), chit.InvalidRequest, "priority"),
+    ],
+)
+def test_a_bulk_submission_raises_its_first_error(
+    two_tasks: chit.Queue, bad: chit.JobRequest, error: type[Exception], text: str
+) -> None:
+    requests = [chit.JobRequest("free", {"i": i}) for i in range(1200)]
+    requests[900] = chit.JobRequest("free", {"n": float("inf")})  # refused, but later
+    requests[650] = bad
+    with pytest.raises(error, match=text):
+        two_tasks.enqueue_many(requests)
+    assert count(two_tasks) == 0
 
 
 def test_a_bulk_submission_with_one_bad_job_stores_none(queue: chit.Queue) -> None:

@@ -33,6 +33,7 @@ import psycopg
 import psycopg.conninfo
 from psycopg import sql
 from psycopg.rows import dict_row, tuple_row
+from psycopg.types.json import set_json_dumps
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from chit.errors import StoreError
@@ -72,6 +73,13 @@ from chit.store.base import Store
 Q = queries.load("postgres")
 # Rows deleted per prune statement: short locks, whatever the backlog.
 PRUNE_BATCH = 5_000
+# Batches with this many jobs without an idempotency key are copied in (`_copy_jobs`);
+# below it the extra round trip for the clock costs more than COPY saves.
+COPY_FROM = 100
+_COPY_TYPES = ["text", "text", "text", "int4", "jsonb", "text", "int4"] + ["timestamptz"] * 3
+# The payloads' JSON for COPY: one encoder for every row, where json.dumps with
+# options would build one a row.
+_COPY_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 CHANNEL = "chit_jobs"
 
 Connection = psycopg.Connection[dict[str, Any]]
@@ -237,9 +245,59 @@ class PostgresStore(Store):
     def _enqueue_many(
         self, conn: Connection | psycopg.Cursor[Any], jobs: Sequence[NewJob]
     ) -> list[Enqueued]:
-        """Insert on `conn`, inside whatever transaction it is in: one statement for
-        the batch, so it is atomic on an autocommit connection too."""
-        ids = [new_job_id() for _ in jobs]
+        """Insert on `conn`, inside whatever transaction it is in: all or nothing.
+        A small batch is one statement; a large one copies its jobs without an
+        idempotency key in and inserts the others, in a transaction of its own on
+        an autocommit connection."""
+        plain = sum(job.idempotency_key is None for job in jobs)
+        connection = conn.connection if isinstance(conn, psycopg.Cursor) else conn
+        # COPY cannot run in pipeline mode, which an application's connection may be in.
+        if plain < COPY_FROM or connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF:
+            return self._insert_jobs(conn, [new_job_id() for _ in jobs], jobs)
+        if connection.autocommit:
+            with connection.transaction():
+                return self._copy_jobs(conn, jobs)
+        return self._copy_jobs(conn, jobs)
+
+    def _copy_jobs(
+        self, conn: Connection | psycopg.Cursor[Any], jobs: Sequence[NewJob]
+    ) -> list[Enqueued]:
+        """COPY the jobs without an idempotency key (nothing to conflict with) in,
+        then insert the others. Call inside a transaction."""
+        now = _scalar(conn.execute(Q["enqueue_clock"], {"now": None}))
+        out: list[Enqueued] = []
+        keyed: list[int] = []
+        cursor = conn if isinstance(conn, psycopg.Cursor) else conn.cursor()
+        set_json_dumps(_COPY_JSON, cursor)  # this cursor's only, never the connection's
+        with cursor.copy(Q["enqueue_copy"]) as copy:
+            copy.set_types(_COPY_TYPES)
+            write = copy.write_row
+            # Ids in input order, and the results, made while the server inserts
+            # the rows sent before.
+            for n, job in enumerate(jobs):
+                job_id = new_job_id()
+                out.append(Enqueued(job_id, True))
+                if job.idempotency_key is not None:
+                    keyed.append(n)
+                    continue
+                run_at = now if job.run_at is None else _utc(job.run_at)
+                write(
+                    (job_id, job.kind, job.queue, job.priority, job.payload, job.tenant,
+                     job.max_attempts, run_at, now, now)
+                )  # fmt: skip
+        if keyed:
+            ids = [out[n].id for n in keyed]
+            inserted = self._insert_jobs(conn, ids, [jobs[n] for n in keyed])
+            for n, result in zip(keyed, inserted, strict=True):
+                out[n] = result
+        return out
+
+    def _insert_jobs(
+        self, conn: Connection | psycopg.Cursor[Any], ids: Sequence[str], jobs: Sequence[NewJob]
+    ) -> list[Enqueued]:
+        """Insert `jobs` with `ids` in one statement, the first job with an
+        idempotency key winning; for each job, the one inserted or the one its
+        key matched."""
         batch = _dumps(
             [
                 {

