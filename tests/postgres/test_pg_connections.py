@@ -22,8 +22,8 @@ pytestmark = pytest.mark.slow
 
 APPLICATION = "chit-leak-test-worker"
 CONCURRENCY = 4
-# open_store sizes the pool at concurrency + 2; an idle worker LISTENs on one more.
-BOUND = CONCURRENCY + 2 + 1
+# open_store sizes the pool at concurrency + 3; an idle worker LISTENs on one more.
+BOUND = CONCURRENCY + 3 + 1
 BATCHES = 10
 BATCH = 1000
 

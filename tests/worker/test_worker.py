@@ -359,6 +359,9 @@ def test_short_jobs_are_claimed_ahead_but_never_run_beyond_the_concurrency(
     held = queue.store.list(JobFilter(state=State.RUNNING)).jobs
     assert len(held) == 5 and {j.worker for j in held} == {worker.id}
     assert worker.run_once() == 0
+    deadline = time.monotonic() + 10
+    while most != [2] and time.monotonic() < deadline:  # both slots' jobs have started
+        time.sleep(0.01)
     gate.set()
     assert worker.run_until_idle() == 10
     assert most == [2]
@@ -402,6 +405,8 @@ def test_jobs_claimed_ahead_are_handed_back_at_once_when_the_worker_stops(
     # while the two running ones still have their grace period.
     assert sorted(j.attempts for j in queued) == [0, 0, 0]
     assert len(queue.store.list(JobFilter(state=State.RUNNING)).jobs) == 2
+    while most != [2] and time.monotonic() < deadline:  # both slots' jobs have started
+        time.sleep(0.01)
     gate.set()
     thread.join(15)
     assert code == [0]

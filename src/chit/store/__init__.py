@@ -28,6 +28,6 @@ def open_store(settings: Settings) -> Store:
         return PostgresStore(
             url,
             result_inline_bytes=settings.result_inline_bytes,
-            pool_size=settings.concurrency + 2,
+            pool_size=settings.concurrency + 3,
         )
     raise ValueError(f"unsupported database URL {url!r}")

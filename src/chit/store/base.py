@@ -49,6 +49,10 @@ from chit.jobs import (
 class Store(abc.ABC):
     """A job store. Safe to share between threads; each backend manages its connections."""
 
+    # Whether two writes from one process run at once (PostgreSQL: two
+    # connections) or queue on one lock (SQLite: one writer per file).
+    concurrent_writes: bool = False
+
     # Schema
 
     @abc.abstractmethod

@@ -119,6 +119,8 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 class PostgresStore(Store):
+    concurrent_writes = True
+
     def __init__(
         self,
         url: str,

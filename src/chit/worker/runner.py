@@ -1,11 +1,14 @@
 """The worker: a claim loop that fills free slots in batches, a pool that runs
-handlers (threads; `async def` handlers on one event loop), a finisher that
-records outcomes in batches, a heartbeat and the maintenance loop.
+handlers (threads; `async def` handlers on one event loop), finishers that
+record outcomes in batches, a heartbeat and the maintenance loop.
 
-While jobs keep coming, the finisher records a batch of outcomes and claims
-the jobs for the slots they free in one store call (`finish_and_claim`: one
+While jobs keep coming, a finisher records a batch of outcomes and claims the
+jobs for the slots they free in one store call (`finish_and_claim`: one
 transaction), so a busy worker pays one commit per batch, not two; the claim
-loop fills slots when the worker starts, and after it has been idle.
+loop fills slots when the worker starts, and after it has been idle. On
+PostgreSQL two finishers work at once: one batch is written while the server
+works on the other. Slots are promised to a claim before it is sent
+(`_reserve`), so claims in flight together never fill a slot twice.
 
 Shutdown (SIGTERM or SIGINT): claim nothing more, keep heartbeating, give
 running jobs `grace_seconds` to finish, hand back the rest (queued again at
@@ -96,10 +99,13 @@ class Worker:
         self._outcome_ready = threading.Event()
         self._slot_freed = threading.Event()
         self._stopping = threading.Event()
-        self._flush_lock = threading.Lock()
-        # Held from counting free slots until the jobs claimed for them are
-        # started, so the claim loop and the finisher never fill a slot twice.
-        self._claim_lock = threading.Lock()
+        # Slots promised to claims still in flight, so that claims made at once
+        # (the claim loop's, the finishers') never fill a slot twice.
+        self._reserved = 0
+        # Flushes at once: on PostgreSQL a second runs while the first waits on
+        # the server; a SQLite file takes one writer at a time anyway.
+        self._flush_slots = 2 if self.store.concurrent_writes else 1
+        self._flushes = threading.BoundedSemaphore(self._flush_slots)
         self._give_up_at: float | None = None
         self._pool = _ThreadPool(self.concurrency)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -110,9 +116,10 @@ class Worker:
             max(0.5, min(self.lease_seconds / 2, 15.0)),
             retention_seconds=self.settings.retention_seconds,
         )
-        self._finisher = threading.Thread(
-            target=self._finish_loop, name="chit-finisher", daemon=True
-        )
+        self._finishers = [
+            threading.Thread(target=self._finish_loop, name=f"chit-finisher-{i}", daemon=True)
+            for i in range(self._flush_slots)
+        ]
 
     # State shared with the heartbeat
 
@@ -133,27 +140,51 @@ class Worker:
 
     def run_once(self) -> int:
         """Claim jobs into free slots and start them; returns how many were claimed."""
-        with self._claim_lock:
-            free = self._free_slots()
-            if free <= 0:
-                return 0
+        free = self._reserve()
+        if free <= 0:
+            return 0
+        try:
             claimed = self.store.claim(self.id, self.queues, free, self.lease_seconds)
-            for job in claimed:
-                self._start(job)
-            return len(claimed)
+        except BaseException:
+            self._hold([], free)
+            raise
+        self._hold(claimed, free)
+        return len(claimed)
 
-    def _free_slots(self, finishing: int = 0) -> int:
-        """How many jobs to claim once `finishing` held jobs are recorded: the free
-        slots, and the prefetch while jobs are short; none while stopping."""
+    def _reserve(self, finishing: int = 0) -> int:
+        """Promise a claim the slots free once `finishing` held jobs are recorded
+        (and the prefetch while jobs are short; nothing while stopping); returns
+        how many. `_hold` ends the promise."""
         if self._stopping.is_set():
             return 0
         with self._lock:
             short = self._mean_seconds is not None and self._mean_seconds < PREFETCH_BELOW_SECONDS
             ahead = self.prefetch if short else 0
-            return self.concurrency + ahead - len(self._active) + finishing
+            free = self.concurrency + ahead - len(self._active) - self._reserved + finishing
+            if free <= 0:
+                return 0
+            self._reserved += free
+            return free
 
-    def _start(self, job: ClaimedJob) -> None:
-        ctx = JobContext(
+    def _hold(self, claimed: list[ClaimedJob], reserved: int) -> None:
+        """Take the jobs claimed for `reserved` promised slots: run them, or keep
+        them waiting for a slot when they were claimed ahead."""
+        contexts = [(job, self._context(job)) for job in claimed]
+        run_now = []
+        with self._lock:
+            self._reserved -= reserved
+            for job, ctx in contexts:
+                self._active[job.id] = ctx
+                if self._running < self.concurrency:
+                    self._running += 1
+                    run_now.append((job, ctx))
+                else:
+                    self._waiting.append((job, ctx))
+        for job, ctx in run_now:
+            self._run(job, ctx)
+
+    def _context(self, job: ClaimedJob) -> JobContext:
+        return JobContext(
             id=job.id,
             kind=job.kind,
             queue=job.queue,
@@ -165,15 +196,6 @@ class Worker:
             store=self.store,
             lease_seconds=self.lease_seconds,
         )
-        with self._lock:
-            self._active[job.id] = ctx
-            run_now = self._running < self.concurrency
-            if run_now:
-                self._running += 1
-            else:
-                self._waiting.append((job, ctx))
-        if run_now:
-            self._run(job, ctx)
 
     def _run_next(self) -> None:
         """A slot is free: start the next job claimed ahead, if any."""
@@ -250,45 +272,48 @@ class Worker:
         self._outcome_ready.set()
         self._run_next()
 
-    def flush(self) -> int:
+    def flush(self, wait_for_others: bool = False) -> int:
         """Record every pending outcome in one store call, claiming jobs for the
         slots they free in the same call; returns how many outcomes.
 
         While the database is away it retries, so no outcome is dropped, until
         the shutdown deadline (then the leases expire and the jobs run again).
-        One flush at a time: a shutdown flush waits for the finisher's."""
-        with self._flush_lock:
+        With `wait_for_others` (shutdown), it returns only once the flushes
+        running beside it have ended too."""
+        with self._flushes:
             with self._lock:
                 batch, self._outcomes = self._outcomes, []
-            if not batch:
-                return 0
-            with self._claim_lock:
-                recorded = self._finish_and_claim(batch)
-                if recorded is not None:
-                    applied, claimed = recorded
-                    self._settle(batch, applied)
-                    for job in claimed:
-                        self._start(job)
-            if recorded is None:
-                self._settle(batch, self._record(batch))
-            self.processed += len(batch)
-            self._slot_freed.set()
-            return len(batch)
+            if batch:
+                self._flush(batch)
+        if wait_for_others:
+            for _ in range(self._flush_slots):
+                self._flushes.acquire()
+            for _ in range(self._flush_slots):
+                self._flushes.release()
+        return len(batch)
 
-    def _finish_and_claim(self, batch: list[Outcome]) -> tuple[list[bool], list[ClaimedJob]] | None:
-        """One try at recording `batch` and claiming for the free slots in one
-        transaction; None when there is nothing to claim for or it failed (then
-        `_record` records the outcomes alone, retrying as long as it takes)."""
-        free = self._free_slots(finishing=len(batch))
-        if free <= 0 or any(isinstance(o, Released) for o in batch):
-            return None  # a job handed back is for another worker to take
-        try:
-            return self.store.finish_and_claim(
-                batch, self.id, self.queues, free, self.lease_seconds
-            )
-        except Exception as e:  # all or nothing: nothing was recorded
-            log.debug("recording %d outcomes with a claim failed: %s", len(batch), e)
-            return None
+    def _flush(self, batch: list[Outcome]) -> None:
+        # A job handed back is for another worker to take: no claim beside it.
+        handed_back = any(isinstance(o, Released) for o in batch)
+        free = 0 if handed_back else self._reserve(finishing=len(batch))
+        recorded = None
+        if free > 0:
+            try:
+                recorded = self.store.finish_and_claim(
+                    batch, self.id, self.queues, free, self.lease_seconds
+                )
+            except Exception as e:  # all or nothing: nothing was recorded
+                log.debug("recording %d outcomes with a claim failed: %s", len(batch), e)
+        if recorded is None:
+            self._hold([], free)
+            self._settle(batch, self._record(batch))
+        else:
+            applied, claimed = recorded
+            self._settle(batch, applied)
+            self._hold(claimed, free)
+        with self._lock:
+            self.processed += len(batch)
+        self._slot_freed.set()
 
     def _settle(self, batch: list[Outcome], applied: list[bool]) -> None:
         """The outcomes are recorded: free their slots and log them."""
@@ -389,7 +414,8 @@ class Worker:
             self.concurrency,
             self.lease_seconds,
         )
-        self._finisher.start()
+        for finisher in self._finishers:
+            finisher.start()
         self.heartbeat.start()
         self.maintenance.start()
         idle_wait = FIRST_IDLE_WAIT
@@ -463,7 +489,7 @@ class Worker:
                 self._outcomes.append(Released(ctx.id, ctx.lease_token))
         if unfinished:
             log.warning("handing back %d unfinished jobs", len(unfinished))
-        self.flush()
+        self.flush(wait_for_others=True)
         return len(unfinished)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
