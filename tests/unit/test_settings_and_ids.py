@@ -5,7 +5,7 @@ import math
 import pytest
 
 from chit.errors import ConfigError
-from chit.ids import is_job_id, new_job_id
+from chit.ids import encode, is_job_id, new_job_id
 from chit.settings import Settings
 
 
@@ -65,6 +65,14 @@ def test_a_setting_made_in_code_must_be_finite_too(field: str, value: float) -> 
 def test_zero_grace_and_zero_inline_bytes_are_allowed() -> None:
     s = Settings.from_env({"CHIT_GRACE_SECONDS": "0", "CHIT_RESULT_INLINE_BYTES": "0"})
     assert (s.grace_seconds, s.result_inline_bytes) == (0, 0)
+
+
+def test_ids_are_crockford_base32_digits_most_significant_first() -> None:
+    alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+    for value in (0, 1, 31, 32, 2**130 - 1, 0x1234_5678_9ABC_DEF0_1234_5678_9ABC_DEF0 >> 2):
+        digits = "".join(alphabet[(value >> (5 * i)) & 31] for i in reversed(range(26)))
+        assert encode(value) == digits
+    assert encode(2**130 - 1) == "z" * 26 and encode(0) == "0" * 26
 
 
 def test_job_ids_are_time_ordered_and_unique() -> None:
