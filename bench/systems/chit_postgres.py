@@ -12,7 +12,7 @@ class Bench(SQLiteBench):
     def settings(self) -> str:
         return (
             f"`chit worker --concurrency {CONCURRENCY}` per process (threads; "
-            "`--prefetch 16`, the default)"
+            "`--prefetch 32`, the default)"
         )
 
     def seed(self, finished: int, queued: int, analyze: bool = False) -> None:

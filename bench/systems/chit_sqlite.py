@@ -23,7 +23,7 @@ class Bench(System):
     def settings(self) -> str:
         return (
             f"`chit worker --concurrency {CONCURRENCY}` per process (threads; "
-            "`--prefetch 16`, the default); "
+            "`--prefetch 32`, the default); "
             f"synchronous={self.queue.settings.sqlite_synchronous}"
         )
 

@@ -43,7 +43,7 @@ class Settings:
     # busy worker never waits on the database between short jobs. Used only while
     # jobs take under 20 ms on average: long jobs are never held back from other
     # workers. 0 turns it off.
-    prefetch: int = 16
+    prefetch: int = 32
     grace_seconds: float = 30.0
     max_payload_bytes: int = 1024 * 1024
     # The HTTP API refuses request bodies larger than this with a 413.
