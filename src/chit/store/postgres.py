@@ -440,11 +440,8 @@ class PostgresStore(Store):
         if not outcomes:
             return []
         encoded = _encode_results(outcomes)
-        if self._one_statement(outcomes, encoded):
-            # One statement is atomic on an autocommit connection: one round trip.
-            with self._conn() as conn:
-                return self._finish(conn, outcomes, now, encoded)
-        with self._tx() as conn:
+        # One statement is atomic on an autocommit connection: one round trip.
+        with self._conn() if self._one_statement(outcomes, encoded) else self._tx() as conn:
             return self._finish(conn, outcomes, now, encoded)
 
     def finish_and_claim(
@@ -488,8 +485,8 @@ class PostgresStore(Store):
             return applied, self._claim(conn, worker, queues, limit, lease_seconds, now)
 
     def _one_statement(self, outcomes: Sequence[Outcome], encoded: dict[str, str]) -> bool:
-        """Whether `_finish` needs a single statement for these outcomes: one kind,
-        distinct jobs, no result stored out of the row."""
+        """Whether `_finish` records these outcomes in a single statement: one
+        kind, distinct jobs, no result stored out of the row."""
         return (
             len({type(o) for o in outcomes}) == 1
             and len({o.job_id for o in outcomes}) == len(outcomes)
