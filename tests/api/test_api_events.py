@@ -140,9 +140,9 @@ async def test_many_listeners_share_one_poller(api: Api) -> None:
     hub = api.app.state.chit.hub
     assert hub.listeners == 40
     polls = len(calls)
-    # One call per tick for all 40 listeners (0.5 s / 0.02 s, give or take), each
-    # reading the 5 watched jobs: not 40 calls per tick.
-    assert 5 <= polls <= 40, polls
+    # One call per tick for all 40 listeners (0.5 s / 0.02 s at most; fewer on a
+    # busy machine), each reading the 5 watched jobs: not 40 calls per tick.
+    assert 2 <= polls <= 40, polls
     assert max(calls) == 5
     for job_id in ids:
         held = claim(api, job_id)
