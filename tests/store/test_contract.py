@@ -1153,6 +1153,48 @@ def test_list_keyset_pagination_walks_every_page_once(store: Store) -> None:
     assert len(exact.jobs) == 4 and exact.next_cursor is None
 
 
+def test_list_by_kind_queue_or_tenant_pages_through_jobs_in_every_state(store: Store) -> None:
+    """Newest first whatever their state, one page at a time: PostgreSQL finds
+    finished, queued and running jobs of a kind, queue or tenant by different
+    indexes and merges them."""
+    S = State
+    states = [S.SUCCEEDED, S.QUEUED, S.RUNNING, S.FAILED, S.QUEUED, S.CANCELLED, S.RUNNING]
+    newest_first: list[str] = []
+    for state in states:
+        store.enqueue(new("b", queue="q2", tenant="u"))  # not listed, between the others
+        if state in (S.QUEUED, S.CANCELLED):
+            job_id = store.enqueue(new("a", tenant="t", run_at=later(3600))).id
+            if state is S.CANCELLED:
+                assert store.cancel(job_id) is CancelResult.CANCELLED
+        else:
+            job = enqueue_and_claim(store, kind="a", tenant="t")
+            job_id = job.id
+            if state is S.SUCCEEDED:
+                store.finish([Succeeded(job.id, job.lease_token)])
+            elif state is S.FAILED:
+                store.finish([Failed(job.id, job.lease_token, "boom")])
+        newest_first.insert(0, job_id)
+    [other] = store.claim("w1", ["q2"], 1, LEASE)
+    store.finish([Succeeded(other.id, other.lease_token)])  # a finished job not listed
+    for where in (
+        JobFilter(kind="a"),
+        JobFilter(queue="default"),
+        JobFilter(tenant="t"),
+        JobFilter(kind="a", queue="default", tenant="t"),
+    ):
+        for limit in (1, 3, 7, 50):
+            seen: list[str] = []
+            cursor = None
+            while True:
+                page = store.list(where, limit=limit, cursor=cursor)
+                seen.extend(j.id for j in page.jobs)
+                if page.next_cursor is None:
+                    break
+                cursor = page.next_cursor
+            assert seen == newest_first, (where, limit)
+    assert [j.state for j in store.list(JobFilter(kind="a")).jobs] == states[::-1]
+
+
 # Schema
 
 

@@ -19,8 +19,10 @@
 -- Lock order: statements that update several running jobs lock them in id order
 -- first (`locked` CTEs, `lock_jobs`), so a heartbeat and a batch of outcomes from
 -- the same worker cannot deadlock; rescue and prune SKIP LOCKED rows and never wait.
--- The `locked` CTEs find their rows by primary key (`id = ANY(...)`): the index of
--- running jobs also holds every lease taken since the last vacuum.
+-- Statements on held jobs find them by primary key and lease token, with no
+-- condition on the state: a token is set exactly while its job runs (a CHECK,
+-- migration 006), and a condition on the state let the planner seek on an index
+-- that starts with it, which also holds every lease taken since the last vacuum.
 
 -- name: migrations_table_exists
 SELECT to_regclass('chit_schema_migrations') IS NOT NULL
@@ -129,7 +131,7 @@ WITH b AS (
         AS b(id text, token text, p boolean, done bigint, total bigint)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN b ON j.id = b.id AND j.lease_token = b.token
-    WHERE j.id = ANY(ARRAY(SELECT b.id FROM b)) AND j.state = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT b.id FROM b))
     ORDER BY j.id
     FOR UPDATE OF j
 )
@@ -139,7 +141,7 @@ SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interv
     progress_done = CASE WHEN b.p THEN b.done ELSE j.progress_done END,
     progress_total = CASE WHEN b.p THEN b.total ELSE j.progress_total END
 FROM locked, b
-WHERE j.id = locked.id AND j.id = b.id AND j.lease_token = b.token AND j.state = 'running'
+WHERE j.id = locked.id AND j.id = b.id AND j.lease_token = b.token
 RETURNING j.id, j.cancel_requested
 
 -- name: checkpoint
@@ -151,7 +153,7 @@ SET checkpoint = %(checkpoint)s::jsonb,
                           ELSE progress_total END,
     lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     updated_at = coalesce(%(now)s::timestamptz, now())
-WHERE id = %(id)s::text AND lease_token = %(token)s::text AND state = 'running'
+WHERE id = %(id)s::text AND lease_token = %(token)s::text
 
 -- name: lock_jobs
 -- Before a batch of outcomes of several kinds: take every row lock in id order.
@@ -166,7 +168,7 @@ WITH o AS (
              done bigint, total bigint)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o)) AND j.state = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
     ORDER BY j.id
     FOR UPDATE OF j
 ), done AS (
@@ -178,7 +180,7 @@ WITH o AS (
         finished_at = coalesce(%(now)s::timestamptz, now()),
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM locked, o
-    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
     RETURNING j.id
 ), closed AS (
     UPDATE chit_attempts AS a
@@ -200,7 +202,7 @@ WITH o AS (
         AS o(id text, token text, error text, retry float8)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o)) AND j.state = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
     ORDER BY j.id
     FOR UPDATE OF j
 ), done AS (
@@ -218,7 +220,7 @@ WITH o AS (
         error = o.error, lease_token = NULL, lease_expires_at = NULL,
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM locked, o
-    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
     RETURNING j.id, j.state, o.error
 ), closed AS (
     UPDATE chit_attempts AS a
@@ -237,7 +239,7 @@ WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS o(id text, token text)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o)) AND j.state = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
     ORDER BY j.id
     FOR UPDATE OF j
 ), done AS (
@@ -249,7 +251,7 @@ WITH o AS (
         lease_token = NULL, lease_expires_at = NULL,
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM locked, o
-    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
     RETURNING j.id, j.state
 ), closed AS (
     UPDATE chit_attempts AS a
@@ -267,7 +269,7 @@ WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS o(id text, token text)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o)) AND j.state = 'running'
+    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
     ORDER BY j.id
     FOR UPDATE OF j
 ), done AS (
@@ -276,7 +278,7 @@ WITH o AS (
         finished_at = coalesce(%(now)s::timestamptz, now()),
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM locked, o
-    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token AND j.state = 'running'
+    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
     RETURNING j.id
 ), closed AS (
     UPDATE chit_attempts AS a
@@ -328,7 +330,9 @@ WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::te
 
 -- name: list
 -- The WHERE clause is built from the filters actually given (PostgresStore.list),
--- so the planner sees plain conditions and picks the index that fits.
+-- so the planner sees plain conditions and picks the index that fits. {key} is
+-- id, or id COLLATE "C", the same order (ids are ASCII) but the one the list
+-- indexes keep (migration 006).
 SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at,
        created_at, updated_at, tenant, idempotency_key, lease_expires_at, worker,
        progress_done, progress_total, checkpoint, result, result_external, error,
@@ -336,6 +340,13 @@ SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at
        state = 'running' AND lease_expires_at < now() AS stale
 FROM chit_jobs
 WHERE {where}
+ORDER BY {key} DESC
+LIMIT %(limit)s
+
+-- name: list_merged
+-- A filter on kind or queue: finished, queued and running jobs are each found
+-- by an index of their own, then merged.
+({finished}) UNION ALL ({queued}) UNION ALL ({running})
 ORDER BY id DESC
 LIMIT %(limit)s
 
