@@ -21,14 +21,24 @@ JOB_ID_PATTERN = re.compile(r"[0-9a-hjkmnp-tv-z]{26}")
 
 
 def new_job_id() -> str:
+    return new_job_ids(1)[0]
+
+
+def new_job_ids(count: int) -> list[str]:
+    """`count` new ids, increasing: for a batch, one clock reading and one call
+    for random bytes rather than one each an id."""
     global _last
     ms = time.time_ns() // 1_000_000
+    noise = os.urandom(10 * count)
+    values = []
     with _lock:
-        value = (ms << _RANDOM_BITS) | int.from_bytes(os.urandom(10), "big")
-        if value <= _last:
-            value = _last + 1
-        _last = value
-    return encode(value)
+        last = _last
+        for start in range(0, 10 * count, 10):
+            value = (ms << _RANDOM_BITS) | int.from_bytes(noise[start : start + 10], "big")
+            last = value if value > last else last + 1
+            values.append(last)
+        _last = last
+    return [encode(value) for value in values]
 
 
 def encode(value: int) -> str:

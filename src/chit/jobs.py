@@ -53,6 +53,9 @@ class NewJob:
     # Fingerprint of what was asked for, so the same idempotency key with a
     # different request can be told apart from an honest retry.
     request_hash: str | None = None
+    # `payload` as JSON, when the caller has it already (Queue.prepare encodes it
+    # to validate and size it): a store may write this rather than encode again.
+    payload_json: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

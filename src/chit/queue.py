@@ -14,10 +14,10 @@ import hashlib
 import inspect
 import json
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 import pydantic
 
@@ -163,9 +163,14 @@ class Queue:
     def enqueue_many(
         self, requests: Iterable[JobRequest], *, connection: Any = None
     ) -> list[Enqueued]:
-        """Validate every job first, then store them all in one transaction (yours,
-        when `connection` is given)."""
-        jobs = [self.prepare(r) for r in requests]
+        """Validate every job and store them all in one transaction (yours, when
+        `connection` is given): an invalid job raises and none is stored."""
+        requests = list(requests)
+        jobs: Sequence[NewJob]
+        if connection is None:
+            jobs = _PreparedOnRead(self.prepare, requests)
+        else:  # your transaction stays usable after an invalid job
+            jobs = [self.prepare(r) for r in requests]
         results = self.store.enqueue_many(jobs, connection=connection)
         for job, result in zip(jobs, results, strict=True):
             if not result.created and result.request_hash != job.request_hash:
@@ -216,7 +221,38 @@ class Queue:
             request_hash=None
             if key is None
             else _request_hash(request.kind, payload, queue, priority, max_attempts, run_at),
+            payload_json=encoded,
         )
+
+
+class _PreparedOnRead(Sequence[NewJob]):
+    """Requests validated as the store reads them, once each: PostgreSQL inserts
+    the first jobs of a large batch while later ones are checked (10,000 jobs:
+    validating took 40 % of the time). An invalid one raises inside the store's
+    transaction, which then stores nothing."""
+
+    def __init__(self, prepare: Callable[[JobRequest], NewJob], requests: list[JobRequest]):
+        self._prepare = prepare
+        self._requests = requests
+        self._jobs: list[NewJob] = []
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    @overload
+    def __getitem__(self, index: int) -> NewJob: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[NewJob]: ...
+    def __getitem__(self, index: int | slice) -> NewJob | list[NewJob]:
+        if isinstance(index, slice):
+            return [self[n] for n in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        while len(self._jobs) <= index:
+            self._jobs.append(self._prepare(self._requests[len(self._jobs)]))
+        return self._jobs[index]
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+import chit
+from chit.encoding import canonical
 from chit.errors import StoreError
 from chit.jobs import (
     AttemptOutcome,
@@ -226,6 +228,8 @@ def test_a_large_enqueue_many_keeps_order_keys_and_every_field(store: Store) -> 
         run_at=at,
         tenant=text,
     )
+    odd_payload = {"i": 50, text: [text, 1.5, None, True, {"deep": {}}]}
+    jobs[50] = new(payload=odd_payload, payload_json=canonical(odd_payload))  # as Queue gives it
     results = store.enqueue_many(jobs)
     assert [r.created for r in results] == [n not in (20, 30) for n in range(LARGE)]
     assert results[20].id == results[10].id and results[20].request_hash == "h10"
@@ -250,6 +254,27 @@ def test_a_large_enqueue_many_keeps_order_keys_and_every_field(store: Store) -> 
     assert len(store.list(JobFilter(), limit=1000).jobs) == LARGE - 1
     claimed = store.claim("w1", ["default"], LARGE, LEASE)
     assert len(claimed) == LARGE - 2
+
+
+@pytest.mark.parametrize("where", [1, LARGE - 1], ids=["early", "last"])
+def test_a_job_that_fails_validation_as_the_store_reads_it_stores_none(
+    store: Store, where: int
+) -> None:
+    """Queue.enqueue_many checks each job as the store reads it, so PostgreSQL
+    copies the first in while later ones are checked: an invalid one raises, its
+    own error, and the transaction stores nothing."""
+    queue = chit.Queue()
+    queue.task("k")(lambda job, body: None)
+    queue.use_store(store)
+    requests = [chit.JobRequest("k", {"i": i}) for i in range(LARGE)]
+    requests[7] = chit.JobRequest("k", {"i": 7}, idempotency_key="seven")
+    good = requests[where]
+    requests[where] = chit.JobRequest("k", {"n": float("nan")})
+    with pytest.raises(chit.InvalidPayload, match="not JSON"):
+        queue.enqueue_many(requests)
+    assert store.list(JobFilter()).jobs == []
+    requests[where] = good
+    assert len({r.id for r in queue.enqueue_many(requests)}) == LARGE  # nothing left half done
 
 
 @pytest.mark.parametrize("bad", [0, LARGE - 1], ids=["first", "last"])

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
 from chit.errors import ConfigError
-from chit.ids import encode, is_job_id, new_job_id
+from chit.ids import encode, is_job_id, new_job_id, new_job_ids
 from chit.settings import Settings
 
 
@@ -76,8 +77,21 @@ def test_ids_are_crockford_base32_digits_most_significant_first() -> None:
 
 
 def test_job_ids_are_time_ordered_and_unique() -> None:
-    ids = [new_job_id() for _ in range(10_000)]
-    assert ids == sorted(ids)
+    ids = [new_job_id() for _ in range(5_000)] + new_job_ids(5_000) + [new_job_id()]
+    ids += new_job_ids(1) + new_job_ids(0) + new_job_ids(3)
+    assert ids == sorted(ids) and len(ids) == 10_005
     assert len(set(ids)) == len(ids)
     assert all(is_job_id(i) for i in ids[:100])
     assert not is_job_id("../etc/passwd")
+
+
+def test_job_ids_start_with_their_creation_time_in_milliseconds() -> None:
+    before = time.time_ns() // 1_000_000
+    ids = new_job_ids(1000)
+    after = time.time_ns() // 1_000_000
+    alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+    for job_id in (ids[0], ids[-1]):
+        value = 0
+        for digit in job_id:
+            value = value * 32 + alphabet.index(digit)
+        assert before <= value >> 80 <= after

@@ -79,7 +79,11 @@ class Store(abc.ABC):
         With `connection` (the application's own: a psycopg connection for
         PostgreSQL, a sqlite3 connection to the same file for SQLite), insert
         inside the transaction open on it and do not commit: the jobs exist if
-        and only if the application's transaction commits."""
+        and only if the application's transaction commits.
+
+        Reading a job of `jobs` may raise (Queue.enqueue_many validates each as
+        it is read): let it through, and store none. Read them all before taking
+        a lock other writers wait on."""
 
     # Working
 

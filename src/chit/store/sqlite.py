@@ -239,6 +239,7 @@ class SQLiteStore(Store):
                 raise StoreError(f"enqueue on the application's connection failed: {e}") from e
             finally:
                 cursor.close()
+        jobs = list(jobs)  # each read (and checked) before other writers wait
         with self._write() as conn:
             return self._enqueue_many(conn, jobs)
 
