@@ -78,9 +78,6 @@ COPY_FROM = 100
 # The payload goes as bytes already in jsonb's binary form (`_jsonb`): psycopg's
 # jsonb dumper, in Python, cost a fifth of a copied job's client time.
 _COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"] + ["timestamptz"] * 3
-# One encoder for every payload without JSON, where json.dumps with options
-# would build one a payload.
-_PAYLOAD_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 CHANNEL = "chit_jobs"
 
 Connection = psycopg.Connection[dict[str, Any]]
@@ -98,8 +95,8 @@ def describe_url(url: str) -> str:
     return f"postgresql://{user}{host}{port}/{info.get('dbname') or ''}"
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+# One encoder for every call: json.dumps with options builds a new one each time.
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def _text(value: str) -> str:
@@ -109,7 +106,7 @@ def _text(value: str) -> str:
 
 def _jsonb(job: NewJob) -> bytes:
     """A job's payload in jsonb's binary format: a version byte, then the text."""
-    text = job.payload_json if job.payload_json is not None else _PAYLOAD_JSON(job.payload)
+    text = job.payload_json if job.payload_json is not None else _dumps(job.payload)
     return b"\x01" + text.encode()
 
 
@@ -613,10 +610,10 @@ class PostgresStore(Store):
             # walking it instead would step over the whole backlog, the newest
             # rows, before the first finished job.
             key = sql.SQL('id COLLATE "C"' if indexed else "id")
-            where = [*conditions, *clauses]
+            terms = [*conditions, *clauses]
             if cursor is not None:
-                where.append(sql.SQL("{} < %(cursor)s::text").format(key))
-            return sql.SQL(Q["list"]).format(where=_conjunction(where), key=key)
+                terms.append(sql.SQL("{} < %(cursor)s::text").format(key))
+            return sql.SQL(Q["list"]).format(where=_conjunction(terms), key=key)
 
         if where.tenant:
             query = listing(True)
