@@ -131,23 +131,34 @@ async def test_many_listeners_share_one_poller(api: Api) -> None:
         return get_many(job_ids)
 
     api.store.get_many = counting  # type: ignore[method-assign]
+    hub = api.app.state.chit.hub
     tasks = [
         asyncio.create_task(api.http.get(f"/jobs/{job_id}/events"))
         for job_id in ids
         for _ in range(8)
     ]
-    await asyncio.sleep(0.5)
-    hub = api.app.state.chit.hub
-    assert hub.listeners == 40
-    polls = len(calls)
-    # One call per tick for all 40 listeners (0.5 s / 0.02 s at most; fewer on a
-    # busy machine), each reading the 5 watched jobs: not 40 calls per tick.
-    assert 2 <= polls <= 40, polls
-    assert max(calls) == 5
-    for job_id in ids:
-        held = claim(api, job_id)
-        api.store.finish([Succeeded(job_id, held.lease_token, None)])
-    responses = await asyncio.wait_for(asyncio.gather(*tasks), 5)
+    try:
+        # Each request reads its job in a thread before it listens: on a busy
+        # machine the 40 take a while to arrive, so wait for them, not a fixed time.
+        async with asyncio.timeout(10):
+            while hub.listeners < 40:
+                await asyncio.sleep(0.01)
+        assert hub.listeners == 40
+        before = len(calls)
+        await asyncio.sleep(0.5)
+        polls = len(calls) - before
+        # One call per tick for all 40 listeners (0.5 s / 0.02 s at most; fewer on a
+        # busy machine), each reading the 5 watched jobs: not 40 calls per tick.
+        assert 2 <= polls <= 40, polls
+        assert max(calls) == 5
+        for job_id in ids:
+            held = claim(api, job_id)
+            api.store.finish([Succeeded(job_id, held.lease_token, None)])
+        responses = await asyncio.wait_for(asyncio.gather(*tasks), 5)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     assert all(events_of(r)[-1].job.state.value == "succeeded" for r in responses)  # type: ignore[union-attr]
     await asyncio.sleep(TICK)
     assert hub.listeners == 0

@@ -80,6 +80,12 @@ def test_up_runs_workers_until_ctrl_c(tmp_path: Path) -> None:
             result = run_cli("submit", "echo", '{"hello": "up"}', "--wait", "--timeout", "20")
             assert result.code == 0, result
             assert json.loads(result.out) == {"hello": "up"}
+            # One worker ran the job; the other may still be importing, and a
+            # process stopped before it starts has nothing to log.
+            deadline = time.monotonic() + 20
+            while err_path.read_text().count(" started: queues ") < 2:
+                assert time.monotonic() < deadline, err_path.read_text()
+                time.sleep(0.05)
 
             up.send_signal(signal.SIGINT)
             assert up.wait(20) == 0
