@@ -4,7 +4,7 @@ end to end against a real server in test_api_e2e.py)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
@@ -33,8 +33,20 @@ async def client(api: Api) -> AsyncIterator[AsyncClient]:
         yield c
 
 
-def finish_soon(api: Api, job_id: str, result: object, delay: float = 0.2) -> asyncio.Task:
+def finish_soon(
+    api: Api,
+    job_id: str,
+    result: object,
+    delay: float = 0.2,
+    when: Callable[[], bool] = lambda: True,
+) -> asyncio.Task:
+    """Claim, report progress and finish the job, `delay` apart, once `when()`
+    holds (the caller has seen the queued job: a busy machine can be slower than
+    any delay)."""
+
     async def later() -> None:
+        while not when():
+            await asyncio.sleep(0.005)
         await asyncio.sleep(delay)
         [held] = api.store.claim("w", [api.job(job_id).queue], 1, 30)
         api.store.checkpoint(job_id, held.lease_token, None, Progress(1, 1), 30)
@@ -51,12 +63,15 @@ async def test_submit_get_wait(api: Api, client: AsyncClient) -> None:
     assert again.created  # no idempotency key: a second job
     status = await client.get(submitted.job_id)
     assert (status.state, status.queue, status.priority) == (State.QUEUED, "qa", 2)
-    finisher = finish_soon(api, submitted.job_id, {"done": True})
     seen: list[State] = []
-    final = await client.wait(
-        submitted.job_id, timeout=10, on_update=lambda s: seen.append(s.state)
-    )
-    await finisher
+    finisher = finish_soon(api, submitted.job_id, {"done": True}, when=lambda: bool(seen))
+    try:
+        final = await client.wait(
+            submitted.job_id, timeout=10, on_update=lambda s: seen.append(s.state)
+        )
+        await finisher
+    finally:
+        finisher.cancel()
     assert final.state is State.SUCCEEDED and final.result == {"done": True}
     assert seen[0] is State.QUEUED and seen[-1] is State.SUCCEEDED
 
@@ -78,9 +93,16 @@ async def test_wait_times_out(client: AsyncClient) -> None:
 
 async def test_events_follow_the_job(api: Api, client: AsyncClient) -> None:
     submitted = await client.submit("echo", {"message": "e"}, queue="qe")
-    finisher = finish_soon(api, submitted.job_id, 7, delay=0.1)
-    states = [e.job.state for e in [e async for e in client.events(submitted.job_id)] if e.job]
-    await finisher
+    hub = api.app.state.chit.hub
+    # Events arrive here only when the response ends: start once the stream watches.
+    finisher = finish_soon(api, submitted.job_id, 7, delay=0.1, when=lambda: hub.listeners > 0)
+    try:
+        async with asyncio.timeout(10):
+            events = [e async for e in client.events(submitted.job_id)]
+            await finisher
+    finally:
+        finisher.cancel()
+    states = [e.job.state for e in events if e.job]
     assert states[0] is State.QUEUED and states[-1] is State.SUCCEEDED
 
 

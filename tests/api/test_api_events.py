@@ -4,7 +4,7 @@ terminal state, Last-Event-ID reconnects, and one poller however many listen."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import httpx
@@ -19,6 +19,18 @@ from chit.jobs import Beat, ClaimedJob, Failed, Progress, Succeeded
 pytestmark = pytest.mark.anyio
 
 TICK = 0.1  # several poller intervals (0.02 s in these tests)
+# Streams a test left running when it failed: cancelled at teardown, or they
+# would be collected during a later test as "coroutine never awaited".
+STREAMS: list[asyncio.Task] = []
+
+
+@pytest.fixture(autouse=True)
+async def _cancel_streams_left_behind() -> AsyncIterator[None]:
+    yield
+    for task in STREAMS:
+        task.cancel()
+    await asyncio.gather(*STREAMS, return_exceptions=True)
+    STREAMS.clear()
 
 
 def events_of(response: httpx.Response) -> list[Event]:
@@ -31,10 +43,33 @@ def claim(api: Api, job_id: str) -> ClaimedJob:
     return job
 
 
+async def until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    """Wait for `check`, however busy the machine: never a fixed sleep."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not check():
+                await asyncio.sleep(0.005)
+    except TimeoutError:
+        pytest.fail(f"timed out after {timeout}s waiting for {what}")
+
+
 async def listen(api: Api, job_id: str, headers: dict[str, str] | None = None) -> asyncio.Task:
+    """Open a stream; return once it has read the job and is watching it."""
+    hub = api.app.state.chit.hub
+    before = hub.listeners
     task = asyncio.create_task(api.http.get(f"/jobs/{job_id}/events", headers=headers or {}))
-    await asyncio.sleep(TICK)
+    STREAMS.append(task)
+    await until(lambda: hub.listeners > before or task.done(), "the stream to start watching")
     return task
+
+
+async def polled(api: Api) -> None:
+    """Return once the poller has read every watched job since the last change
+    (two polls: the first may have started before it), so the next change
+    cannot hide this one."""
+    hub = api.app.state.chit.hub
+    target = hub.polls + 2
+    await until(lambda: hub.polls >= target, "the poller to read the change")
 
 
 def summary(events: Sequence[Event]) -> list[tuple[str, str | None, Any]]:
@@ -50,12 +85,12 @@ async def test_one_event_per_change_until_the_terminal_state(api: Api) -> None:
     job_id = await api.submit()
     task = await listen(api, job_id)
     held = claim(api, job_id)
-    await asyncio.sleep(TICK)
+    await polled(api)
     for done in (1, 2):
         api.store.heartbeat([Beat(job_id, held.lease_token, Progress(done, 3))], 30)
-        await asyncio.sleep(TICK)
+        await polled(api)
     api.store.heartbeat([Beat(job_id, held.lease_token)], 30)  # lease only: nothing to tell
-    await asyncio.sleep(TICK)
+    await polled(api)
     api.store.finish([Succeeded(job_id, held.lease_token, {"ok": True})])
     response = await asyncio.wait_for(task, 5)
     assert response.status_code == 200
@@ -77,11 +112,11 @@ async def test_a_retry_and_a_failure_are_state_events(api: Api) -> None:
     job_id = await api.submit()
     task = await listen(api, job_id)
     first = claim(api, job_id)
-    await asyncio.sleep(TICK)
+    await polled(api)
     api.store.finish([Failed(job_id, first.lease_token, "flaky", retry_in=0)])
-    await asyncio.sleep(TICK)
+    await polled(api)
     second = claim(api, job_id)
-    await asyncio.sleep(TICK)
+    await polled(api)
     api.store.finish([Failed(job_id, second.lease_token, "PermanentError: no")])
     events = events_of(await asyncio.wait_for(task, 5))
     states = [(e.event, e.job.state.value, e.job.attempts) for e in events if e.job]
@@ -137,31 +172,21 @@ async def test_many_listeners_share_one_poller(api: Api) -> None:
         for job_id in ids
         for _ in range(8)
     ]
-    try:
-        # Each request reads its job in a thread before it listens: on a busy
-        # machine the 40 take a while to arrive, so wait for them, not a fixed time.
-        async with asyncio.timeout(10):
-            while hub.listeners < 40:
-                await asyncio.sleep(0.01)
-        assert hub.listeners == 40
-        before = len(calls)
-        await asyncio.sleep(0.5)
-        polls = len(calls) - before
-        # One call per tick for all 40 listeners (0.5 s / 0.02 s at most; fewer on a
-        # busy machine), each reading the 5 watched jobs: not 40 calls per tick.
-        assert 2 <= polls <= 40, polls
-        assert max(calls) == 5
-        for job_id in ids:
-            held = claim(api, job_id)
-            api.store.finish([Succeeded(job_id, held.lease_token, None)])
-        responses = await asyncio.wait_for(asyncio.gather(*tasks), 5)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    STREAMS.extend(tasks)
+    await until(lambda: hub.listeners == 40, "40 streams to start watching")
+    before = len(calls)
+    await asyncio.sleep(0.5)
+    polls = len(calls) - before
+    # One call per tick for all 40 listeners (0.5 s / 0.02 s at most; fewer on a
+    # busy machine), each reading the 5 watched jobs: not 40 calls per tick.
+    assert 2 <= polls <= 40, polls
+    assert max(calls) == 5
+    for job_id in ids:
+        held = claim(api, job_id)
+        api.store.finish([Succeeded(job_id, held.lease_token, None)])
+    responses = await asyncio.wait_for(asyncio.gather(*tasks), 10)
     assert all(events_of(r)[-1].job.state.value == "succeeded" for r in responses)  # type: ignore[union-attr]
-    await asyncio.sleep(TICK)
-    assert hub.listeners == 0
+    await until(lambda: hub.listeners == 0, "the streams to stop watching")
     idle = len(calls)
     await asyncio.sleep(TICK * 2)
     assert len(calls) == idle  # nobody listening: no polling

@@ -230,12 +230,13 @@ def test_replay_a_failure_group(page: Any, stack: Stack) -> None:
 
 
 def test_a_progress_bar_moves_by_server_sent_events(page: Any, stack: Stack) -> None:
-    job_id = stack.submit({"message": "long", "seconds": 6, "steps": 20})
+    # Long enough to show several heartbeats' progress after a slow sign-in.
+    job_id = stack.submit({"message": "long", "seconds": 12, "steps": 40})
     stack.until(job_id, lambda b: b["state"] == "running")
     sign_in(page, stack, path=f"/ui/jobs/{job_id}")
     page.evaluate("window.notReloaded = true")
     seen: list[float] = []
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 15
     while len(set(seen)) < 3 and time.monotonic() < deadline:
         value = page.evaluate(
             "() => { const b = document.getElementById('progress-bar');"

@@ -129,7 +129,7 @@ class Proc:
                 + self.stderr()[-3000:]
             )
 
-    def wait_started(self, timeout: float = 10) -> None:
+    def wait_started(self, timeout: float = 30) -> None:
         """Until the worker has logged that it is running (its loops have started)."""
         wait_until(
             lambda: " started: queues " in self.stderr() or not self.alive(),

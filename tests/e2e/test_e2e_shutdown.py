@@ -67,7 +67,8 @@ def test_sigterm_after_grace_hands_the_job_back_uncounted_and_exits_0(
 
     # The next worker takes it straight away, and it is attempt 1 again.
     again = procs.worker(name="again")
-    wait_until(lambda: len(lines(log)) == 2, 5, what="the job to start again")
+    again.wait_started()
+    wait_until(lambda: len(lines(log)) == 2, 10, what="the job to start again")
     assert lines(log) == [f"start {job_id} 1 {w.pid}", f"start {job_id} 1 {again.pid}"]
 
 

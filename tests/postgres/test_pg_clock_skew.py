@@ -52,9 +52,12 @@ def test_worker_with_a_skewed_clock_changes_nothing(
 ) -> None:
     skew = 7200.0 if offset == "+2h" else -7200.0
     log = tmp_path / "runs.log"
-    # The right-time worker holds a long job under a short lease, kept by heartbeats.
-    held_id = queue.enqueue("sleep", {"log": str(log), "seconds": 8}).id
-    right = procs.worker("--lease", str(LEASE), "--concurrency", "1", name="right")
+    # The right-time worker holds a long job under a short lease, kept by heartbeats;
+    # on its own queue, so it takes nothing else however slowly the other starts.
+    held_id = queue.enqueue("sleep", {"log": str(log), "seconds": 8}, queue="held").id
+    right = procs.worker(
+        "--lease", str(LEASE), "--concurrency", "1", "--queues", "held", name="right"
+    )
     wait_until(lambda: lines(log), 15, what="the long job to start on the right-time worker")
 
     skewed = procs.start(
@@ -69,7 +72,7 @@ def test_worker_with_a_skewed_clock_changes_nothing(
         },
     )
     skewed.wait_started(20)
-    # Everything enqueued from now on goes to the skewed worker: the other is busy.
+    # Everything enqueued from now on goes to the skewed worker.
     real_now = time.time()
     clock_id = queue.enqueue("clock", {}).id
     retried_id = queue.enqueue("clock", {"fail_first": True}).id

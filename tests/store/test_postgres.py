@@ -59,7 +59,7 @@ def test_postgres_pool_recovers_after_the_server_drops_every_connection(
     threading.Timer(0.3, lambda: submitter.enqueue(NewJob("k", {}))).start()
     started = time.monotonic()
     store.wait_for_jobs(["default"], 5)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 4  # woken, not timed out
 
 
 def test_postgres_wait_for_jobs_wakes_only_for_its_own_queues(pg: PostgresBackend) -> None:
@@ -76,7 +76,7 @@ def test_postgres_a_burst_of_enqueues_wakes_an_idle_waiter_once(pg: PostgresBack
     waiter.wait_for_jobs(["default"], 0.01)
     for _ in range(20):
         submitter.enqueue(NewJob("k", {}))  # 20 transactions, 20 notifications
-    time.sleep(0.2)  # let them reach the waiter's socket
+    time.sleep(1.0)  # let them reach the waiter's socket
     started = time.monotonic()
     waiter.wait_for_jobs(["default"], 5)
     assert time.monotonic() - started < 0.5  # work is waiting: at once
@@ -95,7 +95,7 @@ def test_postgres_a_large_enqueue_many_wakes_waiters_on_its_queues(pg: PostgresB
     ).start()
     started = time.monotonic()
     waiter.wait_for_jobs(["mine"], 5)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 4  # woken, not timed out
 
 
 @pytest.mark.parametrize("autocommit", [False, True])

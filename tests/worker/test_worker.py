@@ -321,8 +321,13 @@ def test_the_final_progress_is_stored_even_when_a_heartbeat_carried_it_first(
     )
 
 
-def _prime_with_short_jobs(queue: chit.Queue, worker: Worker) -> None:
-    """Run a few instant jobs, so the worker knows its jobs are short."""
+def _prime_with_short_jobs(
+    queue: chit.Queue, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run a few instant jobs, so the worker knows its jobs are short. "Short"
+    is raised to a second for the test: a busy machine can stall a no-op job's
+    hand-off to its thread past the real 20 ms."""
+    monkeypatch.setattr("chit.worker.runner.PREFETCH_BELOW_SECONDS", 1.0)
 
     @queue.task("instant")
     def instant(job: chit.JobContext, body: dict) -> None:
@@ -349,10 +354,10 @@ def _gated(queue: chit.Queue) -> tuple[threading.Event, list[int]]:
 
 
 def test_short_jobs_are_claimed_ahead_but_never_run_beyond_the_concurrency(
-    queue: chit.Queue,
+    queue: chit.Queue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     worker = Worker(queue, concurrency=2, prefetch=3)
-    _prime_with_short_jobs(queue, worker)
+    _prime_with_short_jobs(queue, worker, monkeypatch)
     gate, most = _gated(queue)
     queue.enqueue_many([chit.JobRequest("gated", {"i": i}) for i in range(10)])
     assert worker.run_once() == 5
@@ -384,10 +389,10 @@ def test_long_jobs_are_not_claimed_ahead(queue: chit.Queue) -> None:
 
 
 def test_jobs_claimed_ahead_are_handed_back_at_once_when_the_worker_stops(
-    queue: chit.Queue,
+    queue: chit.Queue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     worker = Worker(queue, concurrency=2, prefetch=3, grace_seconds=10, poll_interval=0.05)
-    _prime_with_short_jobs(queue, worker)
+    _prime_with_short_jobs(queue, worker, monkeypatch)
     gate, most = _gated(queue)
     queue.enqueue_many([chit.JobRequest("gated", {"i": i}) for i in range(5)])
     assert worker.run_once() == 5
