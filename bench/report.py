@@ -172,24 +172,32 @@ def markdown(res: Results) -> str:
     add("")
 
     add("## Claim cost as the table grows\n")
+    queued = f"{sizes['queued']:,} queued"
     add(
-        "One worker process; the table seeded by bulk SQL with finished jobs (each with its "
-        "attempt row) and queued ones; jobs/s over the first jobs processed, against the "
-        "same worker on an otherwise empty table (the process figure above).\n"
+        "One worker process; the table seeded by bulk SQL with queued jobs and, in the "
+        "growth runs, finished jobs (each with its attempt row); jobs/s over the first "
+        f"{sizes['measure']:,} jobs processed, against the same seeded backlog with no "
+        "finished jobs. The process figure above (jobs enqueued by the library into an "
+        "empty table) is shown for reference. On PostgreSQL each seeded table is measured "
+        "right after a `CHECKPOINT`, so no run pays for writing out its seed.\n"
     )
-    add("| system | table | jobs/s | of the empty-table figure |")
+    add("| system | table | jobs/s | of the same backlog alone |")
     add("| --- | --- | ---: | ---: |")
     for s in systems:
         if not INFO[s].seeds or s in meta["notes"]:
             continue
-        base = res.rate(s, "process1")
+        base = res.rate(s, "growth-empty")
         label = f"{INFO[s].title}, {INFO[s].backend}"
-        add(f"| {label} | {n:,} queued, nothing else | {_fmt(base)} | 1.00 |")
-        for step, what in (("growth", ""), ("growth-analyze", ", then `ANALYZE`")):
+        tables = (
+            ("process1", f"{n:,} queued by the library (process figure)"),
+            ("growth-empty", f"{queued}, seeded"),
+            ("growth", f"{sizes['finished']:,} finished + {queued}"),
+            ("growth-analyze", f"{sizes['finished']:,} finished + {queued}, then `ANALYZE`"),
+        )
+        for step, table in tables:
             rate, cap = res.rate_or_capped(s, step)
             if rate is None:
                 continue
-            table = f"{sizes['finished']:,} finished + {sizes['queued']:,} queued{what}"
             shown = f"{rate:,.0f}" + (" (time cap)" if cap else "")
             add(f"| {label} | {table} | {shown} | {_ratio(rate, base)} |")
     add("")
@@ -292,12 +300,12 @@ def markdown(res: Results) -> str:
     )
     if meta.get("repeat", 1) > 1:
         add("Every run of the process and growth steps, jobs/s (the tables show the best):\n")
-        add("| system | 1 worker | 2 workers | 1,000,000 finished jobs |")
-        add("| --- | --- | --- | --- |")
+        add("| system | 1 worker | 2 workers | seeded backlog alone | with finished jobs |")
+        add("| --- | --- | --- | --- | --- |")
         for s in systems:
             rates = [
                 ", ".join(f"{x:,.0f}" for x in res.all_rates(s, step))
-                for step in ("process1", "process2", "growth")
+                for step in ("process1", "process2", "growth-empty", "growth")
             ]
             if any(rates):
                 add(f"| {INFO[s].title} · {INFO[s].backend} | {' | '.join(rates)} |")
@@ -401,14 +409,14 @@ def targets(res: Results) -> list[list[str]]:
     finished = res.meta["sizes"]["finished"]
     for s in ("chit-sqlite", "chit-postgres"):
         grown, cap = res.rate_or_capped(s, "growth")
-        base = res.rate(s, "process1")
-        label = f"{INFO[s].backend}: process with {finished:,} finished jobs, within 10 % of empty"
+        base = res.rate(s, "growth-empty")
+        label = f"{INFO[s].backend}: process with {finished:,} finished jobs, within 10 % of none"
         if grown is None or base is None:
             rows.append([label, "", "", "", NOT_YET])
         else:
             ratio = grown / base
             ours = f"{grown:,.0f}" + (" (time cap)" if cap else "")
-            shown = [ours, f"{base:,.0f} (empty)", f"{ratio:.2f}×"]
+            shown = [ours, f"{base:,.0f} (none)", f"{ratio:.2f}×"]
             rows.append([label, *shown, _met(ratio >= 0.9)])
     return rows
 

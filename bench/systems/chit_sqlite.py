@@ -70,7 +70,8 @@ class Bench(System):
 
 
 _SERIES = (
-    "WITH RECURSIVE s(x) AS (SELECT :first UNION ALL SELECT x + 1 FROM s WHERE x < :first + :n - 1)"
+    "WITH RECURSIVE s(x) AS (SELECT :first WHERE :n > 0 "
+    "UNION ALL SELECT x + 1 FROM s WHERE x < :first + :n - 1)"
 )
 _T = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 day')"
 
