@@ -173,6 +173,7 @@ def markdown(res: Results) -> str:
 
     add("## Claim cost as the table grows\n")
     queued = f"{sizes['queued']:,} queued"
+    grown = f"{sizes['finished']:,} finished + {queued}"
     add(
         "One worker process; the table seeded by bulk SQL with queued jobs and, in the "
         "growth runs, finished jobs (each with its attempt row); jobs/s over the first "
@@ -191,8 +192,8 @@ def markdown(res: Results) -> str:
         tables = (
             ("process1", f"{n:,} queued by the library (process figure)"),
             ("growth-empty", f"{queued}, seeded"),
-            ("growth", f"{sizes['finished']:,} finished + {queued}"),
-            ("growth-analyze", f"{sizes['finished']:,} finished + {queued}, then `ANALYZE`"),
+            ("growth", grown),
+            ("growth-analyze", f"{grown}, then `ANALYZE`"),
         )
         for step, table in tables:
             rate, cap = res.rate_or_capped(s, step)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 import chit
@@ -99,3 +101,13 @@ def assert_error(response: httpx.Response, status: int, code: str | None = None)
     if code is not None:
         assert body["error"] == code, body
     return body
+
+
+async def until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    """Wait for `check`, however busy the machine: never a fixed sleep."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not check():
+                await asyncio.sleep(0.005)
+    except TimeoutError:
+        pytest.fail(f"timed out after {timeout}s waiting for {what}")

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
-from api_support import Api
+from api_support import Api, until
 
 import chit
 from chit.client import (
@@ -45,8 +45,7 @@ def finish_soon(
     any delay)."""
 
     async def later() -> None:
-        while not when():
-            await asyncio.sleep(0.005)
+        await until(when, "the client to see the queued job")
         await asyncio.sleep(delay)
         [held] = api.store.claim("w", [api.job(job_id).queue], 1, 30)
         api.store.checkpoint(job_id, held.lease_token, None, Progress(1, 1), 30)

@@ -4,12 +4,12 @@ terminal state, Last-Event-ID reconnects, and one poller however many listen."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
 import pytest
-from api_support import Api
+from api_support import Api, until
 
 from chit.api.events import version
 from chit.client import Event, SSEParser
@@ -41,16 +41,6 @@ def events_of(response: httpx.Response) -> list[Event]:
 def claim(api: Api, job_id: str) -> ClaimedJob:
     [job] = api.store.claim("w", [api.job(job_id).queue], 1, 30)
     return job
-
-
-async def until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
-    """Wait for `check`, however busy the machine: never a fixed sleep."""
-    try:
-        async with asyncio.timeout(timeout):
-            while not check():
-                await asyncio.sleep(0.005)
-    except TimeoutError:
-        pytest.fail(f"timed out after {timeout}s waiting for {what}")
 
 
 async def listen(api: Api, job_id: str, headers: dict[str, str] | None = None) -> asyncio.Task:
