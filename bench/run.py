@@ -1,7 +1,8 @@
 """`make bench`: chit and its peers, the same workloads in one run, taking turns.
 
     bench/.venv-peers/bin/python bench/run.py [--quick] [--systems chit-sqlite,huey-sqlite]
-        [--steps enqueue,process1] [--repeat 2] [--chit-ref HEAD] [--profile] [--no-docs]
+        [--steps enqueue,process1] [--repeat 2] [--chit-ref HEAD] [--baseline REF]
+        [--profile] [--no-docs]
 
 For every step, each system runs in turn (the order rotates between repeats),
 each run in a fresh database: a new SQLite file, a new PostgreSQL database
@@ -14,8 +15,11 @@ docs/benchmarks.png are written at the end (raw results and worker logs stay
 in bench/results/).
 
 chit is measured from the working tree (the editable install in .venv), or
-from `git archive REF` with --chit-ref. chit on PostgreSQL runs once
-src/chit/store/postgres.py is committed.
+from `git archive REF` with --chit-ref. `--baseline REF` also measures chit
+from `git archive REF` as `chit-sqlite@REF` and `chit-postgres@REF`, taking
+turns with the measured chit in the same run, and prints a before/after table
+(a refactor's proof of no regression; docs/ are left alone). chit on
+PostgreSQL runs once src/chit/store/postgres.py is committed.
 """
 
 from __future__ import annotations
@@ -120,6 +124,7 @@ class Bench:
         self.pg: services.Postgres | None = None
         self.current: subprocess.Popen[bytes] | None = None
         self.chit_src: Path | None = None
+        self.baseline_src: Path | None = None
         self.notes: dict[str, str] = {}
 
     # Setting up
@@ -132,12 +137,7 @@ class Bench:
             [*git, "rev-parse", "--short", ref or "HEAD"], capture_output=True, text=True
         ).stdout.strip()
         if ref:
-            self.chit_src = self.dir / "chit-src"
-            self.chit_src.mkdir()
-            archive = subprocess.run(
-                [*git, "archive", ref, "src"], check=True, capture_output=True
-            ).stdout
-            subprocess.run(["tar", "-x", "-C", str(self.chit_src)], input=archive, check=True)
+            self.chit_src = self.export(ref, "chit-src")
             tree = f"{head} (`git archive {ref}`)"
         else:
             dirty = subprocess.run(
@@ -151,10 +151,21 @@ class Bench:
         ).stdout.strip()
         return {"tree": tree, "postgres_committed": "yes" if committed else ""}
 
-    def env(self, info_venv: str) -> dict[str, str]:
+    def export(self, ref: str, name: str) -> Path:
+        """`git archive REF src` unpacked into the results folder."""
+        folder = self.dir / name
+        folder.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", ref, "src"], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+        return folder
+
+    def env(self, info_venv: str, baseline: bool = False) -> dict[str, str]:
         paths = [str(HERE)]
-        if info_venv == "chit" and self.chit_src is not None:
-            paths.insert(0, str(self.chit_src / "src"))
+        src = self.baseline_src if baseline else self.chit_src
+        if info_venv == "chit" and src is not None:
+            paths.insert(0, str(src / "src"))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CHIT_", "BENCH_"))}
         env["PYTHONPATH"] = os.pathsep.join(paths)
         env["BENCH_PY_SPY"] = str(HERE / ".venv-peers/bin/py-spy")
@@ -164,8 +175,9 @@ class Bench:
     # One run
 
     def run(self, system: str, step: Step, rep: int) -> Run:
+        system, _, at = system.partition("@")
         info = INFO[system]
-        env = self.env(info.venv) | dict(info.env)
+        env = self.env(info.venv, baseline=bool(at)) | dict(info.env)
         db_name = f"bench_{system.replace('-', '_')}"
         sqlite_path = self.dir / f"{system}-{step.key}-{rep}.db"
         if info.backend == "SQLite":
@@ -189,7 +201,7 @@ class Bench:
             cmd += ["--profile", str(profiles)]
         busy = services.wait_quiet() if not self.args.no_wait else 0.0
         started = time.monotonic()
-        run = Run(system, step.key, rep, ok=False, busy_before=busy)
+        run = Run(f"{system}@{at}" if at else system, step.key, rep, ok=False, busy_before=busy)
         try:
             with log.open("ab") as err:
                 self.current = subprocess.Popen(
@@ -239,13 +251,17 @@ class Bench:
         for venv in {INFO[s].venv for s in wanted}:
             if not PYTHONS[venv].exists():
                 raise SystemExit(f"{PYTHONS[venv]} is missing: run `make bench`")
+        if args.baseline:
+            self.baseline_src = self.export(args.baseline, "baseline-src")
+            chit_systems = [s for s in wanted if INFO[s].venv == "chit"]
+            wanted += [f"{s}@{args.baseline}" for s in chit_systems]
         all_steps = steps(self.sizes)
         chosen = args.steps.split(",") if args.steps else [s.key for s in all_steps] + ["limits"]
         unknown = set(chosen) - {s.key for s in all_steps} - {"limits"}
         if unknown:
             raise SystemExit(f"unknown steps {sorted(unknown)}")
 
-        backends = {INFO[s].backend for s in wanted}
+        backends = {INFO[base_name(s)].backend for s in wanted}
         if "Redis" in backends:
             self.redis = services.Redis(self.logs / "redis-server.log")
         if "PostgreSQL" in backends or "limits" in chosen:
@@ -260,8 +276,8 @@ class Bench:
             systems = [
                 s
                 for s in wanted
-                if (not step.seeding or INFO[s].seeds)
-                and (not step.sqlite_only or INFO[s].backend == "SQLite")
+                if (not step.seeding or INFO[base_name(s)].seeds)
+                and (not step.sqlite_only or INFO[base_name(s)].backend == "SQLite")
             ]
             # Growth is read against growth-empty (and process1): as many runs of
             # each, so every figure compared is a best of the same number.
@@ -279,7 +295,11 @@ class Bench:
         meta["load_after"] = os.getloadavg()
         self.save(meta)
         print(f"done in {meta['seconds']:.0f} s")
-        if not args.no_docs:
+        if args.baseline:
+            table = before_after(self.runs, args.baseline, meta["chit"]["tree"])
+            (self.dir / "before-after.md").write_text(table)
+            print(table)
+        elif not args.no_docs:
             md, png = report.write(self.runs_json(), meta, ROOT / "docs")
             print(f"wrote {md.relative_to(ROOT)} and {png.relative_to(ROOT)}")
 
@@ -356,8 +376,9 @@ class Bench:
             self.pg.drop_all()
         for path in self.dir.glob("*.db*"):
             path.unlink(missing_ok=True)
-        if self.chit_src is not None:
-            shutil.rmtree(self.chit_src, ignore_errors=True)
+        for src in (self.chit_src, self.baseline_src):
+            if src is not None:
+                shutil.rmtree(src, ignore_errors=True)
 
 
 CHIT_PROBE = """
@@ -390,6 +411,56 @@ def verify(step: Step, result: dict[str, Any]) -> str:
     return "; ".join(problems)
 
 
+def base_name(system: str) -> str:
+    """`chit-sqlite@REF` is measured as `chit-sqlite` from REF's source."""
+    return system.partition("@")[0]
+
+
+def figure(run: Run) -> float | None:
+    """The figure a run is compared by: jobs/s, or the median latency in ms."""
+    r = run.result
+    if not run.ok or "skipped" in r:
+        return None
+    return r["median_ms"] if "median_ms" in r else r["jobs_per_s"]
+
+
+def fmt(value: float | None, latency: bool) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.1f} ms" if latency else f"{value:,.0f}"
+
+
+def before_after(runs: list[Run], ref: str, tree: str) -> str:
+    """Markdown: per step and chit system, the best figure of REF and of the tree."""
+    rows = [
+        f"Before/after in one run: `{ref}` (before) and {tree} (after), taking turns.",
+        "",
+        "| step | system | before | after | after/before |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    seen: dict[tuple[str, str], None] = {}
+    for run in runs:
+        if "@" not in run.system:
+            seen.setdefault((run.step, run.system), None)
+    for step, system in seen:
+        latency = step == "latency"
+        pick = min if latency else max
+
+        def best(name: str, step: str = step, pick: Any = pick) -> float | None:
+            values = [f for r in runs if r.step == step and r.system == name
+                      if (f := figure(r)) is not None]  # fmt: skip
+            return pick(values) if values else None
+
+        after, before = best(system), best(f"{system}@{ref}")
+        cells = [fmt(v, latency) for v in (before, after)]
+        # Above 1 is better for both: latency is compared as before/after.
+        ratio = "—"
+        if before and after:
+            ratio = f"{(before / after if latency else after / before):.2f}x"
+        rows.append(f"| {step} | {system} | {cells[0]} | {cells[1]} | {ratio} |")
+    return "\n".join(rows) + "\n"
+
+
 def line(run: Run) -> str:
     head = f"{run.step:<14} {run.system:<14}"
     r = run.result
@@ -417,6 +488,9 @@ def main() -> None:
         "--repeat", type=int, help="runs of each process and growth step (2; 1 with --quick)"
     )
     parser.add_argument("--chit-ref", help="measure chit from `git archive REF` (e.g. HEAD)")
+    parser.add_argument(
+        "--baseline", help="also measure chit from `git archive REF`, taking turns (before/after)"
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy on chit's workers")
     parser.add_argument("--no-docs", action="store_true", help="leave docs/ alone")
     parser.add_argument(
