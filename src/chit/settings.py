@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chit.cli.parse import DurationTooLong, duration
+from chit.durations import DurationTooLong, duration
 from chit.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///chit.db"

@@ -14,7 +14,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from chit.cli import output, parse
+from chit import durations
+from chit.cli import output
 from chit.cli.loading import load_queue
 from chit.errors import ConfigError, InvalidRequest, JobNotFound, StoreError
 from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
@@ -153,9 +154,9 @@ def submit(args: argparse.Namespace) -> int:
         raise InvalidRequest(f"payload is not valid JSON: {e}") from None
     run_at = None
     if args.delay is not None:
-        run_at = datetime.now(UTC) + timedelta(seconds=parse.duration(args.delay))
+        run_at = datetime.now(UTC) + timedelta(seconds=durations.duration(args.delay))
     if args.run_at is not None:
-        run_at = parse.moment(args.run_at)
+        run_at = durations.moment(args.run_at)
     if args.url:
         from chit.cli.remote import submit_remote
 
@@ -325,7 +326,7 @@ def replay(args: argparse.Namespace) -> int:
         ids=tuple(args.ids),
         kind=args.kind,
         error_prefix=args.error,
-        since=None if args.since is None else parse.moment(args.since),
+        since=None if args.since is None else durations.moment(args.since),
     )
     count = queue.store.replay(selector)
     if args.json:
@@ -356,7 +357,7 @@ def cancel(args: argparse.Namespace) -> int:
 
 def prune(args: argparse.Namespace) -> int:
     queue = load_queue(args.app)
-    seconds = parse.duration(args.older_than)
+    seconds = durations.duration(args.older_than)
     count = queue.store.prune(seconds)
     if args.json:
         output.print_json({"pruned": count})
