@@ -38,6 +38,7 @@ from chit.api.schemas import (
     StatsOut,
     Submitted,
 )
+from chit.bounds import PAGE_SIZE
 from chit.errors import (
     ChitError,
     IdempotencyConflict,
@@ -314,7 +315,7 @@ class Client:
         kind: str | None = None,
         queue: str | None = None,
         since: datetime | None = None,
-        limit: int = 50,
+        limit: int = PAGE_SIZE,
         cursor: str | None = None,
     ) -> JobList:
         return self._send(_list(state, kind, queue, since, limit, cursor))
@@ -474,7 +475,7 @@ class AsyncClient:
         kind: str | None = None,
         queue: str | None = None,
         since: datetime | None = None,
-        limit: int = 50,
+        limit: int = PAGE_SIZE,
         cursor: str | None = None,
     ) -> JobList:
         return await self._send(_list(state, kind, queue, since, limit, cursor))

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPBearer
 
+from chit import bounds
 from chit.api import events, metrics
 from chit.api.auth import Principal, require_scope
 from chit.api.body import read_json
@@ -54,7 +55,6 @@ from chit.queue import JobRequest
 
 # How soon to poll again a job that is running (or due and waiting for a worker).
 RUNNING_RETRY_AFTER = 1
-MAX_LIST_LIMIT = 500
 
 router = APIRouter(route_class=ChitRoute)
 _bearer = HTTPBearer(
@@ -103,7 +103,8 @@ async def submit_job(
         str | None,
         Header(
             alias="Idempotency-Key",
-            description="1 to 255 printable ASCII characters; the same key and body "
+            description=f"1 to {bounds.IDEMPOTENCY_KEY_MAX} printable ASCII characters; "
+            "the same key and body "
             "answer the same job",
         ),
     ] = None,
@@ -183,12 +184,13 @@ async def list_jobs(
     request: Request,
     principal: Reader,
     state: State | None = None,
-    kind: Annotated[str | None, Query(max_length=200)] = None,
-    queue: Annotated[str | None, Query(max_length=200)] = None,
+    kind: Annotated[str | None, Query(max_length=bounds.NAME_MAX)] = None,
+    queue: Annotated[str | None, Query(max_length=bounds.NAME_MAX)] = None,
     since: Annotated[Moment | None, Query(description="created at or after")] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 50,
+    limit: Annotated[int, Query(ge=1, le=bounds.API_PAGE_MAX)] = bounds.PAGE_SIZE,
     cursor: Annotated[
-        str | None, Query(max_length=100, description="next_cursor from the previous page")
+        str | None,
+        Query(max_length=bounds.CURSOR_MAX, description="next_cursor from the previous page"),
     ] = None,
 ) -> Response:
     if cursor is not None and not is_job_id(cursor):
@@ -236,7 +238,7 @@ async def job_events(
     request: Request,
     job_id: str,
     principal: Reader,
-    last_event_id: Annotated[str | None, Header(max_length=100)] = None,
+    last_event_id: Annotated[str | None, Header(max_length=bounds.CURSOR_MAX)] = None,
 ) -> Response:
     state = api_state(request)
     job = await load_job(request, job_id, principal)

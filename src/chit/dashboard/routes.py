@@ -26,6 +26,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 
+from chit import bounds
 from chit.api import events
 from chit.api.auth import Principal
 from chit.api.deps import api_state, blocking, load_job, render_status
@@ -50,7 +51,7 @@ log = logging.getLogger("chit.dashboard")
 # Counts stop here: "10,000+" is as useful at a glance as an exact million, and
 # capping keeps the overview's cost bounded whatever the table's size.
 COUNT_CAP = 10_000
-PAGE_SIZE = 50
+PAGE_SIZE = bounds.PAGE_SIZE
 STALE_SHOWN = 20
 MAX_FORM_BYTES = 16 * 1024
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -422,7 +423,8 @@ async def jobs(
     store = api_state(request).store
     tenant = current.principal.tenant
     chosen = State(state) if state in {s.value for s in State} else None
-    kind, queue, q = kind.strip()[:200], queue.strip()[:200], q.strip()[:300]
+    kind, queue = kind.strip()[: bounds.NAME_MAX], queue.strip()[: bounds.NAME_MAX]
+    q = q.strip()[:300]
     next_cursor = None
     if q:
         found = await blocking(store.search, q, tenant, PAGE_SIZE)
