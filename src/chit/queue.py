@@ -80,6 +80,16 @@ class Queue:
         self._store: Store | None = None
         self._store_lock = threading.Lock()
 
+    def configure(self, **changes: Any) -> None:
+        """Change settings (None leaves one as it is) before the store opens on
+        them: the CLI applies its flags to an app's queue this way."""
+        settings = self.settings.replace(**changes)
+        if self._store is not None and settings.database_url != self.settings.database_url:
+            raise ConfigError(
+                "the queue's store is already open: set the database URL before its first use"
+            )
+        self.settings = settings
+
     # Registering
 
     def task(

@@ -76,6 +76,22 @@ class Settings:
         changed.validate()
         return changed
 
+    def to_env(self) -> dict[str, str]:
+        """Every setting as the CHIT_* variable that reads back as it (None and
+        empty tuples as "", which reads as the default): what `chit up` hands
+        its children."""
+        env = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                text = ""
+            elif isinstance(value, tuple):
+                text = ",".join(value)
+            else:
+                text = str(value)
+            env[f"CHIT_{f.name.upper()}"] = text
+        return env
+
     @property
     def retention_seconds(self) -> float | None:
         """CHIT_RETENTION in seconds; None when finished jobs are kept."""

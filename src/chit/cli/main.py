@@ -9,10 +9,11 @@ from collections.abc import Callable, Sequence
 
 from chit.bounds import CLI_PAGE_MAX, PAGE_SIZE
 from chit.cli import commands
+from chit.cli.loading import Setup
 from chit.errors import ChitError, ConfigError, InvalidRequest, JobNotFound, StoreError
 from chit.jobs import State
 
-Command = Callable[[argparse.Namespace], int]
+Command = Callable[[argparse.Namespace, Setup], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,8 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # One line per HTTP request would drown the progress `wait --url` prints.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
-        commands.settings_from_args(args)
-        return int(args.handler(args))
+        return int(args.handler(args, Setup.from_args(args)))
     except (InvalidRequest, JobNotFound, ConfigError, ValueError) as e:
         print(f"chit: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
