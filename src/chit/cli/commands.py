@@ -17,14 +17,12 @@ from typing import Any
 from chit import durations
 from chit.cli import output
 from chit.cli.loading import Setup
+from chit.cli.progress import WaitDisplay
 from chit.errors import ConfigError, InvalidRequest, JobNotFound, StoreError
 from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
 from chit.queue import Queue
 
 log = logging.getLogger("chit.cli")
-
-# Exit codes: 0 done, 1 the job failed / was cancelled / timed out, 2 bad input, 3 store error.
-EXIT_JOB_FAILED = 1
 
 
 def migrate(args: argparse.Namespace, setup: Setup) -> int:
@@ -239,39 +237,21 @@ def _api_key(args: argparse.Namespace) -> str | None:
 
 def _wait(queue: Queue, job_id: str, timeout: float | None, as_json: bool) -> int:
     deadline = None if timeout is None else time.monotonic() + timeout
-    live = sys.stderr.isatty() and not as_json
-    last_line = ""
+    display = WaitDisplay(as_json)
     delay = 0.1
     while True:
         job = _job(queue, job_id)
-        line = f"{job.state.value} {output.progress_bar(job.progress.done, job.progress.total)}"
-        if live:
-            sys.stderr.write("\r" + line.ljust(len(last_line)))
-            sys.stderr.flush()
-        elif line != last_line and not as_json:
-            print(line, file=sys.stderr, flush=True)
-        last_line = line
+        display.update(job.state, job.progress.done, job.progress.total)
         if job.state.terminal:
             break
         if deadline is not None and time.monotonic() >= deadline:
-            if live:
-                sys.stderr.write("\n")
-            print(f"chit: still {job.state.value} after {timeout}s", file=sys.stderr)
-            return EXIT_JOB_FAILED
+            return display.timed_out(timeout)
         time.sleep(delay)
         delay = min(delay * 1.5, 1.0)
-    if live:
-        sys.stderr.write("\n")
     if job.result_external:
         _, result = queue.store.get_result(job.id)
         job = dataclasses.replace(job, result=result)
-    if as_json:
-        output.print_json(job)
-    elif job.state is State.SUCCEEDED:
-        print(json.dumps(job.result, indent=2, ensure_ascii=False))
-    else:
-        print(f"{job.state.value}: {(job.error or '').split(chr(10), 1)[0]}", file=sys.stderr)
-    return 0 if job.state is State.SUCCEEDED else EXIT_JOB_FAILED
+    return display.finished(job.state, job.result, job.error, job)
 
 
 def list_jobs(args: argparse.Namespace, setup: Setup) -> int:
