@@ -15,15 +15,16 @@ APIError (ChitError)          status, code, message, details
  ├── APIConflict (InvalidTransition)          409
  └── APIUnavailable (StoreError)              503, or the server cannot be reached
 
-The request and answer handling is shared; only the I/O differs between the
-two classes.
+Building requests, reading answers and the polling of `wait` are written once,
+without I/O (as in httpx, only the sending is twinned): `wait` is a generator
+of steps, a request to send or a delay to sleep, that both classes drive.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -38,6 +39,7 @@ from chit.api.schemas import (
     StatsOut,
     Submitted,
 )
+from chit.bounds import PAGE_SIZE
 from chit.errors import (
     ChitError,
     IdempotencyConflict,
@@ -154,6 +156,21 @@ def _model(model: type[T]) -> Callable[[httpx.Response], T]:
     return lambda r: model.model_validate_json(r.content)  # type: ignore[attr-defined,no-any-return]
 
 
+def _job(
+    method: str, job_id: str, action: str = "", ok: tuple[int, ...] = (200,)
+) -> _Call[JobStatus]:
+    return _Call(method, f"/jobs/{job_id}{action}", _model(JobStatus), ok=ok)
+
+
+def _result(job_id: str) -> _Call[Any]:
+    return _Call("GET", f"/jobs/{job_id}/result", lambda r: r.json())
+
+
+_CANCEL_OK = (200, 202)
+_FAILURES = _Call("GET", "/failures", _model(Failures))
+_STATS = _Call("GET", "/stats", _model(StatsOut))
+
+
 def _submit(
     kind: str,
     payload: Any,
@@ -233,6 +250,12 @@ def _raise_for(response: httpx.Response) -> None:
     raise cls(status, code, message, details)
 
 
+def _answer(call: _Call[T], response: httpx.Response) -> T:
+    if response.status_code not in call.ok:
+        _raise_for(response)
+    return call.parse(response)
+
+
 def _unreachable(base_url: str, error: httpx.TransportError) -> APIUnavailable:
     return APIUnavailable(0, "unreachable", f"cannot reach the chit API at {base_url}: {error}")
 
@@ -244,6 +267,58 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 def _client_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+# A step of `wait`: a request to send (its answer is sent back in), or seconds
+# to sleep (None is sent back in).
+_Step = _Call[Any] | float
+
+
+def _waiting(
+    job_id: str,
+    timeout: float | None,
+    on_update: Callable[[JobStatus], None] | None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Generator[_Step, Any, JobStatus]:
+    """The polling of `wait` (conditional GETs, honouring Retry-After), as steps;
+    returns the final status with its result loaded, however large."""
+    started = clock()
+    etag: str | None = None
+    status: JobStatus | None = None
+    while True:
+        headers = {"If-None-Match": etag} if etag else None
+        response = yield _Call("GET", f"/jobs/{job_id}", _as_is, headers=headers, ok=(200, 304))
+        if response.status_code == 200:
+            status = JobStatus.model_validate_json(response.content)
+            etag = response.headers.get("etag")
+            if on_update is not None:
+                on_update(status)
+        elif status is None:  # a 304 to a first request: nothing to compare
+            _raise_for(response)
+        assert status is not None
+        if status.state.terminal:
+            if status.result_url is None:
+                return status
+            result = yield _result(status.id)
+            return status.model_copy(update={"result": result})
+        elapsed = clock() - started
+        delay = poll_delay(elapsed, _retry_after(response))
+        if timeout is not None:
+            if elapsed >= timeout:
+                raise TimeoutError(f"job {job_id} still {status.state.value} after {timeout}s")
+            delay = min(delay, timeout - elapsed)
+        yield delay
+
+
+def _as_is(response: httpx.Response) -> httpx.Response:
+    return response
+
+
+def _events_headers(last_event_id: str | None) -> dict[str, str]:
+    headers = {"Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = last_event_id
+    return headers
 
 
 class Client:
@@ -281,9 +356,7 @@ class Client:
             )
         except httpx.TransportError as e:
             raise _unreachable(self.base_url, e) from e
-        if response.status_code not in call.ok:
-            _raise_for(response)
-        return call.parse(response)
+        return _answer(call, response)
 
     def submit(
         self,
@@ -301,11 +374,11 @@ class Client:
         )
 
     def get(self, job_id: str) -> JobStatus:
-        return self._send(_Call("GET", f"/jobs/{job_id}", _model(JobStatus)))
+        return self._send(_job("GET", job_id))
 
     def result(self, job_id: str) -> Any:
         """A succeeded job's result, however large."""
-        return self._send(_Call("GET", f"/jobs/{job_id}/result", lambda r: r.json()))
+        return self._send(_result(job_id))
 
     def list(
         self,
@@ -314,17 +387,17 @@ class Client:
         kind: str | None = None,
         queue: str | None = None,
         since: datetime | None = None,
-        limit: int = 50,
+        limit: int = PAGE_SIZE,
         cursor: str | None = None,
     ) -> JobList:
         return self._send(_list(state, kind, queue, since, limit, cursor))
 
     def retry(self, job_id: str) -> JobStatus:
-        return self._send(_Call("POST", f"/jobs/{job_id}/retry", _model(JobStatus)))
+        return self._send(_job("POST", job_id, "/retry"))
 
     def cancel(self, job_id: str) -> JobStatus:
         """Queued: cancelled now. Running: `cancel_requested`, ends at the next heartbeat."""
-        return self._send(_Call("POST", f"/jobs/{job_id}/cancel", _model(JobStatus), ok=(200, 202)))
+        return self._send(_job("POST", job_id, "/cancel", _CANCEL_OK))
 
     def replay(
         self,
@@ -337,10 +410,10 @@ class Client:
         return self._send(_replay(ids, kind, error_prefix, since))
 
     def failures(self) -> Failures:
-        return self._send(_Call("GET", "/failures", _model(Failures)))
+        return self._send(_FAILURES)
 
     def stats(self) -> StatsOut:
-        return self._send(_Call("GET", "/stats", _model(StatsOut)))
+        return self._send(_STATS)
 
     def wait(
         self,
@@ -352,41 +425,28 @@ class Client:
         """Poll until the job finishes (conditional GETs, honouring Retry-After);
         the final status has the result loaded even when large. Raises
         TimeoutError after `timeout` seconds."""
-        started = time.monotonic()
-        etag: str | None = None
-        status: JobStatus | None = None
-        while True:
-            headers = {"If-None-Match": etag} if etag else None
-            try:
-                response = self._http.get(f"/jobs/{job_id}", headers=headers)
-            except httpx.TransportError as e:
-                raise _unreachable(self.base_url, e) from e
-            if response.status_code == 200:
-                status = JobStatus.model_validate_json(response.content)
-                etag = response.headers.get("etag")
-                if on_update is not None:
-                    on_update(status)
-            elif response.status_code != 304 or status is None:
-                _raise_for(response)
-            assert status is not None
-            if status.state.terminal:
-                return self._with_result(status)
-            elapsed = time.monotonic() - started
-            delay = poll_delay(elapsed, _retry_after(response))
-            if timeout is not None:
-                if elapsed >= timeout:
-                    raise TimeoutError(f"job {job_id} still {status.state.value} after {timeout}s")
-                delay = min(delay, timeout - elapsed)
-            time.sleep(delay)
+        steps = _waiting(job_id, timeout, on_update)
+        answer: Any = None
+        try:
+            while True:
+                step = steps.send(answer)
+                if isinstance(step, _Call):
+                    answer = self._send(step)
+                else:
+                    time.sleep(step)
+                    answer = None
+        except StopIteration as done:
+            final: JobStatus = done.value
+            return final
 
     def events(self, job_id: str, last_event_id: str | None = None) -> Iterator[Event]:
         """Server-Sent Events until the job finishes (the stream then ends)."""
-        headers = {"Accept": "text/event-stream"}
-        if last_event_id is not None:
-            headers["Last-Event-ID"] = last_event_id
         try:
             with self._http.stream(
-                "GET", f"/jobs/{job_id}/events", headers=headers, timeout=httpx.Timeout(None)
+                "GET",
+                f"/jobs/{job_id}/events",
+                headers=_events_headers(last_event_id),
+                timeout=httpx.Timeout(None),
             ) as response:
                 if response.status_code == 204:
                     return
@@ -400,11 +460,6 @@ class Client:
                         yield event
         except httpx.TransportError as e:
             raise _unreachable(self.base_url, e) from e
-
-    def _with_result(self, status: JobStatus) -> JobStatus:
-        if status.result_url is None:
-            return status
-        return status.model_copy(update={"result": self.result(status.id)})
 
 
 class AsyncClient:
@@ -442,9 +497,7 @@ class AsyncClient:
             )
         except httpx.TransportError as e:
             raise _unreachable(self.base_url, e) from e
-        if response.status_code not in call.ok:
-            _raise_for(response)
-        return call.parse(response)
+        return _answer(call, response)
 
     async def submit(
         self,
@@ -462,10 +515,10 @@ class AsyncClient:
         )
 
     async def get(self, job_id: str) -> JobStatus:
-        return await self._send(_Call("GET", f"/jobs/{job_id}", _model(JobStatus)))
+        return await self._send(_job("GET", job_id))
 
     async def result(self, job_id: str) -> Any:
-        return await self._send(_Call("GET", f"/jobs/{job_id}/result", lambda r: r.json()))
+        return await self._send(_result(job_id))
 
     async def list(
         self,
@@ -474,18 +527,16 @@ class AsyncClient:
         kind: str | None = None,
         queue: str | None = None,
         since: datetime | None = None,
-        limit: int = 50,
+        limit: int = PAGE_SIZE,
         cursor: str | None = None,
     ) -> JobList:
         return await self._send(_list(state, kind, queue, since, limit, cursor))
 
     async def retry(self, job_id: str) -> JobStatus:
-        return await self._send(_Call("POST", f"/jobs/{job_id}/retry", _model(JobStatus)))
+        return await self._send(_job("POST", job_id, "/retry"))
 
     async def cancel(self, job_id: str) -> JobStatus:
-        return await self._send(
-            _Call("POST", f"/jobs/{job_id}/cancel", _model(JobStatus), ok=(200, 202))
-        )
+        return await self._send(_job("POST", job_id, "/cancel", _CANCEL_OK))
 
     async def replay(
         self,
@@ -498,10 +549,10 @@ class AsyncClient:
         return await self._send(_replay(ids, kind, error_prefix, since))
 
     async def failures(self) -> Failures:
-        return await self._send(_Call("GET", "/failures", _model(Failures)))
+        return await self._send(_FAILURES)
 
     async def stats(self) -> StatsOut:
-        return await self._send(_Call("GET", "/stats", _model(StatsOut)))
+        return await self._send(_STATS)
 
     async def wait(
         self,
@@ -510,42 +561,27 @@ class AsyncClient:
         timeout: float | None = None,
         on_update: Callable[[JobStatus], None] | None = None,
     ) -> JobStatus:
-        started = time.monotonic()
-        etag: str | None = None
-        status: JobStatus | None = None
-        while True:
-            headers = {"If-None-Match": etag} if etag else None
-            try:
-                response = await self._http.get(f"/jobs/{job_id}", headers=headers)
-            except httpx.TransportError as e:
-                raise _unreachable(self.base_url, e) from e
-            if response.status_code == 200:
-                status = JobStatus.model_validate_json(response.content)
-                etag = response.headers.get("etag")
-                if on_update is not None:
-                    on_update(status)
-            elif response.status_code != 304 or status is None:
-                _raise_for(response)
-            assert status is not None
-            if status.state.terminal:
-                if status.result_url is None:
-                    return status
-                return status.model_copy(update={"result": await self.result(status.id)})
-            elapsed = time.monotonic() - started
-            delay = poll_delay(elapsed, _retry_after(response))
-            if timeout is not None:
-                if elapsed >= timeout:
-                    raise TimeoutError(f"job {job_id} still {status.state.value} after {timeout}s")
-                delay = min(delay, timeout - elapsed)
-            await asyncio.sleep(delay)
+        steps = _waiting(job_id, timeout, on_update)
+        answer: Any = None
+        try:
+            while True:
+                step = steps.send(answer)
+                if isinstance(step, _Call):
+                    answer = await self._send(step)
+                else:
+                    await asyncio.sleep(step)
+                    answer = None
+        except StopIteration as done:
+            final: JobStatus = done.value
+            return final
 
     async def events(self, job_id: str, last_event_id: str | None = None) -> AsyncIterator[Event]:
-        headers = {"Accept": "text/event-stream"}
-        if last_event_id is not None:
-            headers["Last-Event-ID"] = last_event_id
         try:
             async with self._http.stream(
-                "GET", f"/jobs/{job_id}/events", headers=headers, timeout=httpx.Timeout(None)
+                "GET",
+                f"/jobs/{job_id}/events",
+                headers=_events_headers(last_event_id),
+                timeout=httpx.Timeout(None),
             ) as response:
                 if response.status_code == 204:
                     return

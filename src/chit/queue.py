@@ -21,6 +21,8 @@ from typing import Any, overload
 
 import pydantic
 
+from chit import bounds
+from chit.bounds import IDEMPOTENCY_KEY_MAX, MAX_ATTEMPTS, NAME_MAX, PRIORITY_LIMIT
 from chit.encoding import canonical, has_nul
 from chit.errors import (
     ConfigError,
@@ -31,17 +33,10 @@ from chit.errors import (
     UnknownKind,
 )
 from chit.jobs import Enqueued, NewJob
-from chit.settings import MAX_ATTEMPTS_LIMIT, Settings
+from chit.settings import Settings
 from chit.store import Store, open_store
 
 Handler = Callable[..., Any]
-IDEMPOTENCY_KEY_MAX = 255
-# The bounds every entry point (code, CLI, HTTP API) shares. Priorities beyond
-# these are typing slips, and would not fit the database's integer.
-PRIORITY_LIMIT = 1_000_000
-# The store keeps times as UTC text with a four-digit year.
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -85,6 +80,16 @@ class Queue:
         self._store: Store | None = None
         self._store_lock = threading.Lock()
 
+    def configure(self, **changes: Any) -> None:
+        """Change settings (None leaves one as it is) before the store opens on
+        them: the CLI applies its flags to an app's queue this way."""
+        settings = self.settings.replace(**changes)
+        if self._store is not None and settings.database_url != self.settings.database_url:
+            raise ConfigError(
+                "the queue's store is already open: set the database URL before its first use"
+            )
+        self.settings = settings
+
     # Registering
 
     def task(
@@ -96,10 +101,10 @@ class Queue:
         queue: str = "default",
         priority: int = 0,
     ) -> Callable[[Handler], Handler]:
-        if not kind or len(kind) > 200:
-            raise ConfigError(f"task kind {kind!r}: must be 1 to 200 characters")
-        if max_attempts is not None and not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT:
-            raise ConfigError(f"task {kind!r}: max_attempts must be 1 to {MAX_ATTEMPTS_LIMIT}")
+        if not kind or len(kind) > NAME_MAX:
+            raise ConfigError(f"task kind {kind!r}: must be 1 to {NAME_MAX} characters")
+        if max_attempts is not None and not 1 <= max_attempts <= MAX_ATTEMPTS:
+            raise ConfigError(f"task {kind!r}: max_attempts must be 1 to {MAX_ATTEMPTS}")
         if not -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT:
             raise ConfigError(
                 f"task {kind!r}: priority must be from {-PRIORITY_LIMIT:,} to {PRIORITY_LIMIT:,}"
@@ -197,10 +202,8 @@ class Queue:
         max_attempts = request.max_attempts
         if max_attempts is None:  # not `or`: an explicit 0 is refused below, not replaced
             max_attempts = task.max_attempts or self.settings.max_attempts
-        if not _whole(max_attempts) or not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT:
-            raise InvalidRequest(
-                f"max_attempts must be 1 to {MAX_ATTEMPTS_LIMIT}, not {max_attempts}"
-            )
+        if not _whole(max_attempts) or not 1 <= max_attempts <= MAX_ATTEMPTS:
+            raise InvalidRequest(f"max_attempts must be 1 to {MAX_ATTEMPTS}, not {max_attempts}")
         priority = task.priority if request.priority is None else request.priority
         if not _whole(priority) or not -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT:
             raise InvalidRequest(
@@ -255,26 +258,12 @@ class _PreparedOnRead(Sequence[NewJob]):
         return self._jobs[index]
 
 
-@dataclass(frozen=True)
-class ValidPayload:
-    """A payload that fits its task: `stored` is the JSON form kept in the job
-    row, `body` what the handler receives (the model instance, or the dict)."""
-
-    stored: dict[str, Any]
-    body: Any
-
-
-def validate_payload(task: Task, payload: Any) -> ValidPayload:
-    """Check a submitted payload against its task. A task without a model takes a
-    JSON object (None means {}); a task with one takes what its model accepts.
-    Raises InvalidPayload, whatever the model's validators raise."""
-    body, stored, _ = _validated(task, payload)
-    return ValidPayload(stored, body)
-
-
 def _validated(task: Task, payload: Any) -> tuple[Any, dict[str, Any], str]:
-    """`validate_payload`'s body and stored form, and the canonical JSON the
-    stored form was read from (see `_json_object`)."""
+    """A submitted payload checked against its task: what the handler would
+    receive (the model instance, or the dict), the JSON object the job row keeps,
+    and the canonical JSON that object was read from (see `_json_object`). A task
+    without a model takes a JSON object (None means {}); a task with one takes
+    what its model accepts. Raises InvalidPayload, whatever the validators raise."""
     if task.payload_model is None:
         stored, encoded = _json_object(task, {} if payload is None else payload)
         return stored, stored, encoded
@@ -356,14 +345,8 @@ def _in_range(run_at: datetime) -> datetime:
         raise InvalidRequest(f"run_at must be a datetime, not {type(run_at).__name__}")
     if run_at.tzinfo is None:
         run_at = run_at.replace(tzinfo=UTC)
-    try:
-        utc = run_at.astimezone(UTC)
-    except OverflowError:
-        utc = None
-    if utc is None or not EARLIEST <= utc < LATEST:
-        raise InvalidRequest(
-            f"run_at {run_at.isoformat()} is out of range: use a year from 1970 to 9998"
-        )
+    if bounds.storable_time(run_at) is None:
+        raise InvalidRequest(f"run_at {run_at.isoformat()} is out of range: use {bounds.YEARS}")
     return run_at
 
 

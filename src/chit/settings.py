@@ -13,12 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chit.cli.parse import DurationTooLong, duration
+from chit.bounds import MAX_ATTEMPTS, PAYLOAD_BYTES
+from chit.durations import DurationTooLong, duration
 from chit.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///chit.db"
-# Attempts a job may have, at most: the HTTP API's bound too.
-MAX_ATTEMPTS_LIMIT = 1000
 # The longest duration a setting may have. Far beyond it, a lease or retry time
 # leaves the range SQLite can write (year 9999) and the claim itself fails.
 MAX_SECONDS = 10 * 365 * 86400.0
@@ -45,9 +44,9 @@ class Settings:
     # workers. 0 turns it off.
     prefetch: int = 32
     grace_seconds: float = 30.0
-    max_payload_bytes: int = 1024 * 1024
+    max_payload_bytes: int = PAYLOAD_BYTES
     # The HTTP API refuses request bodies larger than this with a 413.
-    max_body_bytes: int = 1024 * 1024
+    max_body_bytes: int = PAYLOAD_BYTES
     # Results larger than this (as JSON) go to the results table, out of status reads.
     result_inline_bytes: int = 64 * 1024
     # NORMAL in WAL mode: a committed job survives any process crash (kill -9);
@@ -77,6 +76,22 @@ class Settings:
         changed.validate()
         return changed
 
+    def to_env(self) -> dict[str, str]:
+        """Every setting as the CHIT_* variable that reads back as it (None and
+        empty tuples as "", which reads as the default): what `chit up` hands
+        its children."""
+        env = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                text = ""
+            elif isinstance(value, tuple):
+                text = ",".join(value)
+            else:
+                text = str(value)
+            env[f"CHIT_{f.name.upper()}"] = text
+        return env
+
     @property
     def retention_seconds(self) -> float | None:
         """CHIT_RETENTION in seconds; None when finished jobs are kept."""
@@ -89,10 +104,9 @@ class Settings:
         _seconds("CHIT_POLL_INTERVAL", self.poll_interval)
         _seconds("CHIT_GRACE_SECONDS", self.grace_seconds, zero=True)
         _positive("CHIT_MAX_ATTEMPTS", self.max_attempts)
-        if self.max_attempts > MAX_ATTEMPTS_LIMIT:
+        if self.max_attempts > MAX_ATTEMPTS:
             raise ConfigError(
-                f"CHIT_MAX_ATTEMPTS has value {self.max_attempts}: "
-                f"must be at most {MAX_ATTEMPTS_LIMIT}"
+                f"CHIT_MAX_ATTEMPTS has value {self.max_attempts}: must be at most {MAX_ATTEMPTS}"
             )
         _positive("CHIT_CONCURRENCY", self.concurrency)
         _finite("CHIT_PREFETCH", self.prefetch)

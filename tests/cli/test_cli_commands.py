@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -411,6 +412,13 @@ def test_database_url_flag_wins_over_the_environment(cli: Cli, tmp_path: Path) -
     assert cli("migrate", "--database-url", f"sqlite:///{other}").code == 0
     assert other.exists()
     assert not (tmp_path / "chit.db").exists()
+
+
+def test_flags_are_not_written_to_the_environment(cli: Cli, tmp_path: Path) -> None:
+    before = dict(os.environ)
+    other = tmp_path / "other.db"
+    assert cli("migrate", "--database-url", f"sqlite:///{other}", "--app", "cli_app").code == 0
+    assert dict(os.environ) == before
 
 
 # --json everywhere

@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel, Field, field_validator
 
 import chit
-from chit.queue import parse_payload, validate_payload
+from chit.queue import JobRequest, parse_payload
 from chit.settings import Settings
 
 
@@ -183,12 +183,14 @@ def test_a_task_without_a_model_takes_no_payload_as_an_empty_object(queue: chit.
     assert queue.store.get(job.id).payload == {}
 
 
-def test_validate_payload_gives_the_stored_json_and_the_handlers_body(queue: chit.Queue) -> None:
-    valid = validate_payload(queue.tasks["report"], {"region": "emea", "year": "2027"})
-    assert valid.stored == {"region": "emea", "year": 2027, "ratio": 0.5}
-    assert valid.body == Report(region="emea", year=2027)
-    free = validate_payload(queue.tasks["free"], {"a": (1, 2)})
-    assert free.stored == free.body == {"a": [1, 2]}
+def test_a_payload_is_stored_as_json_and_given_to_the_handler_as_its_body(
+    queue: chit.Queue,
+) -> None:
+    stored = queue.prepare(JobRequest("report", {"region": "emea", "year": "2027"})).payload
+    assert stored == {"region": "emea", "year": 2027, "ratio": 0.5}
+    assert parse_payload(queue.tasks["report"], stored) == Report(region="emea", year=2027)
+    free = queue.prepare(JobRequest("free", {"a": (1, 2)})).payload
+    assert free == parse_payload(queue.tasks["free"], free) == {"a": [1, 2]}
 
 
 def test_parse_payload_gives_the_handler_a_model_instance_or_a_dict(queue: chit.Queue) -> None:

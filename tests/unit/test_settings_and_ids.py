@@ -24,6 +24,19 @@ def test_values_come_from_chit_variables() -> None:
     assert (s.lease_seconds, s.max_attempts, s.queues) == (2.5, 7, ("high", "default"))
 
 
+def test_settings_rendered_as_chit_variables_read_back_the_same() -> None:
+    s = Settings(
+        database_url="sqlite:///x.db",
+        lease_seconds=0.125,
+        api_keys=("acme:read:k1", "k2"),
+        queues=("high", "default"),
+        app="mod:queue",
+        retention="7d",
+    )
+    assert Settings.from_env(s.to_env()) == s
+    assert Settings.from_env(Settings().to_env()) == Settings()
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from chit.api.app import ApiState, create_app, create_router, lifespan
+    from chit.api.app import create_app, create_router, lifespan
+    from chit.api.deps import ApiState
     from chit.api.errors import ChitRoute
 
 __all__ = ["ApiState", "ChitRoute", "create_app", "create_router", "lifespan"]
@@ -20,6 +21,10 @@ def __getattr__(name: str) -> Any:
         from chit.api.errors import ChitRoute
 
         return ChitRoute
+    if name == "ApiState":
+        from chit.api.deps import ApiState
+
+        return ApiState
     if name in __all__:
         from chit.api import app
 

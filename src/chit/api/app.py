@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
@@ -21,11 +20,12 @@ from starlette.exceptions import HTTPException
 
 from chit.api import routes
 from chit.api.auth import KEY_CACHE_SECONDS, Authenticator, parse_env_keys
+from chit.api.deps import ApiState
 from chit.api.errors import answer_exception
 from chit.api.events import POLL_INTERVAL, EventHub
+from chit.dashboard import routes as dashboard
 from chit.queue import Queue
 from chit.settings import Settings
-from chit.store import Store
 
 DESCRIPTION = """Durable background jobs over HTTP.
 
@@ -37,15 +37,6 @@ DESCRIPTION = """Durable background jobs over HTTP.
 
 # Where the dashboard lives under the API's own paths.
 DASHBOARD_PREFIX = "/ui"
-
-
-@dataclass
-class ApiState:
-    queue: Queue
-    settings: Settings
-    store: Store
-    auth: Authenticator
-    hub: EventHub
 
 
 def lifespan(
@@ -116,9 +107,7 @@ def create_app(queue: Queue, *, dashboard: bool = True, **options: Any) -> FastA
 
 
 def _include_dashboard(target: FastAPI | APIRouter) -> None:
-    from chit.dashboard.routes import router as dashboard_router
-
-    target.include_router(dashboard_router, prefix=DASHBOARD_PREFIX)
+    target.include_router(dashboard.router, prefix=DASHBOARD_PREFIX)
 
 
 def _openapi_with_tasks(app: FastAPI, queue: Queue) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from chit.api.errors import ApiError
+from chit.api.errors import ApiProblem
 from chit.errors import ConfigError
 from chit.jobs import ApiKey, NewApiKey
 from chit.store import Store
@@ -206,7 +206,7 @@ class Authenticator:
         if found is None:
             found = self._lookup(digest)
         if found is None:
-            raise ApiError(
+            raise ApiProblem(
                 401,
                 "unauthorized",
                 "API key not recognised: it is mistyped or was revoked",
@@ -216,7 +216,7 @@ class Authenticator:
 
     def _open_principal(self) -> Principal:
         if not self.allow_open:
-            raise ApiError(
+            raise ApiProblem(
                 401,
                 "unauthorized",
                 "no API key is configured and this server listens beyond loopback, so it "
@@ -243,7 +243,7 @@ class Authenticator:
 def require_scope(principal: Principal, scope: str) -> None:
     if not principal.allows(scope):
         have = "+".join(s for s in SCOPES if s in principal.scopes) or "none"
-        raise ApiError(
+        raise ApiProblem(
             403,
             "forbidden",
             f"this API key has scope {have}; this route needs {scope}",
@@ -252,7 +252,7 @@ def require_scope(principal: Principal, scope: str) -> None:
 
 def _bearer(authorization: str | None) -> str:
     if not authorization:
-        raise ApiError(
+        raise ApiProblem(
             401,
             "unauthorized",
             "missing API key: send the header `Authorization: Bearer YOUR_KEY`",
@@ -261,7 +261,7 @@ def _bearer(authorization: str | None) -> str:
     scheme, _, key = authorization.partition(" ")
     key = key.strip()
     if scheme.lower() != "bearer" or not key:
-        raise ApiError(
+        raise ApiProblem(
             401,
             "unauthorized",
             "the Authorization header must be `Bearer YOUR_KEY`",

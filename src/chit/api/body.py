@@ -1,6 +1,6 @@
 """Reading a JSON request body defensively: capped in size, strict UTF-8, no
 NaN, bounded nesting, no unpaired surrogates (which the database cannot store).
-Each refusal is an ApiError whose message says what to fix."""
+Each refusal is an ApiProblem whose message says what to fix."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 from starlette.requests import Request
 
-from chit.api.errors import ApiError
+from chit.api.errors import ApiProblem
 
 MAX_DEPTH = 64
 
@@ -17,7 +17,7 @@ MAX_DEPTH = 64
 async def read_json(request: Request, limit: int) -> Any:
     content_type = request.headers.get("content-type")
     if content_type is not None and not _is_json(content_type):
-        raise ApiError(
+        raise ApiProblem(
             415,
             "unsupported_media_type",
             f"the body must be JSON (Content-Type: application/json), not {content_type[:100]!r}",
@@ -33,11 +33,11 @@ async def read_json(request: Request, limit: int) -> Any:
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():
-        raise ApiError(400, "invalid_json", "the request body is empty: send a JSON object")
+        raise ApiProblem(400, "invalid_json", "the request body is empty: send a JSON object")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ApiError(
+        raise ApiProblem(
             400,
             "invalid_utf8",
             f"the body is not valid UTF-8: byte 0x{raw[e.start]:02x} at offset {e.start}",
@@ -47,13 +47,13 @@ async def read_json(request: Request, limit: int) -> Any:
     except RecursionError:
         _too_deep()
     except json.JSONDecodeError as e:
-        raise ApiError(
+        raise ApiProblem(
             400,
             "invalid_json",
             f"the body is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}",
         ) from None
     except ValueError as e:  # NaN/Infinity, or an integer of thousands of digits
-        raise ApiError(400, "invalid_json", f"the body is not valid JSON: {e}") from None
+        raise ApiProblem(400, "invalid_json", f"the body is not valid JSON: {e}") from None
     check_value(value)
     return value
 
@@ -81,7 +81,7 @@ def _check_text(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ApiError(
+        raise ApiProblem(
             400,
             "invalid_json",
             f"a string in the body has an unpaired surrogate (\\u{ord(text[e.start]):04x}); "
@@ -102,7 +102,7 @@ def _no_constant(name: str) -> NoReturn:
 
 def _too_large(size: int, limit: int, at_least: bool = False) -> NoReturn:
     amount = f"more than {limit}" if at_least else str(size)
-    raise ApiError(
+    raise ApiProblem(
         413,
         "body_too_large",
         f"the request body is {amount} bytes; the limit is {limit} (CHIT_MAX_BODY_BYTES)",
@@ -110,6 +110,6 @@ def _too_large(size: int, limit: int, at_least: bool = False) -> NoReturn:
 
 
 def _too_deep() -> NoReturn:
-    raise ApiError(
+    raise ApiProblem(
         400, "invalid_json", f"the body is nested more than {MAX_DEPTH} levels deep; flatten it"
     )

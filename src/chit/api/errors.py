@@ -37,7 +37,7 @@ log = logging.getLogger("chit.api")
 STORE_RETRY_AFTER = 5
 
 
-class ApiError(Exception):
+class ApiProblem(Exception):
     """An answer other than success, raised anywhere in a route."""
 
     def __init__(
@@ -60,54 +60,54 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": code, "message": message, "details": details}
 
 
-def to_api_error(exc: Exception) -> ApiError | None:
+def to_problem(exc: Exception) -> ApiProblem | None:
     """The answer for an exception, or None for a bug (answered 500)."""
     match exc:
-        case ApiError():
+        case ApiProblem():
             return exc
         case UnknownKind():
-            return ApiError(422, "unknown_kind", str(exc), {"known_kinds": exc.known})
+            return ApiProblem(422, "unknown_kind", str(exc), {"known_kinds": exc.known})
         case InvalidPayload():
-            return ApiError(422, "invalid_payload", str(exc), exc.errors)
+            return ApiProblem(422, "invalid_payload", str(exc), exc.errors)
         case PayloadTooLarge():
-            return ApiError(413, "payload_too_large", str(exc))
+            return ApiProblem(413, "payload_too_large", str(exc))
         case InvalidRequest():
-            return ApiError(422, "invalid_request", str(exc))
+            return ApiProblem(422, "invalid_request", str(exc))
         case IdempotencyConflict():
             message = f"{exc}; use a new key for a new request"
-            return ApiError(422, "idempotency_conflict", message, {"job_id": exc.job_id})
+            return ApiProblem(422, "idempotency_conflict", message, {"job_id": exc.job_id})
         case JobNotFound():
-            return ApiError(404, "job_not_found", str(exc))
+            return ApiProblem(404, "job_not_found", str(exc))
         case InvalidTransition():
-            return ApiError(409, "invalid_transition", str(exc))
+            return ApiProblem(409, "invalid_transition", str(exc))
         case StoreError():
-            return ApiError(
+            return ApiProblem(
                 503,
                 "store_unavailable",
                 f"the job database cannot be used right now ({exc}); try again shortly",
                 headers={"Retry-After": str(STORE_RETRY_AFTER)},
             )
         case ChitError():
-            return ApiError(400, "bad_request", str(exc))
+            return ApiProblem(400, "bad_request", str(exc))
         case RequestValidationError():
             return _invalid(exc.errors())
         case pydantic.ValidationError():
             return _invalid(exc.errors(include_url=False, include_input=False))
         case HTTPException():
-            return ApiError(exc.status_code, _code(exc.status_code), str(exc.detail), None)
+            return ApiProblem(exc.status_code, _code(exc.status_code), str(exc.detail), None)
     return None
 
 
-def _invalid(errors: Sequence[Any]) -> ApiError:
+def _invalid(errors: Sequence[Any]) -> ApiProblem:
     details = [
         {"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg"), "type": e.get("type")}
         for e in errors
     ]
     fields = "; ".join(f"{'.'.join(d['loc']) or 'body'}: {d['msg']}" for d in details)
-    return ApiError(422, "invalid_request", f"invalid request: {fields}", details)
+    return ApiProblem(422, "invalid_request", f"invalid request: {fields}", details)
 
 
-def error_response(exc: ApiError) -> JSONResponse:
+def error_response(exc: ApiProblem) -> JSONResponse:
     return JSONResponse(
         error_body(exc.code, exc.message, exc.details), exc.status, headers=exc.headers
     )
@@ -115,28 +115,28 @@ def error_response(exc: ApiError) -> JSONResponse:
 
 def answer_exception(request: Request, exc: Exception) -> Response:
     """For app-level handlers: 404 and 405 from routing, and anything unexpected."""
-    api_error = to_api_error(exc)
+    problem = to_problem(exc)
     if isinstance(exc, HTTPException) and exc.status_code in (404, 405):
-        api_error = _routing_error(request, exc)
-    if api_error is None:
+        problem = _routing_error(request, exc)
+    if problem is None:
         log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
-        api_error = ApiError(
+        problem = ApiProblem(
             500, "internal_error", "internal error: the server log has the details"
         )
-    return error_response(api_error)
+    return error_response(problem)
 
 
-def _routing_error(request: Request, exc: HTTPException) -> ApiError:
+def _routing_error(request: Request, exc: HTTPException) -> ApiProblem:
     where = f"{request.method} {request.url.path[:200]}"
     if exc.status_code == 405:
         allowed = (exc.headers or {}).get("Allow", "")
-        return ApiError(
+        return ApiProblem(
             405,
             "method_not_allowed",
             f"{where}: method not allowed here; allowed: {allowed or 'none'}",
             headers=exc.headers,
         )
-    return ApiError(404, "not_found", f"{where}: no such route; the routes are listed at /docs")
+    return ApiProblem(404, "not_found", f"{where}: no such route; the routes are listed at /docs")
 
 
 class ChitRoute(APIRoute):

@@ -18,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import anyio.to_thread
+from starlette.responses import Response, StreamingResponse
 
 from chit.errors import StoreError
 from chit.jobs import Job
@@ -209,3 +211,37 @@ async def stream(
         last = job
         if job.state.terminal:
             return
+
+
+def response(
+    hub: EventHub,
+    store: Store,
+    job: Job,
+    tenant: str | None,
+    last_event_id: str | None,
+    render: Callable[[Job], str],
+) -> Response:
+    """`GET /jobs/{id}/events` for a job the caller may see (the API's route and
+    the dashboard's both answer with this)."""
+    if last_event_id == version(job) and job.state.terminal:
+        return Response(status_code=204)
+
+    async def body() -> AsyncIterator[bytes]:
+        with hub.watch(job.id, last_event_id) as watch:
+            try:
+                # Read again once watched, so no change can fall between the two.
+                current = await anyio.to_thread.run_sync(store.get, job.id, tenant) or job
+            except StoreError as e:
+                # The answer has started: say so as an event; the client reconnects.
+                message = f"the job database cannot be used right now ({e}); reconnect shortly"
+                yield sse("error", json.dumps({"message": message}))
+                return
+            send_first = watch.seen != version(current)
+            async for chunk in stream(watch, current, render, send_first):
+                yield chunk
+
+    return StreamingResponse(
+        body(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

@@ -4,23 +4,29 @@ the app with `create_app(queue)` or include `create_router(queue)` in yours."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import json
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any
 
-import anyio.to_thread
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPBearer
 
+from chit import bounds
 from chit.api import events, metrics
 from chit.api.auth import Principal, require_scope
 from chit.api.body import read_json
-from chit.api.errors import ApiError, ChitRoute, documented
+from chit.api.deps import (
+    api_state,
+    authenticate,
+    blocking,
+    job_status,
+    load_job,
+    render_status,
+)
+from chit.api.errors import ApiProblem, ChitRoute, documented
 from chit.api.schemas import (
     FailureGroupOut,
     Failures,
@@ -35,7 +41,7 @@ from chit.api.schemas import (
     SubmitJob,
     Submitted,
 )
-from chit.errors import InvalidTransition, JobNotFound, StoreError
+from chit.errors import InvalidTransition, JobNotFound
 from chit.ids import is_job_id
 from chit.jobs import (
     CancelResult,
@@ -47,14 +53,8 @@ from chit.jobs import (
 )
 from chit.queue import JobRequest
 
-if TYPE_CHECKING:
-    from chit.api.app import ApiState
-
-T = TypeVar("T")
-
 # How soon to poll again a job that is running (or due and waiting for a worker).
 RUNNING_RETRY_AFTER = 1
-MAX_LIST_LIMIT = 500
 
 router = APIRouter(route_class=ChitRoute)
 _bearer = HTTPBearer(
@@ -63,32 +63,13 @@ _bearer = HTTPBearer(
 )
 
 
-def api_state(request: Request) -> ApiState:
-    state: ApiState | None = getattr(request.app.state, "chit", None)
-    if state is None:
-        raise RuntimeError(
-            "chit's API state is missing: build the app with chit.api.create_app(queue), "
-            "or include chit.api.create_router(queue) so that its lifespan runs"
-        )
-    return state
-
-
-async def blocking(fn: Callable[..., T], *args: Any) -> T:
-    """Run a store call on a worker thread, off the event loop."""
-    return await anyio.to_thread.run_sync(functools.partial(fn, *args))
-
-
 def caller(scope: str) -> Callable[..., Any]:
-    async def authenticate(request: Request, _: Annotated[Any, Depends(_bearer)]) -> Principal:
-        auth = api_state(request).auth
-        header = request.headers.get("authorization")
-        principal = auth.cached(header)
-        if principal is None:
-            principal = await blocking(auth.authenticate, header)
+    async def authenticated(request: Request, _: Annotated[Any, Depends(_bearer)]) -> Principal:
+        principal = await authenticate(request, request.headers.get("authorization"))
         require_scope(principal, scope)
         return principal
 
-    return authenticate
+    return authenticated
 
 
 Submitter = Annotated[Principal, Depends(caller("submit"))]
@@ -122,7 +103,8 @@ async def submit_job(
         str | None,
         Header(
             alias="Idempotency-Key",
-            description="1 to 255 printable ASCII characters; the same key and body "
+            description=f"1 to {bounds.IDEMPOTENCY_KEY_MAX} printable ASCII characters; "
+            "the same key and body "
             "answer the same job",
         ),
     ] = None,
@@ -165,8 +147,8 @@ async def get_job(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """`Retry-After` says when to poll again while the job is not finished."""
-    job = await _load(request, job_id, principal)
-    body = _render(request, job).encode()
+    job = await load_job(request, job_id, principal)
+    body = render_status(request, job).encode()
     etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if not job.state.terminal:
@@ -186,7 +168,7 @@ async def get_job(
     },
 )
 async def get_job_result(request: Request, job_id: str, principal: Reader) -> Response:
-    job = await _load(request, job_id, principal)
+    job = await load_job(request, job_id, principal)
     if job.state is not State.SUCCEEDED:
         raise InvalidTransition(
             f"job {job.id} is {job.state.value}: a result exists once it has succeeded"
@@ -202,16 +184,17 @@ async def list_jobs(
     request: Request,
     principal: Reader,
     state: State | None = None,
-    kind: Annotated[str | None, Query(max_length=200)] = None,
-    queue: Annotated[str | None, Query(max_length=200)] = None,
+    kind: Annotated[str | None, Query(max_length=bounds.NAME_MAX)] = None,
+    queue: Annotated[str | None, Query(max_length=bounds.NAME_MAX)] = None,
     since: Annotated[Moment | None, Query(description="created at or after")] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 50,
+    limit: Annotated[int, Query(ge=1, le=bounds.API_PAGE_MAX)] = bounds.PAGE_SIZE,
     cursor: Annotated[
-        str | None, Query(max_length=100, description="next_cursor from the previous page")
+        str | None,
+        Query(max_length=bounds.CURSOR_MAX, description="next_cursor from the previous page"),
     ] = None,
 ) -> Response:
     if cursor is not None and not is_job_id(cursor):
-        raise ApiError(
+        raise ApiProblem(
             422,
             "invalid_cursor",
             "cursor is not one this API hands out: pass next_cursor from the previous "
@@ -220,7 +203,7 @@ async def list_jobs(
     where = JobFilter(state=state, kind=kind, queue=queue, since=since, tenant=principal.tenant)
     page = await blocking(api_state(request).store.list, where, limit, cursor)
     answer = JobList(
-        jobs=[_status(request, job) for job in page.jobs], next_cursor=page.next_cursor
+        jobs=[job_status(request, job) for job in page.jobs], next_cursor=page.next_cursor
     )
     return Response(answer.model_dump_json(), media_type="application/json")
 
@@ -255,33 +238,17 @@ async def job_events(
     request: Request,
     job_id: str,
     principal: Reader,
-    last_event_id: Annotated[str | None, Header(max_length=100)] = None,
+    last_event_id: Annotated[str | None, Header(max_length=bounds.CURSOR_MAX)] = None,
 ) -> Response:
     state = api_state(request)
-    job = await _load(request, job_id, principal)
-    if last_event_id == events.version(job) and job.state.terminal:
-        return Response(status_code=204)
-
-    async def body() -> AsyncIterator[bytes]:
-        with state.hub.watch(job_id, last_event_id) as watch:
-            try:
-                # Read again once watched, so no change can fall between the two.
-                current = await blocking(state.store.get, job_id, principal.tenant) or job
-            except StoreError as e:
-                # The answer has started: say so as an event; the client reconnects.
-                message = f"the job database cannot be used right now ({e}); reconnect shortly"
-                yield events.sse("error", json.dumps({"message": message}))
-                return
-            send_first = watch.seen != events.version(current)
-            async for chunk in events.stream(
-                watch, current, lambda j: _render(request, j), send_first
-            ):
-                yield chunk
-
-    return StreamingResponse(
-        body(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    job = await load_job(request, job_id, principal)
+    return events.response(
+        state.hub,
+        state.store,
+        job,
+        principal.tenant,
+        last_event_id,
+        lambda j: render_status(request, j),
     )
 
 
@@ -296,11 +263,11 @@ async def job_events(
 )
 async def retry_job(request: Request, job_id: str, principal: Admin) -> Response:
     store = api_state(request).store
-    job = await _load(request, job_id, principal)
+    job = await load_job(request, job_id, principal)
     if job.state not in (State.FAILED, State.CANCELLED) or not await blocking(
         store.retry, job.id, principal.tenant
     ):
-        now = await _load(request, job_id, principal)
+        now = await load_job(request, job_id, principal)
         raise InvalidTransition(
             f"job {job.id} is {now.state.value}: only failed or cancelled jobs can be retried"
         )
@@ -326,7 +293,7 @@ async def cancel_job(request: Request, job_id: str, principal: Admin) -> Respons
     if result is CancelResult.NOT_FOUND:
         raise JobNotFound(job_id)
     if result is CancelResult.ALREADY_FINISHED:
-        job = await _load(request, job_id, principal)
+        job = await load_job(request, job_id, principal)
         raise InvalidTransition(f"job {job_id} already {job.state.value}: nothing to cancel")
     return await _answer(
         request, job_id, principal, 202 if result is CancelResult.REQUESTED else 200
@@ -350,21 +317,21 @@ async def replay_jobs(request: Request, principal: Admin) -> Replayed:
     body = ReplayRequest.model_validate(await read_json(request, state.settings.max_body_bytes))
     filters = body.kind is not None or body.error_prefix is not None or body.since is not None
     if body.ids is None and not filters:
-        raise ApiError(
+        raise ApiProblem(
             422,
             "invalid_request",
             "say which jobs to replay: ids, or any of kind, error_prefix and since "
             '(every failed job: {"since": "1970-01-01T00:00:00Z"})',
         )
     if body.ids is not None and filters:
-        raise ApiError(
+        raise ApiProblem(
             422,
             "invalid_request",
             "give either ids or filters (kind, error_prefix, since), not both",
         )
     bad = [i for i in body.ids or () if not is_job_id(i)]
     if bad:
-        raise ApiError(
+        raise ApiProblem(
             422, "invalid_request", f"not job ids: {', '.join(repr(i[:40]) for i in bad[:5])}"
         )
     if body.ids == []:
@@ -447,29 +414,11 @@ def retry_after(job: Job, now: datetime) -> int:
     return RUNNING_RETRY_AFTER
 
 
-async def _load(request: Request, job_id: str, principal: Principal) -> Job:
-    if not is_job_id(job_id):
-        raise JobNotFound(job_id[:100])
-    job = await blocking(api_state(request).store.get, job_id, principal.tenant)
-    if job is None:
-        raise JobNotFound(job_id)
-    return job
-
-
 async def _answer(
     request: Request, job_id: str, principal: Principal, status: int = 200
 ) -> Response:
-    job = await _load(request, job_id, principal)
-    return Response(_render(request, job), status_code=status, media_type="application/json")
-
-
-def _status(request: Request, job: Job) -> JobStatus:
-    url = _path(request, "get_job_result", job.id) if job.result_external else ""
-    return JobStatus.of(job, url)
-
-
-def _render(request: Request, job: Job) -> str:
-    return _status(request, job).model_dump_json()
+    job = await load_job(request, job_id, principal)
+    return Response(render_status(request, job), status_code=status, media_type="application/json")
 
 
 def _path(request: Request, route: str, job_id: str) -> str:

@@ -3,30 +3,24 @@ and `chit.Client` both use them. Times are ISO 8601 with a timezone."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
+from chit import bounds
 from chit.jobs import FailureGroup, Job, KindLastHour, State, Stats
-
-# The store keeps times as UTC text with a four-digit year.
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 def _in_range(value: datetime) -> datetime:
-    try:
-        utc = value.astimezone(UTC)
-    except OverflowError:
-        raise ValueError("time out of range: use a year from 1970 to 9998") from None
-    if not EARLIEST <= utc < LATEST:
-        raise ValueError("time out of range: use a year from 1970 to 9998")
+    utc = bounds.storable_time(value)
+    if utc is None:
+        raise ValueError(f"time out of range: use {bounds.YEARS}")
     return utc
 
 
 Moment = Annotated[AwareDatetime, AfterValidator(_in_range)]
-Name = Annotated[str, Field(min_length=1, max_length=200)]
+Name = Annotated[str, Field(min_length=1, max_length=bounds.NAME_MAX)]
 
 
 class SubmitJob(BaseModel):
@@ -38,10 +32,13 @@ class SubmitJob(BaseModel):
     payload: Any = Field(default=None, description="JSON; checked against the task's payload model")
     queue: Name | None = None
     priority: int | None = Field(
-        default=None, ge=-1_000_000, le=1_000_000, description="smaller runs first; default 0"
+        default=None,
+        ge=-bounds.PRIORITY_LIMIT,
+        le=bounds.PRIORITY_LIMIT,
+        description="smaller runs first; default 0",
     )
     run_at: Moment | None = Field(default=None, description="not before this time")
-    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    max_attempts: int | None = Field(default=None, ge=1, le=bounds.MAX_ATTEMPTS)
 
 
 class Submitted(BaseModel):
@@ -114,9 +111,9 @@ class ReplayRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    ids: list[str] | None = Field(default=None, max_length=1000)
+    ids: list[str] | None = Field(default=None, max_length=bounds.REPLAY_IDS_MAX)
     kind: Name | None = None
-    error_prefix: str | None = Field(default=None, min_length=1, max_length=1000)
+    error_prefix: str | None = Field(default=None, min_length=1, max_length=bounds.ERROR_PREFIX_MAX)
     since: Moment | None = Field(default=None, description="failed at or after this time")
 
 

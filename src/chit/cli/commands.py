@@ -14,21 +14,19 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from chit.cli import output, parse
-from chit.cli.loading import load_queue
+from chit import durations
+from chit.cli import output
+from chit.cli.loading import Setup
+from chit.cli.progress import WaitDisplay
 from chit.errors import ConfigError, InvalidRequest, JobNotFound, StoreError
 from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
 from chit.queue import Queue
-from chit.settings import Settings
 
 log = logging.getLogger("chit.cli")
 
-# Exit codes: 0 done, 1 the job failed / was cancelled / timed out, 2 bad input, 3 store error.
-EXIT_JOB_FAILED = 1
 
-
-def migrate(args: argparse.Namespace) -> int:
-    queue = load_queue(args.app)
+def migrate(args: argparse.Namespace, setup: Setup) -> int:
+    queue = setup.queue()
     version = queue.store.migrate()
     if args.json:
         output.print_json({"schema_version": version})
@@ -37,10 +35,10 @@ def migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def worker(args: argparse.Namespace) -> int:
+def worker(args: argparse.Namespace, setup: Setup) -> int:
     from chit.worker import Worker
 
-    queue = load_queue(args.app)
+    queue = setup.queue()
     if not queue.tasks:
         print(
             "chit: warning: no tasks registered; pass --app module:queue (or CHIT_APP)",
@@ -67,17 +65,17 @@ def _wait_for_server(queue: Queue) -> None:
             delay = min(delay * 2, 30.0)
 
 
-def serve(args: argparse.Namespace) -> int:
+def serve(args: argparse.Namespace, setup: Setup) -> int:
     from chit.cli.serve import serve as run_server
 
-    queue = load_queue(args.app)
+    queue = setup.queue()
     return run_server(queue.settings, queue, log_level=args.log_level)
 
 
-def keys(args: argparse.Namespace) -> int:
+def keys(args: argparse.Namespace, setup: Setup) -> int:
     from chit.cli import keys as key_commands
 
-    store = load_queue(args.app).store
+    store = setup.queue().store
     if args.keys_command == "create":
         return key_commands.keys_create(
             store, tenant=args.tenant, scopes=args.scopes, name=args.name, as_json=args.json
@@ -87,11 +85,14 @@ def keys(args: argparse.Namespace) -> int:
     return key_commands.keys_revoke(store, args.key_id, as_json=args.json)
 
 
-def up(args: argparse.Namespace) -> int:
+def up(args: argparse.Namespace, setup: Setup) -> int:
     """Migrate, then run the API and worker processes until Ctrl-C."""
-    queue = load_queue(args.app)
+    queue = setup.queue()
     queue.store.migrate()
     settings = queue.settings
+    # The children read exactly these settings (the flags included), not this
+    # process's environment alone.
+    env = os.environ | settings.to_env()
     commands = [[sys.executable, "-m", "chit", "worker"] for _ in range(args.workers)]
     if not args.no_api:
         from chit.cli.serve import check_bind
@@ -108,7 +109,7 @@ def up(args: argparse.Namespace) -> int:
         print(f"chit up: HTTP API on {base} (docs: {base}/docs)", flush=True)
         print(f"chit up: dashboard on {base}/ui/", flush=True)
     # Own sessions: Ctrl-C reaches only this process, which stops the children once, gently.
-    children = [subprocess.Popen(cmd, start_new_session=True) for cmd in commands]
+    children = [subprocess.Popen(cmd, env=env, start_new_session=True) for cmd in commands]
     stopping = False
 
     def stop(signum: int, frame: Any) -> None:
@@ -127,7 +128,7 @@ def up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     if args.demo:
-        _submit_demo_jobs(args.app, queue)
+        _submit_demo_jobs(settings.app, queue)
     while any(c.poll() is None for c in children):
         if not stopping and any(c.poll() is not None for c in children):
             print("chit up: a child process exited; stopping the rest", file=sys.stderr)
@@ -146,16 +147,16 @@ def _submit_demo_jobs(app: str | None, queue: Queue) -> None:
     print(f"chit up: submitted {len(ids)} demo jobs; watch them with `chit list`", flush=True)
 
 
-def submit(args: argparse.Namespace) -> int:
+def submit(args: argparse.Namespace, setup: Setup) -> int:
     try:
         payload = json.loads(args.payload)
     except json.JSONDecodeError as e:
         raise InvalidRequest(f"payload is not valid JSON: {e}") from None
     run_at = None
     if args.delay is not None:
-        run_at = datetime.now(UTC) + timedelta(seconds=parse.duration(args.delay))
+        run_at = datetime.now(UTC) + timedelta(seconds=durations.duration(args.delay))
     if args.run_at is not None:
-        run_at = parse.moment(args.run_at)
+        run_at = durations.moment(args.run_at)
     if args.url:
         from chit.cli.remote import submit_remote
 
@@ -173,7 +174,7 @@ def submit(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             as_json=args.json,
         )
-    queue = load_queue(args.app)
+    queue = setup.queue()
     result = queue.enqueue(
         args.kind,
         payload,
@@ -194,8 +195,8 @@ def submit(args: argparse.Namespace) -> int:
     return _wait(queue, result.id, args.timeout, args.json)
 
 
-def status(args: argparse.Namespace) -> int:
-    queue = load_queue(args.app)
+def status(args: argparse.Namespace, setup: Setup) -> int:
+    queue = setup.queue()
     job = _job(queue, args.id)
     attempts = queue.store.attempts(job.id)
     if args.json:
@@ -219,14 +220,14 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
-def wait(args: argparse.Namespace) -> int:
+def wait(args: argparse.Namespace, setup: Setup) -> int:
     if args.url:
         from chit.cli.remote import wait_remote
 
         return wait_remote(
             args.url, _api_key(args), args.id, timeout=args.timeout, as_json=args.json
         )
-    queue = load_queue(args.app)
+    queue = setup.queue()
     return _wait(queue, args.id, args.timeout, args.json)
 
 
@@ -236,43 +237,25 @@ def _api_key(args: argparse.Namespace) -> str | None:
 
 def _wait(queue: Queue, job_id: str, timeout: float | None, as_json: bool) -> int:
     deadline = None if timeout is None else time.monotonic() + timeout
-    live = sys.stderr.isatty() and not as_json
-    last_line = ""
+    display = WaitDisplay(as_json)
     delay = 0.1
     while True:
         job = _job(queue, job_id)
-        line = f"{job.state.value} {output.progress_bar(job.progress.done, job.progress.total)}"
-        if live:
-            sys.stderr.write("\r" + line.ljust(len(last_line)))
-            sys.stderr.flush()
-        elif line != last_line and not as_json:
-            print(line, file=sys.stderr, flush=True)
-        last_line = line
+        display.update(job.state, job.progress.done, job.progress.total)
         if job.state.terminal:
             break
         if deadline is not None and time.monotonic() >= deadline:
-            if live:
-                sys.stderr.write("\n")
-            print(f"chit: still {job.state.value} after {timeout}s", file=sys.stderr)
-            return EXIT_JOB_FAILED
+            return display.timed_out(timeout)
         time.sleep(delay)
         delay = min(delay * 1.5, 1.0)
-    if live:
-        sys.stderr.write("\n")
     if job.result_external:
         _, result = queue.store.get_result(job.id)
         job = dataclasses.replace(job, result=result)
-    if as_json:
-        output.print_json(job)
-    elif job.state is State.SUCCEEDED:
-        print(json.dumps(job.result, indent=2, ensure_ascii=False))
-    else:
-        print(f"{job.state.value}: {(job.error or '').split(chr(10), 1)[0]}", file=sys.stderr)
-    return 0 if job.state is State.SUCCEEDED else EXIT_JOB_FAILED
+    return display.finished(job.state, job.result, job.error, job)
 
 
-def list_jobs(args: argparse.Namespace) -> int:
-    queue = load_queue(args.app)
+def list_jobs(args: argparse.Namespace, setup: Setup) -> int:
+    queue = setup.queue()
     page = queue.store.list(
         JobFilter(state=args.state, kind=args.kind, queue=args.queue), args.limit, args.cursor
     )
@@ -297,8 +280,8 @@ def list_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
-def failures(args: argparse.Namespace) -> int:
-    queue = load_queue(args.app)
+def failures(args: argparse.Namespace, setup: Setup) -> int:
+    queue = setup.queue()
     groups = queue.store.failures()
     if args.json:
         output.print_json({"failures": groups})
@@ -315,8 +298,8 @@ def failures(args: argparse.Namespace) -> int:
     return 0
 
 
-def replay(args: argparse.Namespace) -> int:
-    queue = load_queue(args.app)
+def replay(args: argparse.Namespace, setup: Setup) -> int:
+    queue = setup.queue()
     if not (args.ids or args.kind or args.error or args.since or args.all):
         raise InvalidRequest(
             "say what to replay: job ids, or --kind/--error/--since, or --all for every failed job"
@@ -325,7 +308,7 @@ def replay(args: argparse.Namespace) -> int:
         ids=tuple(args.ids),
         kind=args.kind,
         error_prefix=args.error,
-        since=None if args.since is None else parse.moment(args.since),
+        since=None if args.since is None else durations.moment(args.since),
     )
     count = queue.store.replay(selector)
     if args.json:
@@ -335,8 +318,8 @@ def replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def cancel(args: argparse.Namespace) -> int:
-    queue = load_queue(args.app)
+def cancel(args: argparse.Namespace, setup: Setup) -> int:
+    queue = setup.queue()
     result = queue.store.cancel(args.id)
     if result is CancelResult.NOT_FOUND:
         raise JobNotFound(args.id)
@@ -354,9 +337,9 @@ def cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def prune(args: argparse.Namespace) -> int:
-    queue = load_queue(args.app)
-    seconds = parse.duration(args.older_than)
+def prune(args: argparse.Namespace, setup: Setup) -> int:
+    queue = setup.queue()
+    seconds = durations.duration(args.older_than)
     count = queue.store.prune(seconds)
     if args.json:
         output.print_json({"pruned": count})
@@ -367,8 +350,8 @@ def prune(args: argparse.Namespace) -> int:
     return 0
 
 
-def stats(args: argparse.Namespace) -> int:
-    queue = load_queue(args.app)
+def stats(args: argparse.Namespace, setup: Setup) -> int:
+    queue = setup.queue()
     s = queue.store.stats()
     summary = {
         "by_state": s.by_state,
@@ -436,25 +419,3 @@ def _safe_url(url: str) -> str:
         creds, host = rest.rsplit("@", 1)
         return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
     return url
-
-
-def settings_from_args(args: argparse.Namespace) -> None:
-    """CLI flags win over CHIT_* variables; setting them in the environment makes
-    the app's own `chit.Queue()` and every child process see them."""
-    for flag, name in (
-        ("database_url", "CHIT_DATABASE_URL"),
-        ("app", "CHIT_APP"),
-        ("concurrency", "CHIT_CONCURRENCY"),
-        ("prefetch", "CHIT_PREFETCH"),
-        ("queues", "CHIT_QUEUES"),
-        ("lease", "CHIT_LEASE_SECONDS"),
-        ("grace", "CHIT_GRACE_SECONDS"),
-        ("poll_interval", "CHIT_POLL_INTERVAL"),
-        ("host", "CHIT_HOST"),
-        ("port", "CHIT_PORT"),
-    ):
-        value = getattr(args, flag, None)
-        if value is not None:
-            os.environ[name] = str(value)
-    args.app = os.environ.get("CHIT_APP") or None
-    Settings.from_env()  # fail now, naming the variable, if anything is off

@@ -1,20 +1,69 @@
-"""Finding the application's Queue from `--app module:attribute` / CHIT_APP."""
+"""What the command line configures: the settings (CHIT_* variables with the
+flags over them) and the application's Queue from `--app module:attribute` /
+CHIT_APP. Nothing is written to the environment: a command passes its `Setup`
+to what needs it, and `chit up` renders the settings for its children."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from chit.errors import ConfigError
 from chit.queue import Queue
+from chit.settings import Settings
+
+# Flag (argparse dest) -> Settings field.
+FLAGS = {
+    "database_url": "database_url",
+    "app": "app",
+    "concurrency": "concurrency",
+    "prefetch": "prefetch",
+    "queues": "queues",
+    "lease": "lease_seconds",
+    "grace": "grace_seconds",
+    "poll_interval": "poll_interval",
+    "host": "host",
+    "port": "port",
+}
 
 
-def load_queue(spec: str | None) -> Queue:
-    """Import `module:attribute` (cwd on sys.path, as uvicorn does); a plain Queue
-    with no tasks when no app is named."""
-    if not spec:
-        return Queue()
+@dataclass(frozen=True)
+class Setup:
+    settings: Settings
+    # The flags given, as Settings fields: they win over the app queue's own
+    # settings too, whether it read them from CHIT_* or was given them in code.
+    flags: Mapping[str, Any]
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Setup:
+        """Fails now, naming the variable, if anything is off."""
+        flags: dict[str, Any] = {}
+        for flag, field in FLAGS.items():
+            value = getattr(args, flag, None)
+            if value is not None:
+                flags[field] = value
+        if isinstance(flags.get("queues"), str):
+            flags["queues"] = tuple(q.strip() for q in flags["queues"].split(",") if q.strip())
+        return cls(Settings.from_env(environ, **flags), flags)
+
+    def queue(self) -> Queue:
+        """The app's Queue with the flags applied; a plain Queue with no tasks
+        when no app is named."""
+        spec = self.settings.app
+        if not spec:
+            return Queue(settings=self.settings)
+        queue = _import_queue(spec)
+        queue.configure(**self.flags)
+        return queue
+
+
+def _import_queue(spec: str) -> Queue:
+    """Import `module:attribute` (cwd on sys.path, as uvicorn does)."""
     module_name, _, attribute = spec.partition(":")
     attribute = attribute or "queue"
     if not module_name:

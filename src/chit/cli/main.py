@@ -7,11 +7,13 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
+from chit.bounds import CLI_PAGE_MAX, PAGE_SIZE
 from chit.cli import commands
+from chit.cli.loading import Setup
 from chit.errors import ChitError, ConfigError, InvalidRequest, JobNotFound, StoreError
 from chit.jobs import State
 
-Command = Callable[[argparse.Namespace], int]
+Command = Callable[[argparse.Namespace, Setup], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,7 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", choices=[s.value for s in State])
     p.add_argument("--kind")
     p.add_argument("--queue")
-    p.add_argument("--limit", type=_limit, default=50, help="1 to 1000 (default 50)")
+    p.add_argument(
+        "--limit",
+        type=_limit,
+        default=PAGE_SIZE,
+        help=f"1 to {CLI_PAGE_MAX} (default {PAGE_SIZE})",
+    )
     p.add_argument("--cursor", help="next_cursor from the previous page")
 
     command(
@@ -138,8 +145,8 @@ def _limit(text: str) -> int:
         value = int(text)
     except ValueError:  # argparse would say "invalid _limit value"
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError("must be between 1 and 1000")
+    if not 1 <= value <= CLI_PAGE_MAX:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {CLI_PAGE_MAX}")
     return value
 
 
@@ -158,8 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # One line per HTTP request would drown the progress `wait --url` prints.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
-        commands.settings_from_args(args)
-        return int(args.handler(args))
+        return int(args.handler(args, Setup.from_args(args)))
     except (InvalidRequest, JobNotFound, ConfigError, ValueError) as e:
         print(f"chit: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

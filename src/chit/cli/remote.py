@@ -7,17 +7,14 @@ unreachable) applies unchanged."""
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import datetime
 from typing import Any
 
 from chit.api.schemas import JobStatus
 from chit.cli import output
+from chit.cli.progress import WaitDisplay
 from chit.client import Client
-from chit.jobs import State
-
-EXIT_JOB_FAILED = 1
 
 
 def submit_remote(
@@ -71,33 +68,15 @@ def wait_remote(
 
 
 def _wait(client: Client, job_id: str, timeout: float | None, as_json: bool) -> int:
-    live = sys.stderr.isatty() and not as_json
-    last_line = ""
+    display = WaitDisplay(as_json)
 
     def show(status: JobStatus) -> None:
-        nonlocal last_line
-        bar = output.progress_bar(status.progress.done, status.progress.total)
-        line = f"{status.state.value} {bar}".rstrip()
-        if live:
-            sys.stderr.write("\r" + line.ljust(len(last_line)))
-            sys.stderr.flush()
-        elif line != last_line and not as_json:
-            print(line, file=sys.stderr, flush=True)
-        last_line = line
+        display.update(status.state, status.progress.done, status.progress.total)
 
     try:
         status = client.wait(job_id, timeout=timeout, on_update=show)
     except TimeoutError:
-        if live:
-            sys.stderr.write("\n")
-        print(f"chit: {job_id} still {last_line.split(' ')[0]} after {timeout}s", file=sys.stderr)
-        return EXIT_JOB_FAILED
-    if live:
-        sys.stderr.write("\n")
-    if as_json:
-        output.print_json(status.model_dump(mode="json"))
-    elif status.state is State.SUCCEEDED:
-        print(json.dumps(status.result, indent=2, ensure_ascii=False))
-    else:
-        print(f"{status.state.value}: {(status.error or '').split(chr(10), 1)[0]}", file=sys.stderr)
-    return 0 if status.state is State.SUCCEEDED else EXIT_JOB_FAILED
+        return display.timed_out(timeout)
+    return display.finished(
+        status.state, status.result, status.error, status.model_dump(mode="json")
+    )

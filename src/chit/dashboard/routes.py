@@ -26,9 +26,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 
-from chit.api import routes as api
+from chit import bounds
+from chit.api import events
 from chit.api.auth import Principal
-from chit.api.errors import ApiError, to_api_error
+from chit.api.deps import api_state, blocking, load_job, render_status
+from chit.api.deps import authenticate as authenticate_header
+from chit.api.errors import ApiProblem, to_problem
 from chit.dashboard import chart, session
 from chit.dashboard.session import Session
 from chit.errors import StoreError
@@ -48,7 +51,7 @@ log = logging.getLogger("chit.dashboard")
 # Counts stop here: "10,000+" is as useful at a glance as an exact million, and
 # capping keeps the overview's cost bounded whatever the table's size.
 COUNT_CAP = 10_000
-PAGE_SIZE = 50
+PAGE_SIZE = bounds.PAGE_SIZE
 STALE_SHOWN = 20
 MAX_FORM_BYTES = 16 * 1024
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -88,10 +91,10 @@ class PageRoute(APIRoute):
                     request, 503, f"The job database cannot be used right now ({e}). Try again."
                 )
             except Exception as exc:
-                error = to_api_error(exc)
+                error = to_problem(exc)
                 if error is None:
                     log.exception("%s %s failed", request.method, request.url.path)
-                    error = ApiError(500, "internal_error", "Internal error: see the server log.")
+                    error = ApiProblem(500, "internal_error", "Internal error: see the server log.")
                 response = _error_page(request, error.status, error.message)
             for name, value in SECURITY_HEADERS.items():
                 response.headers.setdefault(name, value)
@@ -158,7 +161,7 @@ async def static(name: str) -> Response:
     body = static_file(name) if "/" not in name and not name.startswith(".") else None
     suffix = name[name.rfind(".") :] if "." in name else ""
     if body is None or suffix not in STATIC_TYPES:
-        raise ApiError(404, "not_found", f"no such file: {name[:100]}")
+        raise ApiProblem(404, "not_found", f"no such file: {name[:100]}")
     return Response(body, media_type=STATIC_TYPES[suffix], headers={"Cache-Control": "max-age=300"})
 
 
@@ -175,7 +178,7 @@ async def current_session(request: Request, *, required: bool = True) -> Session
         return None
     try:
         principal = await authenticate(request, key)
-    except ApiError:
+    except ApiProblem:
         if required:
             raise Redirect(_login_url(request, "expired")) from None
         return None
@@ -185,21 +188,16 @@ async def current_session(request: Request, *, required: bool = True) -> Session
 
 
 async def authenticate(request: Request, key: str) -> Principal:
-    auth = api.api_state(request).auth
-    header = f"Bearer {key}" if key else None
-    principal = auth.cached(header)
-    if principal is None:
-        principal = await api.blocking(auth.authenticate, header)
-    return principal
+    return await authenticate_header(request, f"Bearer {key}" if key else None)
 
 
 def _login_url(request: Request, reason: str | None = None) -> str:
-    query = {"next": request.url.path, "reason": reason}
+    target = request.url.path
     if request.method != "GET":
-        query["next"] = request.url_for("ui_overview").path
+        target = request.url_for("ui_overview").path
     elif request.url.query:
-        query["next"] += "?" + request.url.query
-    pairs = {k: v for k, v in query.items() if v}
+        target += "?" + request.url.query
+    pairs = {k: v for k, v in {"next": target, "reason": reason}.items() if v}
     return f"{request.url_for('ui_login').path}?{urllib.parse.urlencode(pairs)}"
 
 
@@ -213,7 +211,7 @@ LOGIN_REASONS = {
 @router.get("/login", name="ui_login")
 async def login_page(request: Request, next: str = "", reason: str = "") -> Response:
     nonce = request.cookies.get(session.LOGIN_COOKIE) or session.new_session_cookie("")
-    is_open = await api.blocking(api.api_state(request).auth.is_open)
+    is_open = await blocking(api_state(request).auth.is_open)
     response = render(
         request,
         "login.html",
@@ -222,7 +220,7 @@ async def login_page(request: Request, next: str = "", reason: str = "") -> Resp
         login_token=session.login_token(nonce),
         message=LOGIN_REASONS.get(reason, ""),
         error="",
-        is_open=is_open and api.api_state(request).auth.allow_open,
+        is_open=is_open and api_state(request).auth.allow_open,
     )
     session.set_cookie(response, request, session.LOGIN_COOKIE, nonce, session.LOGIN_SECONDS)
     return response
@@ -235,7 +233,7 @@ async def login(request: Request) -> Response:
     if nonce is None or not session.token_matches(
         session.login_token(nonce), form.get("login_token")
     ):
-        raise ApiError(
+        raise ApiProblem(
             403,
             "forbidden",
             "This sign-in form was not sent from this dashboard (or it expired): "
@@ -245,7 +243,7 @@ async def login(request: Request) -> Response:
     error = ""
     try:
         principal = await authenticate(request, key)
-    except ApiError as e:
+    except ApiProblem as e:
         principal, error = None, e.message
     if principal is not None and not principal.allows("read"):
         principal, error = None, LOGIN_REASONS["scope"]
@@ -253,7 +251,7 @@ async def login(request: Request) -> Response:
     if principal is None:
         if not key:
             error = "Type an API key with the read or admin scope."
-        is_open = await api.blocking(api.api_state(request).auth.is_open)
+        is_open = await blocking(api_state(request).auth.is_open)
         return render(
             request,
             "login.html",
@@ -263,7 +261,7 @@ async def login(request: Request) -> Response:
             login_token=session.login_token(nonce),
             message="",
             error=error,
-            is_open=is_open and api.api_state(request).auth.allow_open,
+            is_open=is_open and api_state(request).auth.allow_open,
         )
     response = RedirectResponse(target, status_code=303)
     session.set_cookie(
@@ -303,16 +301,16 @@ async def read_form(request: Request) -> dict[str, str]:
     if request.headers.get("content-type", "").split(";")[0].strip() != (
         "application/x-www-form-urlencoded"
     ):
-        raise ApiError(415, "unsupported_media_type", "Send this form from the dashboard's page.")
+        raise ApiProblem(415, "unsupported_media_type", "Send this form from the dashboard's page.")
     body = b""
     async for chunk in request.stream():
         body += chunk
         if len(body) > MAX_FORM_BYTES:
-            raise ApiError(413, "body_too_large", "This form is too large.")
+            raise ApiProblem(413, "body_too_large", "This form is too large.")
     try:
         pairs = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
     except (UnicodeDecodeError, ValueError):
-        raise ApiError(400, "bad_request", "This form could not be read.") from None
+        raise ApiProblem(400, "bad_request", "This form could not be read.") from None
     return dict(pairs)
 
 
@@ -321,19 +319,19 @@ async def checked_form(request: Request, *, admin: bool = False) -> tuple[Sessio
     else (no session, a missing or wrong token, another site) is refused."""
     current = await current_session(request, required=False)
     if current is None:
-        raise ApiError(403, "forbidden", "Sign in to the dashboard first.")
+        raise ApiProblem(403, "forbidden", "Sign in to the dashboard first.")
     form = await read_form(request)
     if not session.same_origin(request) or not session.token_matches(
         current.csrf_token, form.get("csrf_token")
     ):
-        raise ApiError(
+        raise ApiProblem(
             403,
             "forbidden",
             "This form was not sent from this dashboard's page (its security token is "
             "missing or wrong). Reload the page and try again.",
         )
     if admin and not current.can_act:
-        raise ApiError(
+        raise ApiProblem(
             403, "forbidden", "This key is read-only: retry, cancel and replay need an admin key."
         )
     return current, form
@@ -362,7 +360,7 @@ class Overview:
 
 
 def _overview(request: Request, tenant: str | None) -> Overview:
-    store = api.api_state(request).store
+    store = api_state(request).store
     counts = store.count_jobs(tenant, COUNT_CAP)
     minutes = store.finished_per_minute(tenant)
     now = datetime.now(UTC)
@@ -395,7 +393,7 @@ def _by_kind(counts: list[StateKindCount]) -> dict[str, dict[str, Cell]]:
 async def overview(request: Request) -> Response:
     current = await current_session(request)
     assert current is not None
-    data = await api.blocking(_overview, request, current.principal.tenant)
+    data = await blocking(_overview, request, current.principal.tenant)
     return render(
         request,
         "overview.html",
@@ -422,13 +420,14 @@ async def jobs(
 ) -> Response:
     current = await current_session(request)
     assert current is not None
-    store = api.api_state(request).store
+    store = api_state(request).store
     tenant = current.principal.tenant
     chosen = State(state) if state in {s.value for s in State} else None
-    kind, queue, q = kind.strip()[:200], queue.strip()[:200], q.strip()[:300]
+    kind, queue = kind.strip()[: bounds.NAME_MAX], queue.strip()[: bounds.NAME_MAX]
+    q = q.strip()[:300]
     next_cursor = None
     if q:
-        found = await api.blocking(store.search, q, tenant, PAGE_SIZE)
+        found = await blocking(store.search, q, tenant, PAGE_SIZE)
         rows = [
             j
             for j in found
@@ -438,9 +437,7 @@ async def jobs(
         ]
     else:
         where = JobFilter(state=chosen, kind=kind or None, queue=queue or None, tenant=tenant)
-        page = await api.blocking(
-            store.list, where, PAGE_SIZE, cursor if is_job_id(cursor) else None
-        )
+        page = await blocking(store.list, where, PAGE_SIZE, cursor if is_job_id(cursor) else None)
         rows, next_cursor = page.jobs, page.next_cursor
     filters = {"state": chosen.value if chosen else "", "kind": kind, "queue": queue, "q": q}
     return render(
@@ -453,7 +450,7 @@ async def jobs(
         next_cursor=next_cursor,
         paged=bool(cursor),
         states=[s.value for s in State],
-        kinds=sorted(api.api_state(request).queue.tasks),
+        kinds=sorted(api_state(request).queue.tasks),
     )
 
 
@@ -463,9 +460,9 @@ async def jobs(
 async def _job(request: Request, job_id: str, principal: Principal) -> Job:
     job = None
     if is_job_id(job_id):
-        job = await api.blocking(api.api_state(request).store.get, job_id, principal.tenant)
+        job = await blocking(api_state(request).store.get, job_id, principal.tenant)
     if job is None:
-        raise ApiError(404, "job_not_found", f"No job {job_id[:100]!r} here.")
+        raise ApiProblem(404, "job_not_found", f"No job {job_id[:100]!r} here.")
     return job
 
 
@@ -483,7 +480,7 @@ async def job_page(request: Request, job_id: str, notice: str = "") -> Response:
     current = await current_session(request)
     assert current is not None
     job = await _job(request, job_id, current.principal)
-    attempts = await api.blocking(api.api_state(request).store.attempts, job.id)
+    attempts = await blocking(api_state(request).store.attempts, job.id)
     return render(
         request,
         "job.html",
@@ -502,11 +499,11 @@ async def job_result(request: Request, job_id: str) -> Response:
     current = await current_session(request)
     assert current is not None
     job = await _job(request, job_id, current.principal)
-    found, result = await api.blocking(
-        api.api_state(request).store.get_result, job.id, current.principal.tenant
+    found, result = await blocking(
+        api_state(request).store.get_result, job.id, current.principal.tenant
     )
     if not found or job.state is not State.SUCCEEDED:
-        raise ApiError(404, "job_not_found", f"Job {job.id} has no result.")
+        raise ApiProblem(404, "job_not_found", f"Job {job.id} has no result.")
     return Response(
         json.dumps(result, indent=2, ensure_ascii=False),
         media_type="application/json",
@@ -520,9 +517,16 @@ async def job_events(request: Request, job_id: str) -> Response:
     cannot send an Authorization header; it sends the session cookie)."""
     current = await current_session(request, required=False)
     if current is None:
-        raise ApiError(401, "unauthorized", "Sign in to the dashboard first.")
-    return await api.job_events(
-        request, job_id, current.principal, request.headers.get("last-event-id")
+        raise ApiProblem(401, "unauthorized", "Sign in to the dashboard first.")
+    state = api_state(request)
+    job = await load_job(request, job_id, current.principal)
+    return events.response(
+        state.hub,
+        state.store,
+        job,
+        current.principal.tenant,
+        request.headers.get("last-event-id"),
+        lambda j: render_status(request, j),
     )
 
 
@@ -530,7 +534,7 @@ async def job_events(request: Request, job_id: str) -> Response:
 async def retry(request: Request, job_id: str) -> Response:
     current, _ = await checked_form(request, admin=True)
     job = await _job(request, job_id, current.principal)
-    done = await api.blocking(api.api_state(request).store.retry, job.id, current.principal.tenant)
+    done = await blocking(api_state(request).store.retry, job.id, current.principal.tenant)
     notice = "retried" if done else "not_retried"
     return RedirectResponse(
         f"{request.url_for('ui_job', job_id=job.id).path}?notice={notice}", status_code=303
@@ -541,9 +545,7 @@ async def retry(request: Request, job_id: str) -> Response:
 async def cancel(request: Request, job_id: str) -> Response:
     current, _ = await checked_form(request, admin=True)
     job = await _job(request, job_id, current.principal)
-    result = await api.blocking(
-        api.api_state(request).store.cancel, job.id, current.principal.tenant
-    )
+    result = await blocking(api_state(request).store.cancel, job.id, current.principal.tenant)
     notice = {
         CancelResult.CANCELLED: "cancelled",
         CancelResult.REQUESTED: "cancel_requested",
@@ -560,9 +562,9 @@ async def cancel(request: Request, job_id: str) -> Response:
 async def failures(request: Request, replayed: str = "", kind: str = "") -> Response:
     current = await current_session(request)
     assert current is not None
-    store = api.api_state(request).store
-    groups = await api.blocking(store.failures, current.principal.tenant)
-    minutes = await api.blocking(store.finished_per_minute, current.principal.tenant)
+    store = api_state(request).store
+    groups = await blocking(store.failures, current.principal.tenant)
+    minutes = await blocking(store.finished_per_minute, current.principal.tenant)
     notice = ""
     if replayed.isdigit():
         n = int(replayed)
@@ -584,7 +586,7 @@ async def failures(request: Request, replayed: str = "", kind: str = "") -> Resp
 async def replay_confirm(request: Request, kind: str = "", error: str = "") -> Response:
     current = await current_session(request)
     assert current is not None
-    groups = await api.blocking(api.api_state(request).store.failures, current.principal.tenant)
+    groups = await blocking(api_state(request).store.failures, current.principal.tenant)
     group = next((g for g in groups if g.kind == kind and g.error == error), None)
     return render(
         request, "replay.html", current, page="failures", kind=kind, error=error, group=group
@@ -596,9 +598,9 @@ async def replay(request: Request) -> Response:
     current, form = await checked_form(request, admin=True)
     kind, error = form.get("kind", ""), form.get("error", "")
     if not kind:
-        raise ApiError(422, "invalid_request", "Say which group to replay.")
-    count = await api.blocking(
-        api.api_state(request).store.replay_failure_group, kind, error, current.principal.tenant
+        raise ApiProblem(422, "invalid_request", "Say which group to replay.")
+    count = await blocking(
+        api_state(request).store.replay_failure_group, kind, error, current.principal.tenant
     )
     query = urllib.parse.urlencode({"replayed": count, "kind": kind})
     return RedirectResponse(f"{request.url_for('ui_failures').path}?{query}", status_code=303)

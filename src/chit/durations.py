@@ -1,4 +1,5 @@
-"""Parsing what people type: durations ('90s', '15m', '7d') and times."""
+"""Parsing what people type: durations ("90s", "15m", "7d") and times. The CLI
+and the settings (CHIT_RETENTION) both read durations, so they live outside cli/."""
 
 from __future__ import annotations
 

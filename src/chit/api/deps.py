@@ -1,0 +1,78 @@
+"""What the API's routes and the dashboard's pages both use: the state the
+lifespan puts on `app.state.chit`, authentication, store calls off the event
+loop, and a job's status as the API shows it. Neither router imports the
+other; `chit.api.app` is the only module that knows both."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from starlette.requests import Request
+
+from chit.api.auth import Authenticator, Principal
+from chit.api.events import EventHub
+from chit.api.schemas import JobStatus
+from chit.errors import JobNotFound
+from chit.ids import is_job_id
+from chit.jobs import Job
+from chit.queue import Queue
+from chit.settings import Settings
+from chit.store import Store
+
+T = TypeVar("T")
+
+
+@dataclass
+class ApiState:
+    queue: Queue
+    settings: Settings
+    store: Store
+    auth: Authenticator
+    hub: EventHub
+
+
+def api_state(request: Request) -> ApiState:
+    state: ApiState | None = getattr(request.app.state, "chit", None)
+    if state is None:
+        raise RuntimeError(
+            "chit's API state is missing: build the app with chit.api.create_app(queue), "
+            "or include chit.api.create_router(queue) so that its lifespan runs"
+        )
+    return state
+
+
+async def blocking(fn: Callable[..., T], *args: Any) -> T:
+    """Run a store call on a worker thread, off the event loop."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args))
+
+
+async def authenticate(request: Request, header: str | None) -> Principal:
+    """Who sends this Authorization header; the table is asked only on a cache miss."""
+    auth = api_state(request).auth
+    principal = auth.cached(header)
+    if principal is None:
+        principal = await blocking(auth.authenticate, header)
+    return principal
+
+
+async def load_job(request: Request, job_id: str, principal: Principal) -> Job:
+    """The job, if the caller's tenant may see it; JobNotFound otherwise."""
+    if not is_job_id(job_id):
+        raise JobNotFound(job_id[:100])
+    job = await blocking(api_state(request).store.get, job_id, principal.tenant)
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+
+def job_status(request: Request, job: Job) -> JobStatus:
+    url = request.url_for("get_job_result", job_id=job.id).path if job.result_external else ""
+    return JobStatus.of(job, url)
+
+
+def render_status(request: Request, job: Job) -> str:
+    return job_status(request, job).model_dump_json()
