@@ -32,7 +32,7 @@ from chit.errors import (
 )
 from chit.jobs import Enqueued, NewJob
 from chit.settings import MAX_ATTEMPTS_LIMIT, Settings
-from chit.store import Store, open_store
+from chit.store import FullStore, open_store
 
 Handler = Callable[..., Any]
 IDEMPOTENCY_KEY_MAX = 255
@@ -82,7 +82,7 @@ class Queue:
         base = settings if settings is not None else Settings.from_env()
         self.settings = base.replace(database_url=database_url)
         self.tasks: dict[str, Task] = {}
-        self._store: Store | None = None
+        self._store: FullStore | None = None
         self._store_lock = threading.Lock()
 
     # Registering
@@ -116,7 +116,7 @@ class Queue:
     # The store
 
     @property
-    def store(self) -> Store:
+    def store(self) -> FullStore:
         """Opened on first use, so importing an app module never touches the database."""
         if self._store is None:
             with self._store_lock:
@@ -124,7 +124,7 @@ class Queue:
                     self._store = open_store(self.settings)
         return self._store
 
-    def use_store(self, store: Store) -> None:
+    def use_store(self, store: FullStore) -> None:
         self._store = store
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ from chit.api.errors import answer_exception
 from chit.api.events import POLL_INTERVAL, EventHub
 from chit.queue import Queue
 from chit.settings import Settings
-from chit.store import Store
+from chit.store import FullStore
 
 DESCRIPTION = """Durable background jobs over HTTP.
 
@@ -43,7 +43,7 @@ DASHBOARD_PREFIX = "/ui"
 class ApiState:
     queue: Queue
     settings: Settings
-    store: Store
+    store: FullStore
     auth: Authenticator
     hub: EventHub
 

@@ -25,7 +25,7 @@ import anyio.to_thread
 
 from chit.errors import StoreError
 from chit.jobs import Job
-from chit.store import Store
+from chit.store import FullStore
 
 log = logging.getLogger("chit.api")
 
@@ -98,7 +98,7 @@ class Watch:
 class EventHub:
     """The process's single poller for every watched job."""
 
-    def __init__(self, store: Store, interval: float = POLL_INTERVAL) -> None:
+    def __init__(self, store: FullStore, interval: float = POLL_INTERVAL) -> None:
         self.store = store
         self.interval = interval
         self._watches: dict[str, set[Watch]] = {}

@@ -20,7 +20,6 @@ raised as `StoreError` with a message naming the server (never the password).
 
 from __future__ import annotations
 
-import json
 import select
 import threading
 import time
@@ -32,42 +31,28 @@ from typing import Any
 import psycopg
 import psycopg.conninfo
 from psycopg import sql
-from psycopg.rows import dict_row, tuple_row
+from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from chit.errors import StoreError
-from chit.ids import id_prefix_range, new_job_ids
+from chit.ids import new_job_ids
 from chit.jobs import (
-    ApiKey,
-    Attempt,
-    AttemptStats,
-    Beat,
     Cancelled,
-    CancelResult,
     ClaimedJob,
     Enqueued,
     Failed,
-    FailureGroup,
-    HeartbeatResult,
-    Job,
     JobFilter,
-    MinuteCount,
-    NewApiKey,
     NewJob,
     Outcome,
     Page,
     Progress,
     Released,
-    ReplaySelector,
     RescueReport,
     State,
-    StateKindCount,
-    Stats,
     Succeeded,
 )
 from chit.store import queries
-from chit.store import rows as decode
-from chit.store.base import Store
+from chit.store.sql import SQLStore, dumps
 
 Q = queries.load("postgres")
 # Rows deleted per prune statement: short locks, whatever the backlog.
@@ -95,10 +80,6 @@ def describe_url(url: str) -> str:
     return f"postgresql://{user}{host}{port}/{info.get('dbname') or ''}"
 
 
-# One encoder for every call: json.dumps with options builds a new one each time.
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
 def _text(value: str) -> str:
     # PostgreSQL text cannot hold NUL; an error message must never be lost to one.
     return value.replace("\x00", "\N{REPLACEMENT CHARACTER}")
@@ -106,13 +87,8 @@ def _text(value: str) -> str:
 
 def _jsonb(job: NewJob) -> bytes:
     """A job's payload in jsonb's binary format: a version byte, then the text."""
-    text = job.payload_json if job.payload_json is not None else _dumps(job.payload)
+    text = job.payload_json if job.payload_json is not None else dumps(job.payload)
     return b"\x01" + text.encode()
-
-
-def _same(value: Any) -> Any:
-    """jsonb columns arrive decoded."""
-    return value
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -122,7 +98,9 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-class PostgresStore(Store):
+class PostgresStore(SQLStore):
+    dialect = "postgres"
+    Q = Q
     concurrent_writes = True
 
     def __init__(
@@ -192,6 +170,10 @@ class PostgresStore(Store):
         with self._conn() as conn, conn.transaction():
             yield conn
 
+    # A single statement is atomic on an autocommit connection, and the shared
+    # operations' several statements need no transaction around them.
+    _read = _write = _conn
+
     def close(self) -> None:
         with self._lock:
             listeners, self._all_listeners = self._all_listeners, []
@@ -200,41 +182,50 @@ class PostgresStore(Store):
         self._listeners = threading.local()
         self._pool.close()
 
-    # Schema
-
-    def schema_version(self) -> int:
-        with self._conn() as conn:
-            return self._schema_version(conn)
-
-    def _schema_version(self, conn: Connection) -> int:
-        exists = _scalar(conn.execute(Q["migrations_table_exists"]))
-        return _scalar(conn.execute(Q["schema_version"])) if exists else 0
-
-    def migrate(self) -> int:
-        pending = queries.migrations("postgres")
-        if self.schema_version() == len(pending):
-            return len(pending)
+    @contextmanager
+    def _migrating(self) -> Iterator[Connection]:
         with self._tx() as conn:
             conn.execute(Q["migration_lock"])
             conn.execute(Q["create_migrations_table"], prepare=False)
-            current = _scalar(conn.execute(Q["schema_version"]))
-            if current > len(pending):
-                raise StoreError(
-                    f"database schema is version {current}, newer than this chit "
-                    f"({len(pending)}); upgrade chit"
-                )
-            for version, name, script in pending:
-                if version <= current:
-                    continue
-                # No parameters: psycopg sends the whole file as one simple query.
-                conn.execute(script.encode(), prepare=False)
-                conn.execute(Q["record_migration"], {"version": version, "name": name})
-        return len(pending)
+            yield conn
+
+    def _run_script(self, conn: Connection, script: str) -> None:
+        # No parameters: psycopg sends the whole file as one simple query.
+        conn.execute(script.encode(), prepare=False)
+
+    # Encoding
+
+    def _now(self, now: datetime | None) -> datetime | None:
+        return _utc(now)
+
+    def _interval(self, seconds: float) -> timedelta:
+        return timedelta(seconds=seconds)
+
+    def _time(self, value: datetime) -> datetime | None:
+        return _utc(value)
+
+    def _array(self, values: Sequence[Any]) -> list[Any]:
+        return list(values)
+
+    def _loads(self, value: Any) -> Any:
+        return value  # jsonb columns arrive decoded
+
+    def _when(self, value: Any) -> datetime | None:
+        return _utc(value)
+
+    def _text(self, value: str) -> str:
+        return _text(value)
+
+    def _query(self, name: str, **fragments: str) -> sql.Composed:
+        return _format(name, **fragments)
+
+    def _tenant(self, tenant: str | None, *, seek: bool = True) -> str:
+        return _tenant_term(tenant)
+
+    def _prune_batch(self) -> int:
+        return PRUNE_BATCH
 
     # Submitting
-
-    def enqueue(self, job: NewJob) -> Enqueued:
-        return self.enqueue_many([job])[0]
 
     def enqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
         if not jobs:
@@ -301,7 +292,7 @@ class PostgresStore(Store):
         """Insert `jobs` with `ids` in one statement, the first job with an
         idempotency key winning; for each job, the one inserted or the one its
         key matched."""
-        batch = _dumps(
+        batch = dumps(
             [
                 {
                     "n": n,
@@ -386,57 +377,6 @@ class PostgresStore(Store):
                 break
         return claimed
 
-    def heartbeat(
-        self, beats: Sequence[Beat], lease_seconds: float, now: datetime | None = None
-    ) -> HeartbeatResult:
-        if not beats:
-            return HeartbeatResult(frozenset(), frozenset())
-        payload = _dumps(
-            [
-                {"id": b.job_id, "token": b.lease_token}
-                | (
-                    {"p": True, "done": b.progress.done, "total": b.progress.total}
-                    if b.progress is not None
-                    else {}
-                )
-                for b in beats
-            ]
-        )
-        with self._conn() as conn:
-            rows = conn.execute(
-                Q["heartbeat"],
-                {"beats": payload, "lease": timedelta(seconds=lease_seconds), "now": _utc(now)},
-            ).fetchall()
-        return HeartbeatResult(
-            held=frozenset(r["id"] for r in rows),
-            cancel_requested=frozenset(r["id"] for r in rows if r["cancel_requested"]),
-        )
-
-    def checkpoint(
-        self,
-        job_id: str,
-        lease_token: str,
-        data: Any,
-        progress: Progress | None,
-        lease_seconds: float,
-        now: datetime | None = None,
-    ) -> bool:
-        with self._conn() as conn:
-            cursor = conn.execute(
-                Q["checkpoint"],
-                {
-                    "id": job_id,
-                    "token": lease_token,
-                    "checkpoint": _dumps(data),
-                    "has_progress": progress is not None,
-                    "done": progress.done if progress else None,
-                    "total": progress.total if progress else None,
-                    "lease": timedelta(seconds=lease_seconds),
-                    "now": _utc(now),
-                },
-            )
-            return cursor.rowcount == 1
-
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         if not outcomes:
             return []
@@ -468,7 +408,7 @@ class PostgresStore(Store):
             # The busy worker's path: one statement, one round trip, one commit.
             with self._conn() as conn:
                 rows = conn.execute(
-                    _SUCCEED_AND_CLAIM,
+                    Q["succeed_and_claim"],
                     {
                         "items": _succeed_items(succeeded, encoded, set()),
                         "queue": queues[0],
@@ -526,14 +466,14 @@ class PostgresStore(Store):
             if large & done:
                 stored = "[{}]".format(
                     ",".join(
-                        f'{{"id":{_dumps(job_id)},"result":{encoded[job_id]}}}'
+                        f'{{"id":{dumps(job_id)},"result":{encoded[job_id]}}}'
                         for job_id in sorted(large & done)
                     )
                 )
                 conn.execute(Q["store_result"], {"items": stored})
         failed = [o for o in outcomes if isinstance(o, Failed)]
         if failed:
-            items = _dumps(
+            items = dumps(
                 [
                     {
                         "id": o.job_id,
@@ -550,7 +490,7 @@ class PostgresStore(Store):
         for kind, query in ((Released, "release"), (Cancelled, "mark_cancelled")):
             group = [o for o in outcomes if isinstance(o, kind)]
             if group:
-                items = _dumps([{"id": o.job_id, "token": o.lease_token} for o in group])
+                items = dumps([{"id": o.job_id, "token": o.lease_token} for o in group])
                 applied |= {
                     r["id"] for r in conn.execute(Q[query], {"items": items, "now": _utc(now)})
                 }
@@ -566,23 +506,6 @@ class PostgresStore(Store):
         )
 
     # Reading
-
-    def get(self, job_id: str, tenant: str | None = None) -> Job | None:
-        with self._conn() as conn:
-            row = conn.execute(Q["get"], {"id": job_id, "tenant": tenant, "now": None}).fetchone()
-        return None if row is None else decode.job(row, _same, _utc)
-
-    def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
-        with self._conn() as conn:
-            row = conn.execute(Q["get_result"], {"id": job_id, "tenant": tenant}).fetchone()
-        if row is None:
-            return False, None
-        return True, row["external_result"] if row["result_external"] else row["result"]
-
-    def attempts(self, job_id: str) -> list[Attempt]:
-        with self._conn() as conn:
-            rows = conn.execute(Q["attempts"], {"id": job_id}).fetchall()
-        return [decode.attempt(r, _utc) for r in rows]
 
     def list(self, where: JobFilter, limit: int = 50, cursor: str | None = None) -> Page:
         """Newest first. Each query below can read an index in id order (migration
@@ -605,7 +528,7 @@ class PostgresStore(Store):
             clauses.append(sql.SQL("created_at >= %(since)s::timestamptz"))
             params["since"] = _utc(where.since)
 
-        def listing(indexed: bool, *conditions: sql.Composable) -> sql.Composable:
+        def listing(indexed: bool, *conditions: sql.Composable) -> sql.Composed:
             # In the order of the list indexes, which the primary key cannot give:
             # walking it instead would step over the whole backlog, the newest
             # rows, before the first finished job.
@@ -629,88 +552,8 @@ class PostgresStore(Store):
             )
         with self._conn() as conn:
             rows = conn.execute(query, params).fetchall()
-        jobs = [decode.job(r, _same, _utc) for r in rows[:limit]]
+        jobs = [self._job(r) for r in rows[:limit]]
         return Page(jobs, jobs[-1].id if len(rows) > limit else None)
-
-    def failures(self, tenant: str | None = None) -> list[FailureGroup]:
-        with self._conn() as conn:
-            rows = conn.execute(Q["failures"], {"tenant": tenant}).fetchall()
-        return [decode.failure_group(r, _utc) for r in rows]
-
-    def stats(self, tenant: str | None = None, now: datetime | None = None) -> Stats:
-        params = {"tenant": tenant, "now": _utc(now)}
-        by_state = {s.value: 0 for s in State}
-        by_kind: dict[str, dict[str, int]] = {}
-        with self._conn() as conn:
-            for r in conn.execute(Q["stats_by_state_kind"], params):
-                by_state[r["state"]] += r["count"]
-                by_kind.setdefault(r["kind"], {})[r["state"]] = r["count"]
-            last_hour = {r["state"]: r["count"] for r in conn.execute(Q["stats_last_hour"], params)}
-            lag = _scalar(conn.execute(Q["stats_queue_lag"], params))
-            stale = _scalar(conn.execute(Q["stats_stale"], params))
-        return Stats(
-            by_state=by_state,
-            by_kind=by_kind,
-            failed_last_hour=last_hour.get("failed", 0),
-            succeeded_last_hour=last_hour.get("succeeded", 0),
-            oldest_queued_age=lag,
-            stale_running=stale,
-        )
-
-    # Operating
-
-    def cancel(self, job_id: str, tenant: str | None = None) -> CancelResult:
-        params = {"id": job_id, "tenant": tenant, "now": None}
-        with self._conn() as conn:
-            row = conn.execute(Q["cancel"], params).fetchone()
-            if row is not None:
-                if row["state"] == "cancelled":
-                    return CancelResult.CANCELLED
-                return CancelResult.REQUESTED
-            exists = conn.execute(Q["job_state"], params).fetchone()
-        return CancelResult.ALREADY_FINISHED if exists else CancelResult.NOT_FOUND
-
-    def retry(self, job_id: str, tenant: str | None = None) -> bool:
-        return self.replay(ReplaySelector(ids=(job_id,), tenant=tenant)) == 1
-
-    def replay(self, selector: ReplaySelector) -> int:
-        clauses: list[sql.Composable] = []
-        params: dict[str, Any] = {}
-        if selector.ids:
-            clauses.append(sql.SQL("id = ANY(%(ids)s::text[])"))
-            clauses.append(sql.SQL("state IN ('failed', 'cancelled')"))
-            params["ids"] = list(selector.ids)
-        else:
-            clauses.append(sql.SQL("state = 'failed'"))
-            if selector.kind is not None:
-                clauses.append(sql.SQL("kind = %(kind)s::text"))
-                params["kind"] = selector.kind
-            if selector.error_prefix is not None:
-                clauses.append(sql.SQL("starts_with(error, %(error_prefix)s::text)"))
-                params["error_prefix"] = selector.error_prefix
-            if selector.since is not None:
-                clauses.append(sql.SQL("finished_at >= %(since)s::timestamptz"))
-                params["since"] = _utc(selector.since)
-        if selector.tenant is not None:
-            clauses.append(sql.SQL("tenant = %(tenant)s::text"))
-            params["tenant"] = selector.tenant
-        query = sql.SQL(Q["replay"]).format(where=_conjunction(clauses))
-        with self._conn() as conn:
-            return len(conn.execute(query, params).fetchall())
-
-    def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
-        params = {
-            "age": timedelta(seconds=older_than_seconds),
-            "now": _utc(now),
-            "batch": PRUNE_BATCH,
-        }
-        deleted = 0
-        while True:
-            with self._conn() as conn:
-                count = conn.execute(Q["prune"], params).rowcount
-            deleted += count
-            if count < PRUNE_BATCH:
-                return deleted
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -768,108 +611,6 @@ class PostgresStore(Store):
                 self._all_listeners.remove(conn)
         conn.close()
 
-    # The HTTP API
-
-    def get_many(self, job_ids: Sequence[str]) -> list[Job]:
-        if not job_ids:
-            return []
-        with self._conn() as conn:
-            rows = conn.execute(Q["get_many"], {"ids": list(job_ids)}).fetchall()
-        return [decode.job(r, _same, _utc) for r in rows]
-
-    def attempt_stats(
-        self, bounds: Sequence[float], tenant: str | None = None
-    ) -> list[AttemptStats]:
-        params = {"bounds": [float(b) for b in bounds], "tenant": tenant}
-        with self._conn() as conn:
-            rows = conn.cursor(row_factory=tuple_row).execute(Q["attempt_stats"], params)
-            return decode.attempt_stats(rows.fetchall(), len(bounds))
-
-    def create_api_key(self, key: NewApiKey) -> ApiKey:
-        params = {
-            "id": key.id,
-            "name": key.name,
-            "tenant": key.tenant,
-            "scopes": " ".join(key.scopes),
-            "key_hash": key.key_hash,
-        }
-        with self._conn() as conn:
-            return decode.api_key(conn.execute(Q["create_api_key"], params).fetchone(), _utc)
-
-    def find_api_key(self, key_hash: str) -> ApiKey | None:
-        with self._conn() as conn:
-            row = conn.execute(Q["find_api_key"], {"key_hash": key_hash}).fetchone()
-        return None if row is None else decode.api_key(row, _utc)
-
-    def list_api_keys(self, include_revoked: bool = False) -> list[ApiKey]:
-        with self._conn() as conn:
-            rows = conn.execute(Q["list_api_keys"], {"include_revoked": include_revoked})
-            return [decode.api_key(r, _utc) for r in rows]
-
-    def revoke_api_key(self, key_id: str) -> bool:
-        with self._conn() as conn:
-            return conn.execute(Q["revoke_api_key"], {"id": key_id}).rowcount == 1
-
-    # The dashboard
-
-    def count_jobs(self, tenant: str | None = None, cap: int = 10_000) -> list[StateKindCount]:
-        query = _dashboard_query("count_by_state_kind", tenant)
-        with self._conn() as conn:
-            rows = conn.execute(query, {"tenant": tenant, "cap": cap}).fetchall()
-        return [
-            StateKindCount(State(r["state"]), r["kind"], r["n"], r["n"] >= cap)
-            for r in rows
-            if r["n"] > 0
-        ]
-
-    def finished_per_minute(
-        self, tenant: str | None = None, now: datetime | None = None
-    ) -> list[MinuteCount]:
-        query = _dashboard_query("finished_per_minute", tenant)
-        with self._conn() as conn:
-            rows = conn.execute(query, {"tenant": tenant, "now": _utc(now)}).fetchall()
-        return [
-            MinuteCount(r["minute"].astimezone(UTC), r["kind"], State(r["state"]), r["n"])
-            for r in rows
-        ]
-
-    def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
-        query = _dashboard_query("oldest_queued", tenant)
-        with self._conn() as conn:
-            row = conn.execute(query, {"tenant": tenant, "now": _utc(now)}).fetchone()
-        return None if row is None else decode.job(row, _same, _utc)
-
-    def stale_jobs(
-        self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
-    ) -> list[Job]:
-        query = _dashboard_query("stale_jobs", tenant)
-        params = {"tenant": tenant, "now": _utc(now), "limit": limit}
-        with self._conn() as conn:
-            return [decode.job(r, _same, _utc) for r in conn.execute(query, params).fetchall()]
-
-    def search(self, text: str, tenant: str | None = None, limit: int = 50) -> list[Job]:
-        text = _text(text.strip())
-        if not text:
-            return []
-        found: dict[str, Job] = {}
-        with self._conn() as conn:
-            query = _dashboard_query("search_idempotency_key", tenant)
-            for r in conn.execute(query, {"key": text, "tenant": tenant, "limit": limit}):
-                found[r["id"]] = decode.job(r, _same, _utc)
-            bounds = id_prefix_range(text)
-            if bounds is not None:
-                query = _dashboard_query("search_id_prefix", tenant)
-                params = {"low": bounds[0], "high": bounds[1], "tenant": tenant, "limit": limit}
-                for r in conn.execute(query, params):
-                    found[r["id"]] = decode.job(r, _same, _utc)
-        return sorted(found.values(), key=lambda j: j.id, reverse=True)[:limit]
-
-    def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
-        query = _dashboard_query("replay_failure_group", tenant)
-        with self._conn() as conn:
-            rows = conn.execute(query, {"kind": kind, "error": _text(error), "tenant": tenant})
-            return len(rows.fetchall())
-
 
 def _check_connection(conn: Connection) -> None:
     """Raise if a pooled connection is dead, so the pool replaces it.
@@ -901,19 +642,14 @@ def _conjunction(clauses: list[sql.Composable]) -> sql.Composable:
     return sql.SQL(" AND ").join(clauses) if clauses else sql.SQL("true")
 
 
-_JOB_COLUMNS = sql.SQL(
-    "j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts,"
-    " j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,"
-    " j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,"
-    " j.error, j.cancel_requested, j.started_at, j.finished_at,"
-    " j.state = 'running' AND j.lease_expires_at < now() AS stale"
-)
+def _format(name: str, **fragments: str) -> sql.Composed:
+    """The named query with its `{fragments}` filled in."""
+    return sql.SQL(Q[name]).format(**{key: sql.SQL(value) for key, value in fragments.items()})
 
 
-def _dashboard_query(name: str, tenant: str | None) -> sql.Composed:
-    """A dashboard query for every tenant, or seeking on one tenant's index entries."""
-    term = sql.SQL("true" if tenant is None else "j.tenant = %(tenant)s::text")
-    return sql.SQL(Q[name]).format(tenant=term, columns=_JOB_COLUMNS)
+def _tenant_term(tenant: str | None) -> str:
+    """`{tenant}`: every tenant, or seeking on one tenant's index entries."""
+    return "true" if tenant is None else "j.tenant = %(tenant)s::text"
 
 
 def _iso(value: datetime) -> str:
@@ -923,12 +659,12 @@ def _iso(value: datetime) -> str:
 def _progress_fields(progress: Progress | None) -> str:
     if progress is None:
         return '"p":false'
-    return f'"p":true,"done":{_dumps(progress.done)},"total":{_dumps(progress.total)}'
+    return f'"p":true,"done":{dumps(progress.done)},"total":{dumps(progress.total)}'
 
 
 def _encode_results(outcomes: Sequence[Outcome]) -> dict[str, str]:
     """The results of the Succeeded outcomes as JSON, by job id."""
-    return {o.job_id: _dumps(o.result) for o in outcomes if isinstance(o, Succeeded)}
+    return {o.job_id: dumps(o.result) for o in outcomes if isinstance(o, Succeeded)}
 
 
 def _succeed_items(succeeded: Sequence[Succeeded], encoded: dict[str, str], large: set[str]) -> str:
@@ -936,8 +672,8 @@ def _succeed_items(succeeded: Sequence[Succeeded], encoded: dict[str, str], larg
     return "[{}]".format(
         ",".join(
             '{{"id":{},"token":{},"external":{},"result":{},{}}}'.format(
-                _dumps(o.job_id),
-                _dumps(o.lease_token),
+                dumps(o.job_id),
+                dumps(o.lease_token),
                 "true" if o.job_id in large else "false",
                 "null" if o.job_id in large else encoded[o.job_id],
                 _progress_fields(o.progress),
@@ -959,26 +695,3 @@ def _claimed_job(r: dict[str, Any]) -> ClaimedJob:
         checkpoint=r["checkpoint"],
         progress=Progress(r["progress_done"], r["progress_total"]),
     )
-
-
-def _succeed_and_claim(succeed: str, claim: str) -> str:
-    """`succeed` and `claim` as one statement: succeed's CTEs, then claim's, then
-    the ids that succeeded beside the claimed rows (one row with no job when
-    nothing was claimed). The two touch different rows: succeed only running
-    jobs, claim only queued ones."""
-    succeed_tail = "\nSELECT id FROM done"
-    claim_head = "\nWITH "
-    claim_tail = "\nSELECT * FROM claimed ORDER BY priority, run_at, id"
-    if not (succeed.endswith(succeed_tail) and claim_head in claim and claim.endswith(claim_tail)):
-        raise ValueError("queries.sql: succeed or claim no longer has the shape combined here")
-    claim_ctes = claim[claim.index(claim_head) + len(claim_head) : -len(claim_tail)]
-    return (
-        succeed.removesuffix(succeed_tail)
-        + ",\n"
-        + claim_ctes
-        + "\nSELECT f.finished, c.* FROM (SELECT array_agg(id) AS finished FROM done) AS f"
-        + "\nLEFT JOIN claimed AS c ON true ORDER BY c.priority, c.run_at, c.id"
-    )
-
-
-_SUCCEED_AND_CLAIM = _succeed_and_claim(Q["succeed"], Q["claim"])

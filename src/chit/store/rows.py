@@ -7,7 +7,7 @@ or timestamptz values)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -90,11 +90,14 @@ def api_key(r: Row, when: When) -> ApiKey:
     )
 
 
-def attempt_stats(rows: Iterable[Sequence[Any]], n_bounds: int) -> list[AttemptStats]:
-    """Fold (kind, outcome, bucket, count, seconds) rows into one AttemptStats per
+def attempt_stats(rows: Iterable[Row], n_bounds: int) -> list[AttemptStats]:
+    """Fold (kind, outcome, bucket, n, seconds) rows into one AttemptStats per
     kind and outcome."""
     groups: dict[tuple[str, str | None], tuple[int, float, list[int]]] = {}
-    for kind, outcome, bucket, count, seconds in rows:
+    for r in rows:
+        kind, outcome, bucket, count, seconds = (
+            r["kind"], r["outcome"], r["bucket"], r["n"], r["seconds"]
+        )  # fmt: skip
         total, seconds_sum, buckets = groups.get((kind, outcome), (0, 0.0, [0] * (n_bounds + 1)))
         if bucket is not None:
             buckets[int(bucket)] += count
