@@ -52,7 +52,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import SQLStore, dumps
+from chit.store.sql import Dialect, SQLStore, dumps, rescued, scalar
 
 Q = queries.load("postgres")
 # Rows deleted per prune statement: short locks, whatever the backlog.
@@ -98,8 +98,33 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def _format(name: str, **fragments: str) -> sql.Composed:
+    """The named query with its `{fragments}` filled in."""
+    return sql.SQL(Q[name]).format(**{key: sql.SQL(value) for key, value in fragments.items()})
+
+
+def _tenant_term(tenant: str | None, seek: bool = True) -> str:
+    """`{tenant}`: every tenant, or seeking on one tenant's index entries."""
+    return "true" if tenant is None else "j.tenant = %(tenant)s::text"
+
+
+DIALECT = Dialect(
+    name="postgres",
+    now=_utc,
+    interval=lambda seconds: timedelta(seconds=seconds),
+    time=_utc,
+    array=list,
+    loads=lambda value: value,  # jsonb columns arrive decoded
+    when=_utc,
+    query=_format,
+    tenant=_tenant_term,
+    prune_batch=lambda: PRUNE_BATCH,
+    text=_text,
+)
+
+
 class PostgresStore(SQLStore):
-    dialect = "postgres"
+    d = DIALECT
     Q = Q
     concurrent_writes = True
 
@@ -193,38 +218,6 @@ class PostgresStore(SQLStore):
         # No parameters: psycopg sends the whole file as one simple query.
         conn.execute(script.encode(), prepare=False)
 
-    # Encoding
-
-    def _now(self, now: datetime | None) -> datetime | None:
-        return _utc(now)
-
-    def _interval(self, seconds: float) -> timedelta:
-        return timedelta(seconds=seconds)
-
-    def _time(self, value: datetime) -> datetime | None:
-        return _utc(value)
-
-    def _array(self, values: Sequence[Any]) -> list[Any]:
-        return list(values)
-
-    def _loads(self, value: Any) -> Any:
-        return value  # jsonb columns arrive decoded
-
-    def _when(self, value: Any) -> datetime | None:
-        return _utc(value)
-
-    def _text(self, value: str) -> str:
-        return _text(value)
-
-    def _query(self, name: str, **fragments: str) -> sql.Composed:
-        return _format(name, **fragments)
-
-    def _tenant(self, tenant: str | None, *, seek: bool = True) -> str:
-        return _tenant_term(tenant)
-
-    def _prune_batch(self) -> int:
-        return PRUNE_BATCH
-
     # Submitting
 
     def enqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
@@ -263,7 +256,7 @@ class PostgresStore(SQLStore):
     ) -> list[Enqueued]:
         """COPY the jobs without an idempotency key (nothing to conflict with) in,
         then insert the others. Call inside a transaction."""
-        now = _scalar(conn.execute(Q["enqueue_clock"], {"now": None}))
+        now = scalar(conn.execute(Q["enqueue_clock"], {"now": None}))
         ids = new_job_ids(len(jobs))
         out = [Enqueued(job_id, True) for job_id in ids]
         keyed: list[int] = []
@@ -372,7 +365,7 @@ class PostgresStore(SQLStore):
                     "now": _utc(now),
                 },
             ).fetchall()
-            claimed.extend(_claimed_job(r) for r in rows)
+            claimed.extend(self._claimed(r) for r in rows)
             if len(claimed) >= limit:
                 break
         return claimed
@@ -419,7 +412,7 @@ class PostgresStore(SQLStore):
                     },
                 ).fetchall()
             done = set(rows[0]["finished"] or ())
-            claimed = [_claimed_job(r) for r in rows if r["id"] is not None]
+            claimed = [self._claimed(r) for r in rows if r["id"] is not None]
             return [o.job_id in done for o in outcomes], claimed
         with self._tx() as conn:
             applied = self._finish(conn, outcomes, now, encoded)
@@ -433,9 +426,6 @@ class PostgresStore(SQLStore):
             and len({o.job_id for o in outcomes}) == len(outcomes)
             and not any(self._is_large(text) for text in encoded.values())
         )
-
-    def _is_large(self, encoded: str) -> bool:
-        return len(encoded.encode()) > self.result_inline_bytes
 
     def _finish(
         self,
@@ -498,12 +488,9 @@ class PostgresStore(SQLStore):
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
         with self._conn() as conn:
-            states = [r["state"] for r in conn.execute(Q["rescue_expired"], {"now": _utc(now)})]
-        return RescueReport(
-            requeued=states.count("queued"),
-            failed=states.count("failed"),
-            cancelled=states.count("cancelled"),
-        )
+            return rescued(
+                [r["state"] for r in conn.execute(Q["rescue_expired"], {"now": _utc(now)})]
+            )
 
     # Reading
 
@@ -629,27 +616,12 @@ def _check_connection(conn: Connection) -> None:
         ConnectionPool.check_connection(conn)
 
 
-def _scalar(cursor: psycopg.Cursor[dict[str, Any]]) -> Any:
-    row = cursor.fetchone()
-    return None if row is None else next(iter(row.values()))
-
-
 # The predicate of the list indexes (migration 006).
 _FINISHED = sql.SQL("state IN ('succeeded', 'failed', 'cancelled')")
 
 
 def _conjunction(clauses: list[sql.Composable]) -> sql.Composable:
     return sql.SQL(" AND ").join(clauses) if clauses else sql.SQL("true")
-
-
-def _format(name: str, **fragments: str) -> sql.Composed:
-    """The named query with its `{fragments}` filled in."""
-    return sql.SQL(Q[name]).format(**{key: sql.SQL(value) for key, value in fragments.items()})
-
-
-def _tenant_term(tenant: str | None) -> str:
-    """`{tenant}`: every tenant, or seeking on one tenant's index entries."""
-    return "true" if tenant is None else "j.tenant = %(tenant)s::text"
 
 
 def _iso(value: datetime) -> str:
@@ -680,18 +652,4 @@ def _succeed_items(succeeded: Sequence[Succeeded], encoded: dict[str, str], larg
             )
             for o in succeeded
         )
-    )
-
-
-def _claimed_job(r: dict[str, Any]) -> ClaimedJob:
-    return ClaimedJob(
-        id=r["id"],
-        kind=r["kind"],
-        queue=r["queue"],
-        payload=r["payload"],
-        attempt=r["attempts"],
-        max_attempts=r["max_attempts"],
-        lease_token=r["lease_token"],
-        checkpoint=r["checkpoint"],
-        progress=Progress(r["progress_done"], r["progress_total"]),
     )

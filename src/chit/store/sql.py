@@ -1,14 +1,14 @@
 """The store written once, over named queries (`sql/<dialect>/queries.sql`).
 
 A backend subclasses `SQLStore` and gives it what truly differs between
-databases: connections and transactions (`_read`, `_write`, `_migrating`), how
-a value is sent (`_now`, `_interval`, `_time`, `_array`, `_text`) and read
-(`_loads`, `_when`), how a query's fragments are filled in (`_query`,
-`_tenant`), and its hot paths: enqueue_many, claim, finish, finish_and_claim,
-rescue_expired, list and wait_for_jobs. Everything else is here.
+databases: connections and transactions (`_read`, `_write`, `_migrating`,
+`_run_script`), a `Dialect` (how values are sent and read, how a query's
+fragments are filled in), and its hot paths: enqueue_many, claim, finish,
+finish_and_claim, rescue_expired, list and wait_for_jobs. Everything else is here.
 
 Both backends' connections have `execute(query, params)` returning a cursor
-with `fetchone`, `fetchall` and `rowcount`, and rows readable by column name.
+with `fetchone`, `fetchall` and `rowcount`, and rows readable by column name
+(the names of the named queries).
 """
 
 from __future__ import annotations
@@ -16,19 +16,22 @@ from __future__ import annotations
 import abc
 import builtins
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from chit.errors import StoreError
 from chit.ids import id_prefix_range
 from chit.jobs import (
     ApiKey,
     Attempt,
+    AttemptOutcome,
     AttemptStats,
     Beat,
     CancelResult,
+    ClaimedJob,
     Enqueued,
     FailureGroup,
     HeartbeatResult,
@@ -38,16 +41,35 @@ from chit.jobs import (
     NewJob,
     Progress,
     ReplaySelector,
+    RescueReport,
     State,
     StateKindCount,
     Stats,
 )
 from chit.store import queries
-from chit.store import rows as decode
 from chit.store.reports import FullStore
 
 # One encoder for every call: json.dumps with options builds a new one each time.
 dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one database takes values (parameters) and gives them back (columns)."""
+
+    name: str  # the folder of its queries.sql and migrations
+    now: Callable[[datetime | None], Any]  # the database clock, unless a test gives a time
+    interval: Callable[[float], Any]  # seconds: a lease, a delay, an age
+    time: Callable[[datetime], Any]
+    array: Callable[[Sequence[Any]], Any]  # ids, histogram bounds
+    loads: Callable[[Any], Any]  # a JSON column
+    when: Callable[[Any], datetime | None]  # a time column, as aware UTC
+    query: Callable[..., Any]  # (name, **fragments): the named query, `{fragments}` filled in
+    # `{tenant}`: every tenant, or an equality on j.tenant; with seek=False one that
+    # only filters the rows another index finds (SQLite has no statistics to choose).
+    tenant: Callable[[str | None, bool], str]
+    prune_batch: Callable[[], int]  # rows a prune statement deletes at most
+    text: Callable[[str], str] = str  # a text parameter, made storable
 
 
 def scalar(cursor: Any) -> Any:
@@ -58,11 +80,18 @@ def scalar(cursor: Any) -> Any:
     return next(iter(row.values())) if isinstance(row, Mapping) else row[0]
 
 
-class SQLStore(FullStore):
-    dialect: str
-    Q: dict[str, str]
+def rescued(states: Sequence[str]) -> RescueReport:
+    """What rescue_expired did, from the states it left the jobs in."""
+    count = states.count
+    return RescueReport(
+        requeued=count("queued"), failed=count("failed"), cancelled=count("cancelled")
+    )
 
-    # What a backend provides
+
+class SQLStore(FullStore):
+    d: ClassVar[Dialect]
+    Q: ClassVar[dict[str, str]]
+    result_inline_bytes: int
 
     @abc.abstractmethod
     def _read(self) -> AbstractContextManager[Any]:
@@ -74,53 +103,75 @@ class SQLStore(FullStore):
 
     @abc.abstractmethod
     def _migrating(self) -> AbstractContextManager[Any]:
-        """A transaction that no other migrator runs beside, with the migrations
-        table created."""
+        """A transaction no other migrator runs beside, the migrations table created."""
 
     @abc.abstractmethod
     def _run_script(self, conn: Any, script: str) -> None:
         """Run a migration file inside the open transaction."""
 
-    @abc.abstractmethod
-    def _now(self, now: datetime | None) -> Any:
-        """`now` as the queries take it: the database clock unless a test gives one."""
+    # Rows to values
 
-    @abc.abstractmethod
-    def _interval(self, seconds: float) -> Any: ...
+    def _job(self, r: Any) -> Job:
+        loads, when = self.d.loads, self.d.when
+        return Job(
+            id=r["id"],
+            kind=r["kind"],
+            queue=r["queue"],
+            priority=r["priority"],
+            payload=loads(r["payload"]),
+            state=State(r["state"]),
+            attempts=r["attempts"],
+            max_attempts=r["max_attempts"],
+            run_at=self._at(r["run_at"]),
+            created_at=self._at(r["created_at"]),
+            updated_at=self._at(r["updated_at"]),
+            tenant=r["tenant"],
+            idempotency_key=r["idempotency_key"],
+            lease_expires_at=when(r["lease_expires_at"]),
+            worker=r["worker"],
+            progress=Progress(r["progress_done"], r["progress_total"]),
+            checkpoint=loads(r["checkpoint"]),
+            result=loads(r["result"]),
+            result_external=bool(r["result_external"]),
+            error=r["error"],
+            cancel_requested=bool(r["cancel_requested"]),
+            started_at=when(r["started_at"]),
+            finished_at=when(r["finished_at"]),
+            stale=bool(r["stale"]),
+        )
 
-    @abc.abstractmethod
-    def _time(self, value: datetime) -> Any: ...
+    def _claimed(self, r: Any) -> ClaimedJob:
+        return ClaimedJob(
+            id=r["id"],
+            kind=r["kind"],
+            queue=r["queue"],
+            payload=self.d.loads(r["payload"]),
+            attempt=r["attempts"],
+            max_attempts=r["max_attempts"],
+            lease_token=r["lease_token"],
+            checkpoint=self.d.loads(r["checkpoint"]),
+            progress=Progress(r["progress_done"], r["progress_total"]),
+        )
 
-    @abc.abstractmethod
-    def _array(self, values: Sequence[Any]) -> Any: ...
+    def _api_key(self, r: Any) -> ApiKey:
+        return ApiKey(
+            id=r["id"],
+            name=r["name"],
+            tenant=r["tenant"],
+            scopes=tuple(r["scopes"].split()),
+            created_at=self._at(r["created_at"]),
+            revoked_at=self.d.when(r["revoked_at"]),
+        )
 
-    @abc.abstractmethod
-    def _loads(self, value: Any) -> Any:
-        """A JSON column's value."""
+    def _at(self, value: Any) -> datetime:
+        """A NOT NULL time column."""
+        when = self.d.when(value)
+        assert when is not None, "a NOT NULL time column was NULL"
+        return when
 
-    @abc.abstractmethod
-    def _when(self, value: Any) -> datetime | None:
-        """A time column's value, aware UTC."""
-
-    @abc.abstractmethod
-    def _query(self, name: str, **fragments: str) -> Any:
-        """The named query with its `{fragments}` filled in."""
-
-    @abc.abstractmethod
-    def _tenant(self, tenant: str | None, *, seek: bool = True) -> str:
-        """`{tenant}`: every tenant, or an equality on `j.tenant`; without `seek`,
-        one that only filters the rows another index finds, where the backend
-        has no statistics to tell which index is better."""
-
-    @abc.abstractmethod
-    def _prune_batch(self) -> int:
-        """Rows deleted per prune statement (the backend's PRUNE_BATCH)."""
-
-    def _text(self, value: str) -> str:
-        return value
-
-    def _job(self, row: Any) -> Job:
-        return decode.job(row, self._loads, self._when)
+    def _is_large(self, encoded: str) -> bool:
+        """Whether a result is stored out of the job row."""
+        return len(encoded.encode()) > self.result_inline_bytes
 
     # Schema
 
@@ -131,7 +182,7 @@ class SQLStore(FullStore):
             return int(scalar(conn.execute(self.Q["schema_version"])))
 
     def migrate(self) -> int:
-        pending = queries.migrations(self.dialect)
+        pending = queries.migrations(self.d.name)
         if self.schema_version() == len(pending):
             return len(pending)
         with self._migrating() as conn:
@@ -170,7 +221,7 @@ class SQLStore(FullStore):
                 for b in beats
             ]
         )
-        params = {"beats": payload, "lease": self._interval(lease_seconds), "now": self._now(now)}
+        params = {"beats": payload, "lease": self.d.interval(lease_seconds), "now": self.d.now(now)}
         with self._write() as conn:
             rows = conn.execute(self.Q["heartbeat"], params).fetchall()
         return HeartbeatResult(
@@ -194,8 +245,8 @@ class SQLStore(FullStore):
             "has_progress": progress is not None,
             "done": progress.done if progress else None,
             "total": progress.total if progress else None,
-            "lease": self._interval(lease_seconds),
-            "now": self._now(now),
+            "lease": self.d.interval(lease_seconds),
+            "now": self.d.now(now),
         }
         with self._write() as conn:
             return conn.execute(self.Q["checkpoint"], params).rowcount == 1
@@ -212,22 +263,43 @@ class SQLStore(FullStore):
             row = conn.execute(self.Q["get_result"], {"id": job_id, "tenant": tenant}).fetchone()
         if row is None:
             return False, None
-        return True, self._loads(
+        return True, self.d.loads(
             row["external_result"] if row["result_external"] else row["result"]
         )
 
     def attempts(self, job_id: str) -> builtins.list[Attempt]:
         with self._read() as conn:
             rows = conn.execute(self.Q["attempts"], {"id": job_id}).fetchall()
-        return [decode.attempt(r, self._when) for r in rows]
+        return [
+            Attempt(
+                job_id=r["job_id"],
+                attempt=r["attempt"],
+                worker=r["worker"],
+                started_at=self._at(r["started_at"]),
+                finished_at=self.d.when(r["finished_at"]),
+                outcome=None if r["outcome"] is None else AttemptOutcome(r["outcome"]),
+                error=r["error"],
+            )
+            for r in rows
+        ]
 
     def failures(self, tenant: str | None = None) -> builtins.list[FailureGroup]:
         with self._read() as conn:
             rows = conn.execute(self.Q["failures"], {"tenant": tenant}).fetchall()
-        return [decode.failure_group(r, self._when) for r in rows]
+        return [
+            FailureGroup(
+                kind=r["kind"],
+                error=r["first_line"],
+                count=r["n"],
+                first_seen=self._at(r["first_seen"]),
+                last_seen=self._at(r["last_seen"]),
+                latest_id=r["latest_id"],
+            )
+            for r in rows
+        ]
 
     def stats(self, tenant: str | None = None, now: datetime | None = None) -> Stats:
-        params = {"tenant": tenant, "now": self._now(now)}
+        params = {"tenant": tenant, "now": self.d.now(now)}
         by_state = {s.value: 0 for s in State}
         by_kind: dict[str, dict[str, int]] = {}
         with self._read() as conn:
@@ -250,7 +322,7 @@ class SQLStore(FullStore):
     # Operating
 
     def cancel(self, job_id: str, tenant: str | None = None) -> CancelResult:
-        params = {"id": job_id, "tenant": tenant, "now": self._now(None)}
+        params = {"id": job_id, "tenant": tenant, "now": self.d.now(None)}
         with self._write() as conn:
             row = conn.execute(self.Q["cancel"], params).fetchone()
             if row is not None:
@@ -268,23 +340,27 @@ class SQLStore(FullStore):
         params: dict[str, Any] = {"tenant": tenant}
         if selector.ids:
             query: Any = self.Q["replay"]
-            params["ids"] = self._array(list(selector.ids))
+            params["ids"] = self.d.array(list(selector.ids))
         else:
             params |= {
                 "kind": selector.kind,
                 "error_prefix": selector.error_prefix,
-                "since": None if selector.since is None else self._time(selector.since),
+                "since": None if selector.since is None else self.d.time(selector.since),
             }
             # With a kind the tenant is sought on the same index; without, only checked.
             with_kind = selector.kind is not None
             name = "replay_failed_kind" if with_kind else "replay_failed"
-            query = self._query(name, tenant=self._tenant(tenant, seek=with_kind))
+            query = self.d.query(name, tenant=self.d.tenant(tenant, with_kind))
         with self._write() as conn:
             return len(conn.execute(query, params).fetchall())
 
     def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
-        batch = self._prune_batch()
-        params = {"age": self._interval(-older_than_seconds), "now": self._now(now), "batch": batch}
+        batch = self.d.prune_batch()
+        params = {
+            "age": self.d.interval(-older_than_seconds),
+            "now": self.d.now(now),
+            "batch": batch,
+        }
         deleted = 0
         while True:
             with self._write() as conn:
@@ -299,16 +375,35 @@ class SQLStore(FullStore):
         if not job_ids:
             return []
         with self._read() as conn:
-            rows = conn.execute(self.Q["get_many"], {"ids": self._array(list(job_ids))})
+            rows = conn.execute(self.Q["get_many"], {"ids": self.d.array(list(job_ids))})
             return [self._job(r) for r in rows.fetchall()]
 
     def attempt_stats(
         self, bounds: Sequence[float], tenant: str | None = None
     ) -> builtins.list[AttemptStats]:
-        params = {"bounds": self._array([float(b) for b in bounds]), "tenant": tenant}
+        params = {"bounds": self.d.array([float(b) for b in bounds]), "tenant": tenant}
         with self._read() as conn:
             rows = conn.execute(self.Q["attempt_stats"], params).fetchall()
-        return decode.attempt_stats(rows, len(bounds))
+        # Fold (kind, outcome, bucket) rows into one AttemptStats per kind and outcome.
+        groups: dict[tuple[str, str | None], tuple[int, float, builtins.list[int]]] = {}
+        for r in rows:
+            key, count = (r["kind"], r["outcome"]), r["n"]
+            total, seconds, buckets = groups.get(key, (0, 0.0, [0] * (len(bounds) + 1)))
+            if r["bucket"] is not None:
+                buckets[int(r["bucket"])] += count
+            groups[key] = (total + count, seconds + (r["seconds"] or 0.0), buckets)
+        return [
+            AttemptStats(
+                kind=kind,
+                outcome=None if outcome is None else AttemptOutcome(outcome),
+                count=total,
+                duration_sum=seconds,
+                buckets=tuple(buckets),
+            )
+            for (kind, outcome), (total, seconds, buckets) in sorted(
+                groups.items(), key=lambda item: (item[0][0], item[0][1] or "")
+            )
+        ]
 
     def create_api_key(self, key: NewApiKey) -> ApiKey:
         params = {
@@ -319,19 +414,17 @@ class SQLStore(FullStore):
             "key_hash": key.key_hash,
         }
         with self._write() as conn:
-            return decode.api_key(
-                conn.execute(self.Q["create_api_key"], params).fetchone(), self._when
-            )
+            return self._api_key(conn.execute(self.Q["create_api_key"], params).fetchone())
 
     def find_api_key(self, key_hash: str) -> ApiKey | None:
         with self._read() as conn:
             row = conn.execute(self.Q["find_api_key"], {"key_hash": key_hash}).fetchone()
-        return None if row is None else decode.api_key(row, self._when)
+        return None if row is None else self._api_key(row)
 
     def list_api_keys(self, include_revoked: bool = False) -> builtins.list[ApiKey]:
         with self._read() as conn:
             rows = conn.execute(self.Q["list_api_keys"], {"include_revoked": include_revoked})
-            return [decode.api_key(r, self._when) for r in rows.fetchall()]
+            return [self._api_key(r) for r in rows.fetchall()]
 
     def revoke_api_key(self, key_id: str) -> bool:
         with self._write() as conn:
@@ -342,7 +435,7 @@ class SQLStore(FullStore):
     def count_jobs(
         self, tenant: str | None = None, cap: int = 10_000
     ) -> builtins.list[StateKindCount]:
-        query = self._query("count_by_state_kind", tenant=self._tenant(tenant))
+        query = self.d.query("count_by_state_kind", tenant=self.d.tenant(tenant, True))
         with self._read() as conn:
             rows = conn.execute(query, {"tenant": tenant, "cap": cap}).fetchall()
         return [
@@ -354,49 +447,47 @@ class SQLStore(FullStore):
     def finished_per_minute(
         self, tenant: str | None = None, now: datetime | None = None
     ) -> builtins.list[MinuteCount]:
-        query = self._query("finished_per_minute", tenant=self._tenant(tenant, seek=False))
+        query = self.d.query("finished_per_minute", tenant=self.d.tenant(tenant, False))
         with self._read() as conn:
-            rows = conn.execute(query, {"tenant": tenant, "now": self._now(now)}).fetchall()
+            rows = conn.execute(query, {"tenant": tenant, "now": self.d.now(now)}).fetchall()
         return [self._minute(r) for r in rows]
 
     def _minute(self, r: Any) -> MinuteCount:
-        minute = self._when(r["minute"])
-        assert minute is not None
-        return MinuteCount(minute, r["kind"], State(r["state"]), r["n"])
+        return MinuteCount(self._at(r["minute"]), r["kind"], State(r["state"]), r["n"])
 
     def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
-        query = self._query("oldest_queued", tenant=self._tenant(tenant, seek=False))
+        query = self.d.query("oldest_queued", tenant=self.d.tenant(tenant, False))
         with self._read() as conn:
-            row = conn.execute(query, {"tenant": tenant, "now": self._now(now)}).fetchone()
+            row = conn.execute(query, {"tenant": tenant, "now": self.d.now(now)}).fetchone()
         return None if row is None else self._job(row)
 
     def stale_jobs(
         self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
     ) -> builtins.list[Job]:
-        query = self._query("stale_jobs", tenant=self._tenant(tenant))
-        params = {"tenant": tenant, "now": self._now(now), "limit": limit}
+        query = self.d.query("stale_jobs", tenant=self.d.tenant(tenant, True))
+        params = {"tenant": tenant, "now": self.d.now(now), "limit": limit}
         with self._read() as conn:
             return [self._job(r) for r in conn.execute(query, params).fetchall()]
 
     def search(self, text: str, tenant: str | None = None, limit: int = 50) -> builtins.list[Job]:
-        text = self._text(text.strip())
+        text = self.d.text(text.strip())
         if not text:
             return []
-        term = self._tenant(tenant)
+        term = self.d.tenant(tenant, True)
         found: dict[str, Job] = {}
         with self._read() as conn:
-            query = self._query("search_idempotency_key", tenant=term)
+            query = self.d.query("search_idempotency_key", tenant=term)
             params: dict[str, Any] = {"key": text, "tenant": tenant, "limit": limit}
             found |= {r["id"]: self._job(r) for r in conn.execute(query, params).fetchall()}
             bounds = id_prefix_range(text)
             if bounds is not None:
-                query = self._query("search_id_prefix", tenant=term)
+                query = self.d.query("search_id_prefix", tenant=term)
                 params = {"low": bounds[0], "high": bounds[1], "tenant": tenant, "limit": limit}
                 found |= {r["id"]: self._job(r) for r in conn.execute(query, params).fetchall()}
         return sorted(found.values(), key=lambda j: j.id, reverse=True)[:limit]
 
     def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
-        query = self._query("replay_failure_group", tenant=self._tenant(tenant))
-        params = {"kind": kind, "error": self._text(error), "tenant": tenant}
+        query = self.d.query("replay_failure_group", tenant=self.d.tenant(tenant, True))
+        params = {"kind": kind, "error": self.d.text(error), "tenant": tenant}
         with self._write() as conn:
             return len(conn.execute(query, params).fetchall())

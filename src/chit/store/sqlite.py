@@ -36,13 +36,12 @@ from chit.jobs import (
     NewJob,
     Outcome,
     Page,
-    Progress,
     Released,
     RescueReport,
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import SQLStore, dumps, scalar
+from chit.store.sql import Dialect, SQLStore, dumps, rescued, scalar
 
 Q = queries.load("sqlite")
 BUSY_TIMEOUT_MS = 30_000
@@ -90,8 +89,30 @@ def _loads(value: str | None) -> Any:
     return None if value is None else json.loads(value)
 
 
+def _tenant(tenant: str | None, seek: bool) -> str:
+    # Without `seek`, `+j.tenant`: SQLite, having no statistics, would otherwise
+    # walk every job of the tenant by chit_jobs_tenant_id.
+    if tenant is None:
+        return "1"
+    return "j.tenant = :tenant" if seek else "+j.tenant = :tenant"
+
+
+DIALECT = Dialect(
+    name="sqlite",
+    now=_clock,
+    interval=_offset,
+    time=ts,
+    array=dumps,
+    loads=_loads,
+    when=_dt,
+    query=lambda name, **fragments: Q[name].format(**fragments),
+    tenant=_tenant,
+    prune_batch=lambda: PRUNE_BATCH,
+)
+
+
 class SQLiteStore(SQLStore):
-    dialect = "sqlite"
+    d = DIALECT
     Q = Q
 
     def __init__(
@@ -182,39 +203,6 @@ class SQLiteStore(SQLStore):
         # executescript would commit our transaction; run statement by statement.
         for statement in _statements(script):
             conn.execute(statement)
-
-    # Encoding
-
-    def _now(self, now: datetime | None) -> str:
-        return _clock(now)
-
-    def _interval(self, seconds: float) -> str:
-        return _offset(seconds)
-
-    def _time(self, value: datetime) -> str:
-        return ts(value)
-
-    def _array(self, values: Sequence[Any]) -> str:
-        return dumps(values)
-
-    def _loads(self, value: Any) -> Any:
-        return _loads(value)
-
-    def _when(self, value: Any) -> datetime | None:
-        return _dt(value)
-
-    def _query(self, name: str, **fragments: str) -> str:
-        return Q[name].format(**fragments)
-
-    def _prune_batch(self) -> int:
-        return PRUNE_BATCH
-
-    def _tenant(self, tenant: str | None, *, seek: bool = True) -> str:
-        # Without `seek`, `+j.tenant`: SQLite, having no statistics, would otherwise
-        # walk every job of the tenant by chit_jobs_tenant_id.
-        if tenant is None:
-            return "1"
-        return "j.tenant = :tenant" if seek else "+j.tenant = :tenant"
 
     # Submitting
 
@@ -317,26 +305,9 @@ class SQLiteStore(SQLStore):
             for r in rows:
                 conn.execute(
                     Q["open_attempt"],
-                    {
-                        "job_id": r["id"],
-                        "attempt": r["attempts"],
-                        "worker": worker,
-                        "now": clock,
-                    },
+                    {"job_id": r["id"], "attempt": r["attempts"], "worker": worker, "now": clock},
                 )
-                claimed.append(
-                    ClaimedJob(
-                        id=r["id"],
-                        kind=r["kind"],
-                        queue=r["queue"],
-                        payload=_loads(r["payload"]),
-                        attempt=r["attempts"],
-                        max_attempts=r["max_attempts"],
-                        lease_token=r["lease_token"],
-                        checkpoint=_loads(r["checkpoint"]),
-                        progress=Progress(r["progress_done"], r["progress_total"]),
-                    )
-                )
+                claimed.append(self._claimed(r))
             if len(claimed) >= limit:
                 break
         return claimed
@@ -370,7 +341,7 @@ class SQLiteStore(SQLStore):
         match outcome:
             case Succeeded(result=result, progress=progress):
                 encoded = dumps(result)
-                external = len(encoded.encode()) > self.result_inline_bytes
+                external = self._is_large(encoded)
                 params = fence | {
                     "result": None if external else encoded,
                     "result_external": int(external),
@@ -423,12 +394,7 @@ class SQLiteStore(SQLStore):
             rows = conn.execute(Q["rescue_expired"], {"now": clock}).fetchall()
             ids = dumps([r["id"] for r in rows])
             conn.execute(Q["expire_attempts"], {"ids": ids, "now": clock})
-        states = [r["state"] for r in rows]
-        return RescueReport(
-            requeued=states.count("queued"),
-            failed=states.count("failed"),
-            cancelled=states.count("cancelled"),
-        )
+        return rescued([r["state"] for r in rows])
 
     # Reading
 
@@ -456,7 +422,7 @@ class SQLiteStore(SQLStore):
         }
         with self._read() as conn:
             after = "1" if cursor is None else "j.id < :cursor"
-            rows = conn.execute(self._query(name, cursor=after), params).fetchall()
+            rows = conn.execute(DIALECT.query(name, cursor=after), params).fetchall()
         jobs = [self._job(r) for r in rows[:limit]]
         return Page(jobs, jobs[-1].id if len(rows) > limit else None)
 
