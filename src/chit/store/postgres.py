@@ -52,7 +52,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import Dialect, SQLStore, dumps, rescued, scalar
+from chit.store.sql import Claim, Dialect, SQLStore, dumps, rescued, scalar
 
 Q = queries.load("postgres")
 # Rows deleted per prune statement: short locks, whatever the backlog.
@@ -329,46 +329,19 @@ class PostgresStore(SQLStore):
 
     # Working
 
-    def claim(
-        self,
-        worker: str,
-        queues: Sequence[str],
-        limit: int,
-        lease_seconds: float,
-        now: datetime | None = None,
-    ) -> list[ClaimedJob]:
-        if limit <= 0 or not queues:
-            return []
+    def _claim(self, claim: Claim, now: datetime | None) -> list[ClaimedJob]:
         # One queue: one statement. Several: one transaction, so a failure part
         # way leaves no job claimed by a worker that never heard of it.
-        with self._tx() if len(queues) > 1 else self._conn() as conn:
-            return self._claim(conn, worker, queues, limit, lease_seconds, now)
+        with self._tx() if len(claim.queues) > 1 else self._conn() as conn:
+            return self._claim_each(conn, claim, now)
 
-    def _claim(
-        self,
-        conn: Connection,
-        worker: str,
-        queues: Sequence[str],
-        limit: int,
-        lease_seconds: float,
-        now: datetime | None,
+    def _claim_queue(
+        self, conn: Connection, claim: Claim, queue: str, limit: int, now: datetime | None
     ) -> list[ClaimedJob]:
-        claimed: list[ClaimedJob] = []
-        for queue in queues:
-            rows = conn.execute(
-                Q["claim"],
-                {
-                    "queue": queue,
-                    "worker": worker,
-                    "limit": limit - len(claimed),
-                    "lease": timedelta(seconds=lease_seconds),
-                    "now": _utc(now),
-                },
-            ).fetchall()
-            claimed.extend(self._claimed(r) for r in rows)
-            if len(claimed) >= limit:
-                break
-        return claimed
+        lease = timedelta(seconds=claim.lease_seconds)
+        params = {"queue": queue, "worker": claim.worker, "limit": limit, "lease": lease}
+        rows = conn.execute(Q["claim"], params | {"now": _utc(now)}).fetchall()
+        return [self._claimed(r) for r in rows]
 
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         if not outcomes:
@@ -378,23 +351,13 @@ class PostgresStore(SQLStore):
         with self._conn() if self._one_statement(outcomes, encoded) else self._tx() as conn:
             return self._finish(conn, outcomes, now, encoded)
 
-    def finish_and_claim(
-        self,
-        outcomes: Sequence[Outcome],
-        worker: str,
-        queues: Sequence[str],
-        limit: int,
-        lease_seconds: float,
-        now: datetime | None = None,
+    def _finish_and_claim(
+        self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
     ) -> tuple[list[bool], list[ClaimedJob]]:
-        if not outcomes:
-            return [], self.claim(worker, queues, limit, lease_seconds, now)
-        if limit <= 0 or not queues:
-            return self.finish(outcomes, now), []
         encoded = _encode_results(outcomes)
         succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
         if (
-            len(queues) == 1
+            len(claim.queues) == 1
             and len(succeeded) == len(outcomes)
             and self._one_statement(outcomes, encoded)
         ):
@@ -404,10 +367,10 @@ class PostgresStore(SQLStore):
                     Q["succeed_and_claim"],
                     {
                         "items": _succeed_items(succeeded, encoded, set()),
-                        "queue": queues[0],
-                        "worker": worker,
-                        "limit": limit,
-                        "lease": timedelta(seconds=lease_seconds),
+                        "queue": claim.queues[0],
+                        "worker": claim.worker,
+                        "limit": claim.limit,
+                        "lease": timedelta(seconds=claim.lease_seconds),
                         "now": _utc(now),
                     },
                 ).fetchall()
@@ -416,7 +379,7 @@ class PostgresStore(SQLStore):
             return [o.job_id in done for o in outcomes], claimed
         with self._tx() as conn:
             applied = self._finish(conn, outcomes, now, encoded)
-            return applied, self._claim(conn, worker, queues, limit, lease_seconds, now)
+            return applied, self._claim_each(conn, claim, now)
 
     def _one_statement(self, outcomes: Sequence[Outcome], encoded: dict[str, str]) -> bool:
         """Whether `_finish` records these outcomes in a single statement: one

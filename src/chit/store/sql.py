@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from chit.errors import StoreError
 from chit.ids import id_prefix_range
@@ -39,6 +39,7 @@ from chit.jobs import (
     MinuteCount,
     NewApiKey,
     NewJob,
+    Outcome,
     Progress,
     ReplaySelector,
     RescueReport,
@@ -88,6 +89,15 @@ def rescued(states: Sequence[str]) -> RescueReport:
     )
 
 
+class Claim(NamedTuple):
+    """A worker asking for up to `limit` due jobs of `queues`, leased for `lease_seconds`."""
+
+    worker: str
+    queues: Sequence[str]
+    limit: int
+    lease_seconds: float
+
+
 class SQLStore(FullStore):
     d: ClassVar[Dialect]
     Q: ClassVar[dict[str, str]]
@@ -108,6 +118,23 @@ class SQLStore(FullStore):
     @abc.abstractmethod
     def _run_script(self, conn: Any, script: str) -> None:
         """Run a migration file inside the open transaction."""
+
+    # The hot paths: `_claim` and `_finish_and_claim` take a claim that asks for
+    # something (a job, from some queue); `_claim_queue` claims up to `limit`
+    # jobs of one queue on `conn`, inside whatever transaction it is in.
+
+    @abc.abstractmethod
+    def _claim(self, claim: Claim, now: datetime | None) -> builtins.list[ClaimedJob]: ...
+
+    @abc.abstractmethod
+    def _claim_queue(
+        self, conn: Any, claim: Claim, queue: str, limit: int, now: Any
+    ) -> builtins.list[ClaimedJob]: ...
+
+    @abc.abstractmethod
+    def _finish_and_claim(
+        self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
+    ) -> tuple[builtins.list[bool], builtins.list[ClaimedJob]]: ...
 
     # Rows to values
 
@@ -204,6 +231,42 @@ class SQLStore(FullStore):
         return self.enqueue_many([job])[0]
 
     # Working
+
+    def claim(
+        self,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> builtins.list[ClaimedJob]:
+        if limit <= 0 or not queues:
+            return []
+        return self._claim(Claim(worker, queues, limit, lease_seconds), now)
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[Outcome],
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> tuple[builtins.list[bool], builtins.list[ClaimedJob]]:
+        if not outcomes:
+            return [], self.claim(worker, queues, limit, lease_seconds, now)
+        if limit <= 0 or not queues:
+            return self.finish(outcomes, now), []
+        return self._finish_and_claim(outcomes, Claim(worker, queues, limit, lease_seconds), now)
+
+    def _claim_each(self, conn: Any, claim: Claim, now: Any) -> builtins.list[ClaimedJob]:
+        """Queue by queue, in the order given, until `claim.limit` jobs are claimed."""
+        claimed: builtins.list[ClaimedJob] = []
+        for queue in claim.queues:
+            claimed += self._claim_queue(conn, claim, queue, claim.limit - len(claimed), now)
+            if len(claimed) >= claim.limit:
+                break
+        return claimed
 
     def heartbeat(
         self, beats: Sequence[Beat], lease_seconds: float, now: datetime | None = None

@@ -41,7 +41,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import Dialect, SQLStore, dumps, rescued, scalar
+from chit.store.sql import Claim, Dialect, SQLStore, dumps, rescued, scalar
 
 Q = queries.load("sqlite")
 BUSY_TIMEOUT_MS = 30_000
@@ -254,86 +254,49 @@ class SQLiteStore(SQLStore):
 
     # Working
 
-    def claim(
-        self,
-        worker: str,
-        queues: Sequence[str],
-        limit: int,
-        lease_seconds: float,
-        now: datetime | None = None,
-    ) -> list[ClaimedJob]:
+    def _claim(self, claim: Claim, now: datetime | None) -> list[ClaimedJob]:
         clock = _clock(now)
         with self._read() as conn:
             # A read costs no write lock: idle workers must not queue on the writer.
             due = [
                 q
-                for q in queues
+                for q in claim.queues
                 if conn.execute(Q["has_due"], {"queue": q, "now": clock}).fetchone()
             ]
-        if not due or limit <= 0:
+        if not due:
             return []
         with self._write() as conn:
-            return self._claim(conn, worker, due, limit, lease_seconds, clock)
+            return self._claim_each(conn, claim._replace(queues=due), clock)
 
-    def _claim(
-        self,
-        conn: sqlite3.Connection,
-        worker: str,
-        queues: Sequence[str],
-        limit: int,
-        lease_seconds: float,
-        clock: str,
+    def _claim_queue(
+        self, conn: sqlite3.Connection, claim: Claim, queue: str, limit: int, clock: str
     ) -> list[ClaimedJob]:
-        claimed: list[ClaimedJob] = []
-        for queue in queues:
-            rows = conn.execute(
-                Q["claim"],
-                {
-                    "queue": queue,
-                    "worker": worker,
-                    "limit": limit - len(claimed),
-                    "lease": _offset(lease_seconds),
-                    "now": clock,
-                },
-            ).fetchall()
-            rows.sort(key=lambda r: (r["priority"], r["run_at"], r["id"]))
-            if rows:
-                conn.execute(
-                    Q["expire_attempts"],
-                    {"ids": dumps([r["id"] for r in rows]), "now": clock},
-                )
-            for r in rows:
-                conn.execute(
-                    Q["open_attempt"],
-                    {"job_id": r["id"], "attempt": r["attempts"], "worker": worker, "now": clock},
-                )
-                claimed.append(self._claimed(r))
-            if len(claimed) >= limit:
-                break
-        return claimed
+        params = {"queue": queue, "worker": claim.worker, "limit": limit, "now": clock}
+        rows = conn.execute(Q["claim"], params | {"lease": _offset(claim.lease_seconds)}).fetchall()
+        rows.sort(key=lambda r: (r["priority"], r["run_at"], r["id"]))
+        if rows:
+            conn.execute(
+                Q["expire_attempts"], {"ids": dumps([r["id"] for r in rows]), "now": clock}
+            )
+        for r in rows:
+            conn.execute(
+                Q["open_attempt"],
+                {"job_id": r["id"], "attempt": r["attempts"], "worker": claim.worker, "now": clock},
+            )
+        return [self._claimed(r) for r in rows]
 
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         clock = _clock(now)
         with self._write() as conn:
             return [self._finish_one(conn, outcome, clock) for outcome in outcomes]
 
-    def finish_and_claim(
-        self,
-        outcomes: Sequence[Outcome],
-        worker: str,
-        queues: Sequence[str],
-        limit: int,
-        lease_seconds: float,
-        now: datetime | None = None,
+    def _finish_and_claim(
+        self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
     ) -> tuple[list[bool], list[ClaimedJob]]:
-        if not outcomes:
-            return [], self.claim(worker, queues, limit, lease_seconds, now)
         clock = _clock(now)
         with self._write() as conn:
             applied = [self._finish_one(conn, outcome, clock) for outcome in outcomes]
-            if limit <= 0:
-                return applied, []
-            return applied, self._claim(conn, worker, queues, limit, lease_seconds, clock)
+            return applied, self._claim_each(conn, claim, clock)
 
     def _finish_one(self, conn: sqlite3.Connection, outcome: Outcome, clock: str) -> bool:
         fence: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token, "now": clock}
