@@ -63,7 +63,6 @@ COPY_FROM = 100
 # The payload goes as bytes already in jsonb's binary form (`_jsonb`): psycopg's
 # jsonb dumper, in Python, cost a fifth of a copied job's client time.
 _COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"] + ["timestamptz"] * 3
-CHANNEL = "chit_jobs"
 
 Connection = psycopg.Connection[dict[str, Any]]
 

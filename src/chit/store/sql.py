@@ -73,6 +73,11 @@ class Dialect:
     text: Callable[[str], str] = str  # a text parameter, made storable
 
 
+# A job's columns that are read as they come, in both dialects.
+_AS_THEY_ARE: tuple[str, ...] = ("id", "kind", "queue", "priority", "attempts", "max_attempts")
+_AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error")
+
+
 def scalar(cursor: Any) -> Any:
     """The first column of the first row, or None."""
     row = cursor.fetchone()
@@ -139,28 +144,19 @@ class SQLStore(FullStore):
     # Rows to values
 
     def _job(self, r: Any) -> Job:
-        loads, when = self.d.loads, self.d.when
+        loads, when, at = self.d.loads, self.d.when, self._at
         return Job(
-            id=r["id"],
-            kind=r["kind"],
-            queue=r["queue"],
-            priority=r["priority"],
+            **{name: r[name] for name in _AS_THEY_ARE},
             payload=loads(r["payload"]),
             state=State(r["state"]),
-            attempts=r["attempts"],
-            max_attempts=r["max_attempts"],
-            run_at=self._at(r["run_at"]),
-            created_at=self._at(r["created_at"]),
-            updated_at=self._at(r["updated_at"]),
-            tenant=r["tenant"],
-            idempotency_key=r["idempotency_key"],
+            run_at=at(r["run_at"]),
+            created_at=at(r["created_at"]),
+            updated_at=at(r["updated_at"]),
             lease_expires_at=when(r["lease_expires_at"]),
-            worker=r["worker"],
             progress=Progress(r["progress_done"], r["progress_total"]),
             checkpoint=loads(r["checkpoint"]),
             result=loads(r["result"]),
             result_external=bool(r["result_external"]),
-            error=r["error"],
             cancel_requested=bool(r["cancel_requested"]),
             started_at=when(r["started_at"]),
             finished_at=when(r["finished_at"]),
@@ -278,7 +274,7 @@ class SQLStore(FullStore):
                 {"id": b.job_id, "token": b.lease_token}
                 | (
                     {"p": True, "done": b.progress.done, "total": b.progress.total}
-                    if b.progress
+                    if b.progress is not None
                     else {}
                 )
                 for b in beats
