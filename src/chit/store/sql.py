@@ -312,23 +312,23 @@ class SQLStore(FullStore):
 
     # Reading
 
+    def _rows(self, query: Any, params: Mapping[str, Any], write: bool = False) -> Any:
+        """All rows of one statement, run on its own."""
+        with self._write() if write else self._read() as conn:
+            return conn.execute(query, params).fetchall()
+
     def get(self, job_id: str, tenant: str | None = None) -> Job | None:
-        with self._read() as conn:
-            row = conn.execute(self.Q["get"], {"id": job_id, "tenant": tenant}).fetchone()
-        return None if row is None else self._job(row)
+        rows = self._rows(self.Q["get"], {"id": job_id, "tenant": tenant})
+        return self._job(rows[0]) if rows else None
 
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
-        with self._read() as conn:
-            row = conn.execute(self.Q["get_result"], {"id": job_id, "tenant": tenant}).fetchone()
-        if row is None:
+        rows = self._rows(self.Q["get_result"], {"id": job_id, "tenant": tenant})
+        if not rows:
             return False, None
-        return True, self.d.loads(
-            row["external_result"] if row["result_external"] else row["result"]
-        )
+        row = rows[0]
+        return True, self.d.loads(row["external_result" if row["result_external"] else "result"])
 
     def attempts(self, job_id: str) -> builtins.list[Attempt]:
-        with self._read() as conn:
-            rows = conn.execute(self.Q["attempts"], {"id": job_id}).fetchall()
         return [
             Attempt(
                 job_id=r["job_id"],
@@ -339,12 +339,10 @@ class SQLStore(FullStore):
                 outcome=None if r["outcome"] is None else AttemptOutcome(r["outcome"]),
                 error=r["error"],
             )
-            for r in rows
+            for r in self._rows(self.Q["attempts"], {"id": job_id})
         ]
 
     def failures(self, tenant: str | None = None) -> builtins.list[FailureGroup]:
-        with self._read() as conn:
-            rows = conn.execute(self.Q["failures"], {"tenant": tenant}).fetchall()
         return [
             FailureGroup(
                 kind=r["kind"],
@@ -354,7 +352,7 @@ class SQLStore(FullStore):
                 last_seen=self._at(r["last_seen"]),
                 latest_id=r["latest_id"],
             )
-            for r in rows
+            for r in self._rows(self.Q["failures"], {"tenant": tenant})
         ]
 
     def stats(self, tenant: str | None = None, now: datetime | None = None) -> Stats:
@@ -410,8 +408,7 @@ class SQLStore(FullStore):
             with_kind = selector.kind is not None
             name = "replay_failed_kind" if with_kind else "replay_failed"
             query = self.d.query(name, tenant=self.d.tenant(tenant, with_kind))
-        with self._write() as conn:
-            return len(conn.execute(query, params).fetchall())
+        return len(self._rows(query, params, write=True))
 
     def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
         batch = self.d.prune_batch()
@@ -433,16 +430,14 @@ class SQLStore(FullStore):
     def get_many(self, job_ids: Sequence[str]) -> builtins.list[Job]:
         if not job_ids:
             return []
-        with self._read() as conn:
-            rows = conn.execute(self.Q["get_many"], {"ids": self.d.array(list(job_ids))})
-            return [self._job(r) for r in rows.fetchall()]
+        rows = self._rows(self.Q["get_many"], {"ids": self.d.array(list(job_ids))})
+        return [self._job(r) for r in rows]
 
     def attempt_stats(
         self, bounds: Sequence[float], tenant: str | None = None
     ) -> builtins.list[AttemptStats]:
         params = {"bounds": self.d.array([float(b) for b in bounds]), "tenant": tenant}
-        with self._read() as conn:
-            rows = conn.execute(self.Q["attempt_stats"], params).fetchall()
+        rows = self._rows(self.Q["attempt_stats"], params)
         # Fold (kind, outcome, bucket) rows into one AttemptStats per kind and outcome.
         groups: dict[tuple[str, str | None], tuple[int, float, builtins.list[int]]] = {}
         for r in rows:
@@ -472,18 +467,15 @@ class SQLStore(FullStore):
             "scopes": " ".join(key.scopes),
             "key_hash": key.key_hash,
         }
-        with self._write() as conn:
-            return self._api_key(conn.execute(self.Q["create_api_key"], params).fetchone())
+        return self._api_key(self._rows(self.Q["create_api_key"], params, write=True)[0])
 
     def find_api_key(self, key_hash: str) -> ApiKey | None:
-        with self._read() as conn:
-            row = conn.execute(self.Q["find_api_key"], {"key_hash": key_hash}).fetchone()
-        return None if row is None else self._api_key(row)
+        rows = self._rows(self.Q["find_api_key"], {"key_hash": key_hash})
+        return self._api_key(rows[0]) if rows else None
 
     def list_api_keys(self, include_revoked: bool = False) -> builtins.list[ApiKey]:
-        with self._read() as conn:
-            rows = conn.execute(self.Q["list_api_keys"], {"include_revoked": include_revoked})
-            return [self._api_key(r) for r in rows.fetchall()]
+        rows = self._rows(self.Q["list_api_keys"], {"include_revoked": include_revoked})
+        return [self._api_key(r) for r in rows]
 
     def revoke_api_key(self, key_id: str) -> bool:
         with self._write() as conn:
@@ -495,38 +487,33 @@ class SQLStore(FullStore):
         self, tenant: str | None = None, cap: int = 10_000
     ) -> builtins.list[StateKindCount]:
         query = self.d.query("count_by_state_kind", tenant=self.d.tenant(tenant, True))
-        with self._read() as conn:
-            rows = conn.execute(query, {"tenant": tenant, "cap": cap}).fetchall()
+        rows = self._rows(query, {"tenant": tenant, "cap": cap})
         return [
             StateKindCount(State(r["state"]), r["kind"], r["n"], r["n"] >= cap)
             for r in rows
-            if r["n"] > 0
+            if r["n"]
         ]
 
     def finished_per_minute(
         self, tenant: str | None = None, now: datetime | None = None
     ) -> builtins.list[MinuteCount]:
         query = self.d.query("finished_per_minute", tenant=self.d.tenant(tenant, False))
-        with self._read() as conn:
-            rows = conn.execute(query, {"tenant": tenant, "now": self.d.now(now)}).fetchall()
-        return [self._minute(r) for r in rows]
-
-    def _minute(self, r: Any) -> MinuteCount:
-        return MinuteCount(self._at(r["minute"]), r["kind"], State(r["state"]), r["n"])
+        rows = self._rows(query, {"tenant": tenant, "now": self.d.now(now)})
+        return [
+            MinuteCount(self._at(r["minute"]), r["kind"], State(r["state"]), r["n"]) for r in rows
+        ]
 
     def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
         query = self.d.query("oldest_queued", tenant=self.d.tenant(tenant, False))
-        with self._read() as conn:
-            row = conn.execute(query, {"tenant": tenant, "now": self.d.now(now)}).fetchone()
-        return None if row is None else self._job(row)
+        rows = self._rows(query, {"tenant": tenant, "now": self.d.now(now)})
+        return self._job(rows[0]) if rows else None
 
     def stale_jobs(
         self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
     ) -> builtins.list[Job]:
         query = self.d.query("stale_jobs", tenant=self.d.tenant(tenant, True))
         params = {"tenant": tenant, "now": self.d.now(now), "limit": limit}
-        with self._read() as conn:
-            return [self._job(r) for r in conn.execute(query, params).fetchall()]
+        return [self._job(r) for r in self._rows(query, params)]
 
     def search(self, text: str, tenant: str | None = None, limit: int = 50) -> builtins.list[Job]:
         text = self.d.text(text.strip())
@@ -548,5 +535,4 @@ class SQLStore(FullStore):
     def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
         query = self.d.query("replay_failure_group", tenant=self.d.tenant(tenant, True))
         params = {"kind": kind, "error": self.d.text(error), "tenant": tenant}
-        with self._write() as conn:
-            return len(conn.execute(query, params).fetchall())
+        return len(self._rows(query, params, write=True))
