@@ -22,7 +22,6 @@ ONLY_SQLITE = {
 }
 ONLY_POSTGRES = {
     "migration_lock": "SQLite's BEGIN IMMEDIATE already keeps a second migrator out",
-    "enqueue_clock": "before a COPY, which takes values only",
     "enqueue_copy": "binary COPY for large batches",
     "lock_jobs": "row locks in id order before outcomes of several kinds",
     "succeed_and_claim": "one statement where SQLite runs both in one transaction",

@@ -255,7 +255,7 @@ class PostgresStore(SQLStore):
     ) -> list[Enqueued]:
         """COPY the jobs without an idempotency key (nothing to conflict with) in,
         then insert the others. Call inside a transaction."""
-        now = scalar(conn.execute(Q["enqueue_clock"], {"now": None}))
+        now = scalar(conn.execute(Q["clock"], {"now": None}))
         ids = new_job_ids(len(jobs))
         out = [Enqueued(job_id, True) for job_id in ids]
         keyed: list[int] = []

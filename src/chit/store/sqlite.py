@@ -74,7 +74,7 @@ def _read_clock(conn: sqlite3.Connection, now: datetime | None) -> str:
     """The database clock read once, for statements that must agree on the time."""
     if now is not None:
         return ts(now)
-    return str(conn.execute("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')").fetchone()[0])
+    return str(scalar(conn.execute(Q["clock"])))
 
 
 def _offset(seconds: float) -> str:

@@ -74,8 +74,9 @@ ORDER BY j.n
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id
 
--- name: enqueue_clock
--- Before `enqueue_copy`, which takes values only: the time `enqueue` would use.
+-- name: clock
+-- The database clock read once, for statements that must agree on the time:
+-- before `enqueue_copy`, which takes values only, the time `enqueue` would use.
 SELECT coalesce(%(now)s::timestamptz, now()) AS now
 
 -- name: enqueue_copy

@@ -42,6 +42,10 @@ INSERT INTO chit_jobs (
 )
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 
+-- name: clock
+-- The database clock read once, for statements that must agree on the time.
+SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS now
+
 -- name: find_by_idempotency_key
 SELECT id, request_hash FROM chit_jobs
 WHERE tenant = :tenant AND idempotency_key = :idempotency_key
