@@ -103,7 +103,8 @@ def _format(name: str, **fragments: str) -> sql.Composed:
 
 
 def _tenant_term(tenant: str | None, seek: bool = True) -> str:
-    """`{tenant}`: every tenant, or seeking on one tenant's index entries."""
+    """`{tenant}`: every tenant, or seeking on one tenant's index entries (the
+    planner has statistics to weigh it against the other conditions: `seek` is moot)."""
     return "true" if tenant is None else "j.tenant = %(tenant)s::text"
 
 
