@@ -275,7 +275,7 @@ def plans_sqlite(path: Path) -> None:
 
 
 def plans_postgres(url: str) -> None:
-    from chit.store.postgres import _dashboard_query
+    from chit.store.postgres import _format, _tenant_term
 
     with psycopg.connect(url, autocommit=True) as conn:
         for name, params in (
@@ -284,7 +284,7 @@ def plans_postgres(url: str) -> None:
             ("oldest_queued", {"now": None, "tenant": None}),
             ("stale_jobs", {"now": None, "tenant": None, "limit": 21}),
         ):
-            query = _dashboard_query(name, params["tenant"])
+            query = _format(name, tenant=_tenant_term(params["tenant"]))
             print(f"\n  {name}:")
             for (line,) in conn.execute(sql.SQL("EXPLAIN ") + query, params):
                 print(f"    {line}")

@@ -34,7 +34,7 @@ from chit.errors import (
 )
 from chit.jobs import Enqueued, NewJob
 from chit.settings import Settings
-from chit.store import Store, open_store
+from chit.store import FullStore, open_store
 
 Handler = Callable[..., Any]
 
@@ -77,7 +77,7 @@ class Queue:
         base = settings if settings is not None else Settings.from_env()
         self.settings = base.replace(database_url=database_url)
         self.tasks: dict[str, Task] = {}
-        self._store: Store | None = None
+        self._store: FullStore | None = None
         self._store_lock = threading.Lock()
 
     def configure(self, **changes: Any) -> None:
@@ -121,7 +121,7 @@ class Queue:
     # The store
 
     @property
-    def store(self) -> Store:
+    def store(self) -> FullStore:
         """Opened on first use, so importing an app module never touches the database."""
         if self._store is None:
             with self._store_lock:
@@ -129,7 +129,7 @@ class Queue:
                     self._store = open_store(self.settings)
         return self._store
 
-    def use_store(self, store: Store) -> None:
+    def use_store(self, store: FullStore) -> None:
         self._store = store
 
     def close(self) -> None:

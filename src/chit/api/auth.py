@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from chit.api.errors import ApiProblem
 from chit.errors import ConfigError
 from chit.jobs import ApiKey, NewApiKey
-from chit.store import Store
+from chit.store import FullStore
 
 SCOPES = ("submit", "read", "admin")
 ALL_TENANTS = "*"
@@ -122,7 +122,11 @@ def parse_env_keys(entries: Iterable[str]) -> dict[str, Principal]:
 
 
 def create_key(
-    store: Store, *, tenant: str = "", scopes: Iterable[str] = ("submit", "read"), name: str = ""
+    store: FullStore,
+    *,
+    tenant: str = "",
+    scopes: Iterable[str] = ("submit", "read"),
+    name: str = "",
 ) -> tuple[ApiKey, str]:
     """Store a new random key; returns it with the key text, which is shown once."""
     scopes = check_scopes(scopes, "chit keys create")
@@ -149,7 +153,7 @@ class Authenticator:
 
     def __init__(
         self,
-        store: Store,
+        store: FullStore,
         env_keys: dict[str, Principal],
         cache_seconds: float = KEY_CACHE_SECONDS,
         *,

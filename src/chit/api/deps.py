@@ -21,7 +21,7 @@ from chit.ids import is_job_id
 from chit.jobs import Job
 from chit.queue import Queue
 from chit.settings import Settings
-from chit.store import Store
+from chit.store import FullStore
 
 T = TypeVar("T")
 
@@ -30,7 +30,7 @@ T = TypeVar("T")
 class ApiState:
     queue: Queue
     settings: Settings
-    store: Store
+    store: FullStore
     auth: Authenticator
     hub: EventHub
 

@@ -27,7 +27,7 @@ from starlette.responses import Response, StreamingResponse
 
 from chit.errors import StoreError
 from chit.jobs import Job
-from chit.store import Store
+from chit.store import FullStore
 
 log = logging.getLogger("chit.api")
 
@@ -100,7 +100,7 @@ class Watch:
 class EventHub:
     """The process's single poller for every watched job."""
 
-    def __init__(self, store: Store, interval: float = POLL_INTERVAL) -> None:
+    def __init__(self, store: FullStore, interval: float = POLL_INTERVAL) -> None:
         self.store = store
         self.interval = interval
         self._watches: dict[str, set[Watch]] = {}
@@ -215,7 +215,7 @@ async def stream(
 
 def response(
     hub: EventHub,
-    store: Store,
+    store: FullStore,
     job: Job,
     tenant: str | None,
     last_event_id: str | None,

@@ -25,7 +25,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from chit.jobs import AttemptOutcome, State, last_hour_by_kind
-from chit.store import Store
+from chit.store import FullStore
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Seconds; from a quick handler to a half-hour report.
@@ -37,7 +37,7 @@ FAILED_OUTCOMES = frozenset(
 
 
 class StoreCollector(Collector):
-    def __init__(self, store: Store, tenant: str | None, listeners: int = 0) -> None:
+    def __init__(self, store: FullStore, tenant: str | None, listeners: int = 0) -> None:
         self.store = store
         self.tenant = tenant
         self.listeners = listeners
@@ -133,7 +133,7 @@ class StoreCollector(Collector):
         yield ratio
 
 
-def render(store: Store, tenant: str | None, listeners: int = 0) -> bytes:
+def render(store: FullStore, tenant: str | None, listeners: int = 0) -> bytes:
     """The metrics text (blocking: it queries the store)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(store, tenant, listeners))

@@ -10,11 +10,11 @@ from collections.abc import Iterable
 from chit.api.auth import SCOPES, create_key
 from chit.cli import output
 from chit.errors import InvalidRequest
-from chit.store import Store
+from chit.store import FullStore
 
 
 def keys_create(
-    store: Store,
+    store: FullStore,
     *,
     tenant: str = "",
     scopes: str | Iterable[str] = "submit+read",
@@ -36,7 +36,7 @@ def keys_create(
     return 0
 
 
-def keys_list(store: Store, *, include_revoked: bool = False, as_json: bool = False) -> int:
+def keys_list(store: FullStore, *, include_revoked: bool = False, as_json: bool = False) -> int:
     keys = store.list_api_keys(include_revoked)
     if as_json:
         output.print_json({"keys": keys})
@@ -59,7 +59,7 @@ def keys_list(store: Store, *, include_revoked: bool = False, as_json: bool = Fa
     return 0
 
 
-def keys_revoke(store: Store, key_id: str, *, as_json: bool = False) -> int:
+def keys_revoke(store: FullStore, key_id: str, *, as_json: bool = False) -> int:
     if not store.revoke_api_key(key_id):
         known = {k.id for k in store.list_api_keys(include_revoked=True)}
         state = "was already revoked" if key_id in known else "is unknown (see `chit keys list`)"

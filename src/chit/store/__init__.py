@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from chit.store.base import Store
+from chit.store.reports import ApiKeys, FullStore, Reports
 
 if TYPE_CHECKING:
     from chit.settings import Settings
 
-__all__ = ["Store", "open_store"]
+__all__ = ["ApiKeys", "FullStore", "Reports", "Store", "open_store"]
 
 
-def open_store(settings: Settings) -> Store:
+def open_store(settings: Settings) -> FullStore:
     url = settings.database_url
     if url.startswith("sqlite:"):
         from chit.store.sqlite import SQLiteStore, path_from_url

@@ -1,8 +1,10 @@
-"""The store contract: everything chit asks of a database, in one place.
+"""The store contract: the lifecycle of a job, as a worker and a submitter see it.
 
 Each backend (SQLite, PostgreSQL) implements `Store`; nothing outside
 `chit.store` writes SQL. The same behavioural suite (tests/store) runs against
-every backend.
+every backend. What the API, the dashboard and the metrics read, and API keys,
+are their own interfaces (`chit.store.reports`); `FullStore` is all three, and
+is what the concrete stores are.
 
 Rules every implementation keeps:
 
@@ -22,27 +24,17 @@ from datetime import datetime
 from typing import Any
 
 from chit.jobs import (
-    ApiKey,
-    Attempt,
-    AttemptStats,
     Beat,
     CancelResult,
     ClaimedJob,
     Enqueued,
-    FailureGroup,
     HeartbeatResult,
     Job,
-    JobFilter,
-    MinuteCount,
-    NewApiKey,
     NewJob,
     Outcome,
-    Page,
     Progress,
     ReplaySelector,
     RescueReport,
-    StateKindCount,
-    Stats,
 )
 
 
@@ -166,22 +158,6 @@ class Store(abc.ABC):
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
         """(found, result), loading a large result from the results table."""
 
-    @abc.abstractmethod
-    def attempts(self, job_id: str) -> list[Attempt]:
-        """Every claim of the job, oldest first."""
-
-    @abc.abstractmethod
-    def list(self, where: JobFilter, limit: int = 50, cursor: str | None = None) -> Page:
-        """Jobs newest first; pass `next_cursor` back to get the next page."""
-
-    @abc.abstractmethod
-    def failures(self, tenant: str | None = None) -> list[FailureGroup]:
-        """Failed jobs grouped by kind and first line of error, largest group first."""
-
-    @abc.abstractmethod
-    def stats(self, tenant: str | None = None, now: datetime | None = None) -> Stats:
-        """Counts by state and kind, last hour's outcomes, queue lag, stale leases."""
-
     # Operating
 
     @abc.abstractmethod
@@ -210,74 +186,3 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release every connection."""
-
-    # The HTTP API
-
-    @abc.abstractmethod
-    def get_many(self, job_ids: Sequence[str]) -> list[Job]:
-        """The jobs among `job_ids` that exist, read as `get` reads them, in any
-        order, in one query however many ids: the API's event poller watches
-        every streamed job with one call per tick."""
-
-    @abc.abstractmethod
-    def attempt_stats(
-        self, bounds: Sequence[float], tenant: str | None = None
-    ) -> list[AttemptStats]:
-        """Attempts grouped by kind and outcome, with durations counted into the
-        histogram `bounds` (seconds, ascending). Read from the attempt records,
-        so the figures are right whichever processes ran the jobs; pruning jobs
-        removes their attempts, which a metrics scraper sees as a counter reset."""
-
-    @abc.abstractmethod
-    def create_api_key(self, key: NewApiKey) -> ApiKey:
-        """Store a new key (its hash, tenant and scopes) and return it."""
-
-    @abc.abstractmethod
-    def find_api_key(self, key_hash: str) -> ApiKey | None:
-        """The unrevoked key with that hash, or None."""
-
-    @abc.abstractmethod
-    def list_api_keys(self, include_revoked: bool = False) -> list[ApiKey]:
-        """Keys, oldest first; revoked ones only when asked for."""
-
-    @abc.abstractmethod
-    def revoke_api_key(self, key_id: str) -> bool:
-        """Revoke for good (the row is kept for the record). False when the id is
-        unknown or the key was already revoked."""
-
-    # The dashboard. Each reads an index, so that pages stay fast with millions of jobs.
-
-    @abc.abstractmethod
-    def count_jobs(self, tenant: str | None = None, cap: int = 10_000) -> list[StateKindCount]:
-        """Jobs per state and kind, each pair counted up to `cap` (then `capped`):
-        the cost is bounded by the number of kinds times `cap`, never the table's
-        size. Pairs with no job are left out."""
-
-    @abc.abstractmethod
-    def finished_per_minute(
-        self, tenant: str | None = None, now: datetime | None = None
-    ) -> list[MinuteCount]:
-        """Jobs that succeeded or failed in the hour before `now` (the window of
-        `stats`' last hour), per minute and kind. Summed over minutes, the last
-        hour's outcomes per kind."""
-
-    @abc.abstractmethod
-    def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
-        """The queued job that has been due longest (its `run_at` is the queue lag),
-        or None when no queued job is due."""
-
-    @abc.abstractmethod
-    def stale_jobs(
-        self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
-    ) -> list[Job]:
-        """Up to `limit` running jobs whose lease has expired, longest expired first."""
-
-    @abc.abstractmethod
-    def search(self, text: str, tenant: str | None = None, limit: int = 50) -> list[Job]:
-        """Jobs whose idempotency key is exactly `text`, and jobs whose id starts
-        with `text` (a whole id, or its first characters, any case), newest first."""
-
-    @abc.abstractmethod
-    def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
-        """`retry` every failed job of `kind` whose error's first line is exactly
-        `error` (one group of `failures`); returns how many."""

@@ -20,7 +20,6 @@ raised as `StoreError` with a message naming the server (never the password).
 
 from __future__ import annotations
 
-import json
 import select
 import threading
 import time
@@ -32,42 +31,28 @@ from typing import Any
 import psycopg
 import psycopg.conninfo
 from psycopg import sql
-from psycopg.rows import dict_row, tuple_row
+from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from chit.errors import StoreError
-from chit.ids import id_prefix_range, new_job_ids
+from chit.ids import new_job_ids
 from chit.jobs import (
-    ApiKey,
-    Attempt,
-    AttemptStats,
-    Beat,
     Cancelled,
-    CancelResult,
     ClaimedJob,
     Enqueued,
     Failed,
-    FailureGroup,
-    HeartbeatResult,
-    Job,
     JobFilter,
-    MinuteCount,
-    NewApiKey,
     NewJob,
     Outcome,
     Page,
     Progress,
     Released,
-    ReplaySelector,
     RescueReport,
     State,
-    StateKindCount,
-    Stats,
     Succeeded,
 )
 from chit.store import queries
-from chit.store import rows as decode
-from chit.store.base import Store
+from chit.store.sql import Claim, Dialect, SQLStore, dumps, rescued, scalar
 
 Q = queries.load("postgres")
 # Rows deleted per prune statement: short locks, whatever the backlog.
@@ -78,7 +63,6 @@ COPY_FROM = 100
 # The payload goes as bytes already in jsonb's binary form (`_jsonb`): psycopg's
 # jsonb dumper, in Python, cost a fifth of a copied job's client time.
 _COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"] + ["timestamptz"] * 3
-CHANNEL = "chit_jobs"
 
 Connection = psycopg.Connection[dict[str, Any]]
 
@@ -95,10 +79,6 @@ def describe_url(url: str) -> str:
     return f"postgresql://{user}{host}{port}/{info.get('dbname') or ''}"
 
 
-# One encoder for every call: json.dumps with options builds a new one each time.
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
 def _text(value: str) -> str:
     # PostgreSQL text cannot hold NUL; an error message must never be lost to one.
     return value.replace("\x00", "\N{REPLACEMENT CHARACTER}")
@@ -106,13 +86,8 @@ def _text(value: str) -> str:
 
 def _jsonb(job: NewJob) -> bytes:
     """A job's payload in jsonb's binary format: a version byte, then the text."""
-    text = job.payload_json if job.payload_json is not None else _dumps(job.payload)
+    text = job.payload_json if job.payload_json is not None else dumps(job.payload)
     return b"\x01" + text.encode()
-
-
-def _same(value: Any) -> Any:
-    """jsonb columns arrive decoded."""
-    return value
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -122,7 +97,35 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-class PostgresStore(Store):
+def _format(name: str, **fragments: str) -> sql.Composed:
+    """The named query with its `{fragments}` filled in."""
+    return sql.SQL(Q[name]).format(**{key: sql.SQL(value) for key, value in fragments.items()})
+
+
+def _tenant_term(tenant: str | None, seek: bool = True) -> str:
+    """`{tenant}`: every tenant, or seeking on one tenant's index entries (the
+    planner has statistics to weigh it against the other conditions: `seek` is moot)."""
+    return "true" if tenant is None else "j.tenant = %(tenant)s::text"
+
+
+DIALECT = Dialect(
+    name="postgres",
+    now=_utc,
+    interval=lambda seconds: timedelta(seconds=seconds),
+    time=_utc,
+    array=list,
+    loads=lambda value: value,  # jsonb columns arrive decoded
+    when=_utc,
+    query=_format,
+    tenant=_tenant_term,
+    prune_batch=lambda: PRUNE_BATCH,
+    text=_text,
+)
+
+
+class PostgresStore(SQLStore):
+    d = DIALECT
+    Q = Q
     concurrent_writes = True
 
     def __init__(
@@ -192,6 +195,10 @@ class PostgresStore(Store):
         with self._conn() as conn, conn.transaction():
             yield conn
 
+    # A single statement is atomic on an autocommit connection, and the shared
+    # operations' several statements need no transaction around them.
+    _read = _write = _conn
+
     def close(self) -> None:
         with self._lock:
             listeners, self._all_listeners = self._all_listeners, []
@@ -200,41 +207,18 @@ class PostgresStore(Store):
         self._listeners = threading.local()
         self._pool.close()
 
-    # Schema
-
-    def schema_version(self) -> int:
-        with self._conn() as conn:
-            return self._schema_version(conn)
-
-    def _schema_version(self, conn: Connection) -> int:
-        exists = _scalar(conn.execute(Q["migrations_table_exists"]))
-        return _scalar(conn.execute(Q["schema_version"])) if exists else 0
-
-    def migrate(self) -> int:
-        pending = queries.migrations("postgres")
-        if self.schema_version() == len(pending):
-            return len(pending)
+    @contextmanager
+    def _migrating(self) -> Iterator[Connection]:
         with self._tx() as conn:
             conn.execute(Q["migration_lock"])
             conn.execute(Q["create_migrations_table"], prepare=False)
-            current = _scalar(conn.execute(Q["schema_version"]))
-            if current > len(pending):
-                raise StoreError(
-                    f"database schema is version {current}, newer than this chit "
-                    f"({len(pending)}); upgrade chit"
-                )
-            for version, name, script in pending:
-                if version <= current:
-                    continue
-                # No parameters: psycopg sends the whole file as one simple query.
-                conn.execute(script.encode(), prepare=False)
-                conn.execute(Q["record_migration"], {"version": version, "name": name})
-        return len(pending)
+            yield conn
+
+    def _run_script(self, conn: Connection, script: str) -> None:
+        # No parameters: psycopg sends the whole file as one simple query.
+        conn.execute(script.encode(), prepare=False)
 
     # Submitting
-
-    def enqueue(self, job: NewJob) -> Enqueued:
-        return self.enqueue_many([job])[0]
 
     def enqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
         if not jobs:
@@ -272,7 +256,7 @@ class PostgresStore(Store):
     ) -> list[Enqueued]:
         """COPY the jobs without an idempotency key (nothing to conflict with) in,
         then insert the others. Call inside a transaction."""
-        now = _scalar(conn.execute(Q["enqueue_clock"], {"now": None}))
+        now = scalar(conn.execute(Q["clock"], {"now": None}))
         ids = new_job_ids(len(jobs))
         out = [Enqueued(job_id, True) for job_id in ids]
         keyed: list[int] = []
@@ -301,7 +285,7 @@ class PostgresStore(Store):
         """Insert `jobs` with `ids` in one statement, the first job with an
         idempotency key winning; for each job, the one inserted or the one its
         key matched."""
-        batch = _dumps(
+        batch = dumps(
             [
                 {
                     "n": n,
@@ -345,97 +329,19 @@ class PostgresStore(Store):
 
     # Working
 
-    def claim(
-        self,
-        worker: str,
-        queues: Sequence[str],
-        limit: int,
-        lease_seconds: float,
-        now: datetime | None = None,
-    ) -> list[ClaimedJob]:
-        if limit <= 0 or not queues:
-            return []
+    def _claim(self, claim: Claim, now: datetime | None) -> list[ClaimedJob]:
         # One queue: one statement. Several: one transaction, so a failure part
         # way leaves no job claimed by a worker that never heard of it.
-        with self._tx() if len(queues) > 1 else self._conn() as conn:
-            return self._claim(conn, worker, queues, limit, lease_seconds, now)
+        with self._tx() if len(claim.queues) > 1 else self._conn() as conn:
+            return self._claim_each(conn, claim, now)
 
-    def _claim(
-        self,
-        conn: Connection,
-        worker: str,
-        queues: Sequence[str],
-        limit: int,
-        lease_seconds: float,
-        now: datetime | None,
+    def _claim_queue(
+        self, conn: Connection, claim: Claim, queue: str, limit: int, now: datetime | None
     ) -> list[ClaimedJob]:
-        claimed: list[ClaimedJob] = []
-        for queue in queues:
-            rows = conn.execute(
-                Q["claim"],
-                {
-                    "queue": queue,
-                    "worker": worker,
-                    "limit": limit - len(claimed),
-                    "lease": timedelta(seconds=lease_seconds),
-                    "now": _utc(now),
-                },
-            ).fetchall()
-            claimed.extend(_claimed_job(r) for r in rows)
-            if len(claimed) >= limit:
-                break
-        return claimed
-
-    def heartbeat(
-        self, beats: Sequence[Beat], lease_seconds: float, now: datetime | None = None
-    ) -> HeartbeatResult:
-        if not beats:
-            return HeartbeatResult(frozenset(), frozenset())
-        payload = _dumps(
-            [
-                {"id": b.job_id, "token": b.lease_token}
-                | (
-                    {"p": True, "done": b.progress.done, "total": b.progress.total}
-                    if b.progress is not None
-                    else {}
-                )
-                for b in beats
-            ]
-        )
-        with self._conn() as conn:
-            rows = conn.execute(
-                Q["heartbeat"],
-                {"beats": payload, "lease": timedelta(seconds=lease_seconds), "now": _utc(now)},
-            ).fetchall()
-        return HeartbeatResult(
-            held=frozenset(r["id"] for r in rows),
-            cancel_requested=frozenset(r["id"] for r in rows if r["cancel_requested"]),
-        )
-
-    def checkpoint(
-        self,
-        job_id: str,
-        lease_token: str,
-        data: Any,
-        progress: Progress | None,
-        lease_seconds: float,
-        now: datetime | None = None,
-    ) -> bool:
-        with self._conn() as conn:
-            cursor = conn.execute(
-                Q["checkpoint"],
-                {
-                    "id": job_id,
-                    "token": lease_token,
-                    "checkpoint": _dumps(data),
-                    "has_progress": progress is not None,
-                    "done": progress.done if progress else None,
-                    "total": progress.total if progress else None,
-                    "lease": timedelta(seconds=lease_seconds),
-                    "now": _utc(now),
-                },
-            )
-            return cursor.rowcount == 1
+        lease = timedelta(seconds=claim.lease_seconds)
+        params = {"queue": queue, "worker": claim.worker, "limit": limit, "lease": lease}
+        rows = conn.execute(Q["claim"], params | {"now": _utc(now)}).fetchall()
+        return [self._claimed(r) for r in rows]
 
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         if not outcomes:
@@ -445,45 +351,35 @@ class PostgresStore(Store):
         with self._conn() if self._one_statement(outcomes, encoded) else self._tx() as conn:
             return self._finish(conn, outcomes, now, encoded)
 
-    def finish_and_claim(
-        self,
-        outcomes: Sequence[Outcome],
-        worker: str,
-        queues: Sequence[str],
-        limit: int,
-        lease_seconds: float,
-        now: datetime | None = None,
+    def _finish_and_claim(
+        self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
     ) -> tuple[list[bool], list[ClaimedJob]]:
-        if not outcomes:
-            return [], self.claim(worker, queues, limit, lease_seconds, now)
-        if limit <= 0 or not queues:
-            return self.finish(outcomes, now), []
         encoded = _encode_results(outcomes)
         succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
         if (
-            len(queues) == 1
+            len(claim.queues) == 1
             and len(succeeded) == len(outcomes)
             and self._one_statement(outcomes, encoded)
         ):
             # The busy worker's path: one statement, one round trip, one commit.
             with self._conn() as conn:
                 rows = conn.execute(
-                    _SUCCEED_AND_CLAIM,
+                    Q["succeed_and_claim"],
                     {
                         "items": _succeed_items(succeeded, encoded, set()),
-                        "queue": queues[0],
-                        "worker": worker,
-                        "limit": limit,
-                        "lease": timedelta(seconds=lease_seconds),
+                        "queue": claim.queues[0],
+                        "worker": claim.worker,
+                        "limit": claim.limit,
+                        "lease": timedelta(seconds=claim.lease_seconds),
                         "now": _utc(now),
                     },
                 ).fetchall()
             done = set(rows[0]["finished"] or ())
-            claimed = [_claimed_job(r) for r in rows if r["id"] is not None]
+            claimed = [self._claimed(r) for r in rows if r["id"] is not None]
             return [o.job_id in done for o in outcomes], claimed
         with self._tx() as conn:
             applied = self._finish(conn, outcomes, now, encoded)
-            return applied, self._claim(conn, worker, queues, limit, lease_seconds, now)
+            return applied, self._claim_each(conn, claim, now)
 
     def _one_statement(self, outcomes: Sequence[Outcome], encoded: dict[str, str]) -> bool:
         """Whether `_finish` records these outcomes in a single statement: one
@@ -493,9 +389,6 @@ class PostgresStore(Store):
             and len({o.job_id for o in outcomes}) == len(outcomes)
             and not any(self._is_large(text) for text in encoded.values())
         )
-
-    def _is_large(self, encoded: str) -> bool:
-        return len(encoded.encode()) > self.result_inline_bytes
 
     def _finish(
         self,
@@ -526,14 +419,14 @@ class PostgresStore(Store):
             if large & done:
                 stored = "[{}]".format(
                     ",".join(
-                        f'{{"id":{_dumps(job_id)},"result":{encoded[job_id]}}}'
+                        f'{{"id":{dumps(job_id)},"result":{encoded[job_id]}}}'
                         for job_id in sorted(large & done)
                     )
                 )
                 conn.execute(Q["store_result"], {"items": stored})
         failed = [o for o in outcomes if isinstance(o, Failed)]
         if failed:
-            items = _dumps(
+            items = dumps(
                 [
                     {
                         "id": o.job_id,
@@ -550,7 +443,7 @@ class PostgresStore(Store):
         for kind, query in ((Released, "release"), (Cancelled, "mark_cancelled")):
             group = [o for o in outcomes if isinstance(o, kind)]
             if group:
-                items = _dumps([{"id": o.job_id, "token": o.lease_token} for o in group])
+                items = dumps([{"id": o.job_id, "token": o.lease_token} for o in group])
                 applied |= {
                     r["id"] for r in conn.execute(Q[query], {"items": items, "now": _utc(now)})
                 }
@@ -558,31 +451,11 @@ class PostgresStore(Store):
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
         with self._conn() as conn:
-            states = [r["state"] for r in conn.execute(Q["rescue_expired"], {"now": _utc(now)})]
-        return RescueReport(
-            requeued=states.count("queued"),
-            failed=states.count("failed"),
-            cancelled=states.count("cancelled"),
-        )
+            return rescued(
+                [r["state"] for r in conn.execute(Q["rescue_expired"], {"now": _utc(now)})]
+            )
 
     # Reading
-
-    def get(self, job_id: str, tenant: str | None = None) -> Job | None:
-        with self._conn() as conn:
-            row = conn.execute(Q["get"], {"id": job_id, "tenant": tenant, "now": None}).fetchone()
-        return None if row is None else decode.job(row, _same, _utc)
-
-    def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
-        with self._conn() as conn:
-            row = conn.execute(Q["get_result"], {"id": job_id, "tenant": tenant}).fetchone()
-        if row is None:
-            return False, None
-        return True, row["external_result"] if row["result_external"] else row["result"]
-
-    def attempts(self, job_id: str) -> list[Attempt]:
-        with self._conn() as conn:
-            rows = conn.execute(Q["attempts"], {"id": job_id}).fetchall()
-        return [decode.attempt(r, _utc) for r in rows]
 
     def list(self, where: JobFilter, limit: int = 50, cursor: str | None = None) -> Page:
         """Newest first. Each query below can read an index in id order (migration
@@ -605,7 +478,7 @@ class PostgresStore(Store):
             clauses.append(sql.SQL("created_at >= %(since)s::timestamptz"))
             params["since"] = _utc(where.since)
 
-        def listing(indexed: bool, *conditions: sql.Composable) -> sql.Composable:
+        def listing(indexed: bool, *conditions: sql.Composable) -> sql.Composed:
             # In the order of the list indexes, which the primary key cannot give:
             # walking it instead would step over the whole backlog, the newest
             # rows, before the first finished job.
@@ -629,88 +502,8 @@ class PostgresStore(Store):
             )
         with self._conn() as conn:
             rows = conn.execute(query, params).fetchall()
-        jobs = [decode.job(r, _same, _utc) for r in rows[:limit]]
+        jobs = [self._job(r) for r in rows[:limit]]
         return Page(jobs, jobs[-1].id if len(rows) > limit else None)
-
-    def failures(self, tenant: str | None = None) -> list[FailureGroup]:
-        with self._conn() as conn:
-            rows = conn.execute(Q["failures"], {"tenant": tenant}).fetchall()
-        return [decode.failure_group(r, _utc) for r in rows]
-
-    def stats(self, tenant: str | None = None, now: datetime | None = None) -> Stats:
-        params = {"tenant": tenant, "now": _utc(now)}
-        by_state = {s.value: 0 for s in State}
-        by_kind: dict[str, dict[str, int]] = {}
-        with self._conn() as conn:
-            for r in conn.execute(Q["stats_by_state_kind"], params):
-                by_state[r["state"]] += r["count"]
-                by_kind.setdefault(r["kind"], {})[r["state"]] = r["count"]
-            last_hour = {r["state"]: r["count"] for r in conn.execute(Q["stats_last_hour"], params)}
-            lag = _scalar(conn.execute(Q["stats_queue_lag"], params))
-            stale = _scalar(conn.execute(Q["stats_stale"], params))
-        return Stats(
-            by_state=by_state,
-            by_kind=by_kind,
-            failed_last_hour=last_hour.get("failed", 0),
-            succeeded_last_hour=last_hour.get("succeeded", 0),
-            oldest_queued_age=lag,
-            stale_running=stale,
-        )
-
-    # Operating
-
-    def cancel(self, job_id: str, tenant: str | None = None) -> CancelResult:
-        params = {"id": job_id, "tenant": tenant, "now": None}
-        with self._conn() as conn:
-            row = conn.execute(Q["cancel"], params).fetchone()
-            if row is not None:
-                if row["state"] == "cancelled":
-                    return CancelResult.CANCELLED
-                return CancelResult.REQUESTED
-            exists = conn.execute(Q["job_state"], params).fetchone()
-        return CancelResult.ALREADY_FINISHED if exists else CancelResult.NOT_FOUND
-
-    def retry(self, job_id: str, tenant: str | None = None) -> bool:
-        return self.replay(ReplaySelector(ids=(job_id,), tenant=tenant)) == 1
-
-    def replay(self, selector: ReplaySelector) -> int:
-        clauses: list[sql.Composable] = []
-        params: dict[str, Any] = {}
-        if selector.ids:
-            clauses.append(sql.SQL("id = ANY(%(ids)s::text[])"))
-            clauses.append(sql.SQL("state IN ('failed', 'cancelled')"))
-            params["ids"] = list(selector.ids)
-        else:
-            clauses.append(sql.SQL("state = 'failed'"))
-            if selector.kind is not None:
-                clauses.append(sql.SQL("kind = %(kind)s::text"))
-                params["kind"] = selector.kind
-            if selector.error_prefix is not None:
-                clauses.append(sql.SQL("starts_with(error, %(error_prefix)s::text)"))
-                params["error_prefix"] = selector.error_prefix
-            if selector.since is not None:
-                clauses.append(sql.SQL("finished_at >= %(since)s::timestamptz"))
-                params["since"] = _utc(selector.since)
-        if selector.tenant is not None:
-            clauses.append(sql.SQL("tenant = %(tenant)s::text"))
-            params["tenant"] = selector.tenant
-        query = sql.SQL(Q["replay"]).format(where=_conjunction(clauses))
-        with self._conn() as conn:
-            return len(conn.execute(query, params).fetchall())
-
-    def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
-        params = {
-            "age": timedelta(seconds=older_than_seconds),
-            "now": _utc(now),
-            "batch": PRUNE_BATCH,
-        }
-        deleted = 0
-        while True:
-            with self._conn() as conn:
-                count = conn.execute(Q["prune"], params).rowcount
-            deleted += count
-            if count < PRUNE_BATCH:
-                return deleted
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -768,108 +561,6 @@ class PostgresStore(Store):
                 self._all_listeners.remove(conn)
         conn.close()
 
-    # The HTTP API
-
-    def get_many(self, job_ids: Sequence[str]) -> list[Job]:
-        if not job_ids:
-            return []
-        with self._conn() as conn:
-            rows = conn.execute(Q["get_many"], {"ids": list(job_ids)}).fetchall()
-        return [decode.job(r, _same, _utc) for r in rows]
-
-    def attempt_stats(
-        self, bounds: Sequence[float], tenant: str | None = None
-    ) -> list[AttemptStats]:
-        params = {"bounds": [float(b) for b in bounds], "tenant": tenant}
-        with self._conn() as conn:
-            rows = conn.cursor(row_factory=tuple_row).execute(Q["attempt_stats"], params)
-            return decode.attempt_stats(rows.fetchall(), len(bounds))
-
-    def create_api_key(self, key: NewApiKey) -> ApiKey:
-        params = {
-            "id": key.id,
-            "name": key.name,
-            "tenant": key.tenant,
-            "scopes": " ".join(key.scopes),
-            "key_hash": key.key_hash,
-        }
-        with self._conn() as conn:
-            return decode.api_key(conn.execute(Q["create_api_key"], params).fetchone(), _utc)
-
-    def find_api_key(self, key_hash: str) -> ApiKey | None:
-        with self._conn() as conn:
-            row = conn.execute(Q["find_api_key"], {"key_hash": key_hash}).fetchone()
-        return None if row is None else decode.api_key(row, _utc)
-
-    def list_api_keys(self, include_revoked: bool = False) -> list[ApiKey]:
-        with self._conn() as conn:
-            rows = conn.execute(Q["list_api_keys"], {"include_revoked": include_revoked})
-            return [decode.api_key(r, _utc) for r in rows]
-
-    def revoke_api_key(self, key_id: str) -> bool:
-        with self._conn() as conn:
-            return conn.execute(Q["revoke_api_key"], {"id": key_id}).rowcount == 1
-
-    # The dashboard
-
-    def count_jobs(self, tenant: str | None = None, cap: int = 10_000) -> list[StateKindCount]:
-        query = _dashboard_query("count_by_state_kind", tenant)
-        with self._conn() as conn:
-            rows = conn.execute(query, {"tenant": tenant, "cap": cap}).fetchall()
-        return [
-            StateKindCount(State(r["state"]), r["kind"], r["n"], r["n"] >= cap)
-            for r in rows
-            if r["n"] > 0
-        ]
-
-    def finished_per_minute(
-        self, tenant: str | None = None, now: datetime | None = None
-    ) -> list[MinuteCount]:
-        query = _dashboard_query("finished_per_minute", tenant)
-        with self._conn() as conn:
-            rows = conn.execute(query, {"tenant": tenant, "now": _utc(now)}).fetchall()
-        return [
-            MinuteCount(r["minute"].astimezone(UTC), r["kind"], State(r["state"]), r["n"])
-            for r in rows
-        ]
-
-    def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
-        query = _dashboard_query("oldest_queued", tenant)
-        with self._conn() as conn:
-            row = conn.execute(query, {"tenant": tenant, "now": _utc(now)}).fetchone()
-        return None if row is None else decode.job(row, _same, _utc)
-
-    def stale_jobs(
-        self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
-    ) -> list[Job]:
-        query = _dashboard_query("stale_jobs", tenant)
-        params = {"tenant": tenant, "now": _utc(now), "limit": limit}
-        with self._conn() as conn:
-            return [decode.job(r, _same, _utc) for r in conn.execute(query, params).fetchall()]
-
-    def search(self, text: str, tenant: str | None = None, limit: int = 50) -> list[Job]:
-        text = _text(text.strip())
-        if not text:
-            return []
-        found: dict[str, Job] = {}
-        with self._conn() as conn:
-            query = _dashboard_query("search_idempotency_key", tenant)
-            for r in conn.execute(query, {"key": text, "tenant": tenant, "limit": limit}):
-                found[r["id"]] = decode.job(r, _same, _utc)
-            bounds = id_prefix_range(text)
-            if bounds is not None:
-                query = _dashboard_query("search_id_prefix", tenant)
-                params = {"low": bounds[0], "high": bounds[1], "tenant": tenant, "limit": limit}
-                for r in conn.execute(query, params):
-                    found[r["id"]] = decode.job(r, _same, _utc)
-        return sorted(found.values(), key=lambda j: j.id, reverse=True)[:limit]
-
-    def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
-        query = _dashboard_query("replay_failure_group", tenant)
-        with self._conn() as conn:
-            rows = conn.execute(query, {"kind": kind, "error": _text(error), "tenant": tenant})
-            return len(rows.fetchall())
-
 
 def _check_connection(conn: Connection) -> None:
     """Raise if a pooled connection is dead, so the pool replaces it.
@@ -888,32 +579,12 @@ def _check_connection(conn: Connection) -> None:
         ConnectionPool.check_connection(conn)
 
 
-def _scalar(cursor: psycopg.Cursor[dict[str, Any]]) -> Any:
-    row = cursor.fetchone()
-    return None if row is None else next(iter(row.values()))
-
-
 # The predicate of the list indexes (migration 006).
 _FINISHED = sql.SQL("state IN ('succeeded', 'failed', 'cancelled')")
 
 
 def _conjunction(clauses: list[sql.Composable]) -> sql.Composable:
     return sql.SQL(" AND ").join(clauses) if clauses else sql.SQL("true")
-
-
-_JOB_COLUMNS = sql.SQL(
-    "j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts,"
-    " j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,"
-    " j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,"
-    " j.error, j.cancel_requested, j.started_at, j.finished_at,"
-    " j.state = 'running' AND j.lease_expires_at < now() AS stale"
-)
-
-
-def _dashboard_query(name: str, tenant: str | None) -> sql.Composed:
-    """A dashboard query for every tenant, or seeking on one tenant's index entries."""
-    term = sql.SQL("true" if tenant is None else "j.tenant = %(tenant)s::text")
-    return sql.SQL(Q[name]).format(tenant=term, columns=_JOB_COLUMNS)
 
 
 def _iso(value: datetime) -> str:
@@ -923,12 +594,12 @@ def _iso(value: datetime) -> str:
 def _progress_fields(progress: Progress | None) -> str:
     if progress is None:
         return '"p":false'
-    return f'"p":true,"done":{_dumps(progress.done)},"total":{_dumps(progress.total)}'
+    return f'"p":true,"done":{dumps(progress.done)},"total":{dumps(progress.total)}'
 
 
 def _encode_results(outcomes: Sequence[Outcome]) -> dict[str, str]:
     """The results of the Succeeded outcomes as JSON, by job id."""
-    return {o.job_id: _dumps(o.result) for o in outcomes if isinstance(o, Succeeded)}
+    return {o.job_id: dumps(o.result) for o in outcomes if isinstance(o, Succeeded)}
 
 
 def _succeed_items(succeeded: Sequence[Succeeded], encoded: dict[str, str], large: set[str]) -> str:
@@ -936,8 +607,8 @@ def _succeed_items(succeeded: Sequence[Succeeded], encoded: dict[str, str], larg
     return "[{}]".format(
         ",".join(
             '{{"id":{},"token":{},"external":{},"result":{},{}}}'.format(
-                _dumps(o.job_id),
-                _dumps(o.lease_token),
+                dumps(o.job_id),
+                dumps(o.lease_token),
                 "true" if o.job_id in large else "false",
                 "null" if o.job_id in large else encoded[o.job_id],
                 _progress_fields(o.progress),
@@ -945,40 +616,3 @@ def _succeed_items(succeeded: Sequence[Succeeded], encoded: dict[str, str], larg
             for o in succeeded
         )
     )
-
-
-def _claimed_job(r: dict[str, Any]) -> ClaimedJob:
-    return ClaimedJob(
-        id=r["id"],
-        kind=r["kind"],
-        queue=r["queue"],
-        payload=r["payload"],
-        attempt=r["attempts"],
-        max_attempts=r["max_attempts"],
-        lease_token=r["lease_token"],
-        checkpoint=r["checkpoint"],
-        progress=Progress(r["progress_done"], r["progress_total"]),
-    )
-
-
-def _succeed_and_claim(succeed: str, claim: str) -> str:
-    """`succeed` and `claim` as one statement: succeed's CTEs, then claim's, then
-    the ids that succeeded beside the claimed rows (one row with no job when
-    nothing was claimed). The two touch different rows: succeed only running
-    jobs, claim only queued ones."""
-    succeed_tail = "\nSELECT id FROM done"
-    claim_head = "\nWITH "
-    claim_tail = "\nSELECT * FROM claimed ORDER BY priority, run_at, id"
-    if not (succeed.endswith(succeed_tail) and claim_head in claim and claim.endswith(claim_tail)):
-        raise ValueError("queries.sql: succeed or claim no longer has the shape combined here")
-    claim_ctes = claim[claim.index(claim_head) + len(claim_head) : -len(claim_tail)]
-    return (
-        succeed.removesuffix(succeed_tail)
-        + ",\n"
-        + claim_ctes
-        + "\nSELECT f.finished, c.* FROM (SELECT array_agg(id) AS finished FROM done) AS f"
-        + "\nLEFT JOIN claimed AS c ON true ORDER BY c.priority, c.run_at, c.id"
-    )
-
-
-_SUCCEED_AND_CLAIM = _succeed_and_claim(Q["succeed"], Q["claim"])

@@ -1,5 +1,7 @@
 """Named SQL blocks: a backend's queries live in `sql/<backend>/queries.sql`,
-each introduced by a `-- name: NAME` line; both backends use the same names."""
+each introduced by a `-- name: NAME` line; both backends use the same names.
+`{columns}` in a query is the backend's one list of a job's columns (the block
+`job_columns`), filled in here; other `{...}` are filled in by the store."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ def load(backend: str) -> dict[str, str]:
         if name in queries:
             raise ValueError(f"query {name!r} is defined twice in {backend}/queries.sql")
         queries[name] = body.strip().rstrip(";")
-    return queries
+    lines = queries.get("job_columns", "").splitlines()
+    columns = "\n".join(line for line in lines if not line.startswith("--"))
+    return {name: body.replace("{columns}", columns) for name, body in queries.items()}
 
 
 @cache

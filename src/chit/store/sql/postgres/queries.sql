@@ -1,4 +1,5 @@
--- PostgreSQL queries: the same names, in the same order, as sql/sqlite/queries.sql.
+-- PostgreSQL queries: the same names, in the same order, as sql/sqlite/queries.sql
+-- (tests/store/test_queries.py lists the names only one backend has, and why).
 --
 -- The clock is `coalesce(%(now)s::timestamptz, now())`: the database's, unless a
 -- test passes a time. now() is the transaction's start, stable for the whole
@@ -23,6 +24,14 @@
 -- condition on the state: a token is set exactly while its job runs (a CHECK,
 -- migration 006), and a condition on the state let the planner seek on an index
 -- that starts with it, which also holds every lease taken since the last vacuum.
+
+-- name: job_columns
+-- A job as rows.job reads it; queries.load puts it where a query says `{columns}`.
+j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts,
+j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,
+j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,
+j.error, j.cancel_requested, j.started_at, j.finished_at,
+j.state = 'running' AND j.lease_expires_at < now() AS stale
 
 -- name: migrations_table_exists
 SELECT to_regclass('chit_schema_migrations') IS NOT NULL
@@ -65,8 +74,9 @@ ORDER BY j.n
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id
 
--- name: enqueue_clock
--- Before `enqueue_copy`, which takes values only: the time `enqueue` would use.
+-- name: clock
+-- The database clock read once, for statements that must agree on the time:
+-- before `enqueue_copy`, which takes values only, the time `enqueue` would use.
 SELECT coalesce(%(now)s::timestamptz, now()) AS now
 
 -- name: enqueue_copy
@@ -288,6 +298,77 @@ WITH o AS (
 )
 SELECT id FROM done
 
+-- name: succeed_and_claim
+-- A busy worker's outcomes and its next jobs in one statement: `succeed`'s CTEs,
+-- then `claim`'s, then the ids that succeeded beside the claimed rows (one row
+-- with no job when nothing was claimed). The two touch different rows: succeed
+-- only running jobs, claim only queued ones. Items as in `succeed`; keep the
+-- CTEs the same as theirs (test_queries.py checks).
+WITH o AS (
+    SELECT * FROM jsonb_to_recordset(%(items)s::jsonb)
+        AS o(id text, token text, result jsonb, external boolean, p boolean,
+             done bigint, total bigint)
+), locked AS (
+    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
+    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
+    ORDER BY j.id
+    FOR UPDATE OF j
+), done AS (
+    UPDATE chit_jobs AS j
+    SET state = 'succeeded', result = o.result, result_external = o.external,
+        progress_done = CASE WHEN o.p THEN o.done ELSE j.progress_done END,
+        progress_total = CASE WHEN o.p THEN o.total ELSE j.progress_total END,
+        lease_token = NULL, lease_expires_at = NULL, error = NULL,
+        finished_at = coalesce(%(now)s::timestamptz, now()),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM locked, o
+    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
+    RETURNING j.id
+), closed AS (
+    UPDATE chit_attempts AS a
+    SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'succeeded', error = NULL
+    FROM done
+    WHERE a.job_id = done.id AND a.finished_at IS NULL
+),
+due AS (
+    SELECT id FROM chit_jobs
+    WHERE state = 'queued' AND queue = %(queue)s::text
+      AND run_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY priority, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE chit_jobs AS j
+    SET state = 'running',
+        attempts = j.attempts + 1,
+        lease_token = gen_random_uuid()::text,
+        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+        worker = %(worker)s::text,
+        started_at = coalesce(j.started_at, coalesce(%(now)s::timestamptz, now())),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM due
+    WHERE j.id = due.id
+    RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
+              j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total
+), stray AS (
+    -- An attempt an earlier failure left open would break this claim, and every
+    -- later one of the job, on chit_attempts_open: close it first.
+    UPDATE chit_attempts AS a
+    SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',
+        error = 'lease expired: worker lost'
+    FROM claimed
+    WHERE a.job_id = claimed.id AND a.finished_at IS NULL
+    RETURNING a.job_id
+), opened AS (
+    -- The count makes `stray` run to its end before the first insert (an InitPlan);
+    -- sibling WITH statements otherwise run in no promised order.
+    INSERT INTO chit_attempts (job_id, attempt, worker, started_at)
+    SELECT id, attempts, %(worker)s::text, coalesce(%(now)s::timestamptz, now()) FROM claimed
+    WHERE (SELECT count(*) FROM stray) >= 0
+)
+SELECT f.finished, c.* FROM (SELECT array_agg(id) AS finished FROM done) AS f
+LEFT JOIN claimed AS c ON true ORDER BY c.priority, c.run_at, c.id
+
 -- name: rescue_expired
 -- SKIP LOCKED: a row being heartbeated right now is not expired for long, and two
 -- workers rescuing at once split the work instead of waiting on each other.
@@ -320,25 +401,17 @@ WITH expired AS (
 SELECT state FROM rescued
 
 -- name: get
-SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at,
-       created_at, updated_at, tenant, idempotency_key, lease_expires_at, worker,
-       progress_done, progress_total, checkpoint, result, result_external, error,
-       cancel_requested, started_at, finished_at,
-       state = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, now()) AS stale
-FROM chit_jobs
-WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.id = %(id)s::text AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
 
 -- name: list
 -- The WHERE clause is built from the filters actually given (PostgresStore.list),
 -- so the planner sees plain conditions and picks the index that fits. {key} is
 -- id, or id COLLATE "C", the same order (ids are ASCII) but the one the list
 -- indexes keep (migration 006).
-SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at,
-       created_at, updated_at, tenant, idempotency_key, lease_expires_at, worker,
-       progress_done, progress_total, checkpoint, result, result_external, error,
-       cancel_requested, started_at, finished_at,
-       state = 'running' AND lease_expires_at < now() AS stale
-FROM chit_jobs
+SELECT {columns}
+FROM chit_jobs AS j
 WHERE {where}
 ORDER BY {key} DESC
 LIMIT %(limit)s
@@ -383,12 +456,12 @@ GROUP BY kind, first_line
 ORDER BY n DESC, max(finished_at) DESC
 
 -- name: stats_by_state_kind
-SELECT state, kind, count(*) FROM chit_jobs
+SELECT state, kind, count(*) AS n FROM chit_jobs
 WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s::text
 GROUP BY state, kind
 
 -- name: stats_last_hour
-SELECT state, count(*) FROM chit_jobs
+SELECT state, count(*) AS n FROM chit_jobs
 WHERE finished_at >= coalesce(%(now)s::timestamptz, now()) - interval '1 hour'
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
 GROUP BY state
@@ -411,23 +484,49 @@ WHERE state = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, no
 DELETE FROM chit_jobs
 WHERE id IN (
     SELECT id FROM chit_jobs
-    WHERE finished_at < coalesce(%(now)s::timestamptz, now()) - %(age)s::interval
+    WHERE finished_at < coalesce(%(now)s::timestamptz, now()) + %(age)s::interval
       AND state IN ('succeeded', 'failed', 'cancelled')
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 )
 
 -- name: replay
--- The WHERE clause is built from the selector (PostgresStore.replay): by ids it
--- is `id = ANY(...)` and uses the primary key.
-UPDATE chit_jobs
+-- By ids: the primary key.
+UPDATE chit_jobs AS j
 SET state = 'queued', attempts = 0, run_at = now(),
     error = NULL, result = NULL, result_external = false, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = false,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
     updated_at = now()
-WHERE {where}
-RETURNING id
+WHERE j.id = ANY(%(ids)s::text[]) AND j.state IN ('failed', 'cancelled')
+  AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
+RETURNING j.id
+
+-- name: replay_failed
+-- Failed jobs by error prefix and time.
+UPDATE chit_jobs AS j
+SET state = 'queued', attempts = 0, run_at = now(),
+    error = NULL, result = NULL, result_external = false, checkpoint = NULL,
+    progress_done = NULL, progress_total = NULL, cancel_requested = false,
+    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    updated_at = now()
+WHERE j.state = 'failed' AND {tenant}
+  AND (%(error_prefix)s::text IS NULL OR starts_with(j.error, %(error_prefix)s::text))
+  AND (%(since)s::timestamptz IS NULL OR j.finished_at >= %(since)s::timestamptz)
+RETURNING j.id
+
+-- name: replay_failed_kind
+-- The same for one kind.
+UPDATE chit_jobs AS j
+SET state = 'queued', attempts = 0, run_at = now(),
+    error = NULL, result = NULL, result_external = false, checkpoint = NULL,
+    progress_done = NULL, progress_total = NULL, cancel_requested = false,
+    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    updated_at = now()
+WHERE j.state = 'failed' AND j.kind = %(kind)s::text AND {tenant}
+  AND (%(error_prefix)s::text IS NULL OR starts_with(j.error, %(error_prefix)s::text))
+  AND (%(since)s::timestamptz IS NULL OR j.finished_at >= %(since)s::timestamptz)
+RETURNING j.id
 
 -- name: listen
 LISTEN chit_jobs
@@ -435,18 +534,14 @@ LISTEN chit_jobs
 -- The HTTP API
 
 -- name: get_many
-SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at,
-       created_at, updated_at, tenant, idempotency_key, lease_expires_at, worker,
-       progress_done, progress_total, checkpoint, result, result_external, error,
-       cancel_requested, started_at, finished_at,
-       state = 'running' AND lease_expires_at < now() AS stale
-FROM chit_jobs
-WHERE id = ANY(%(ids)s::text[])
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.id = ANY(%(ids)s::text[])
 
 -- name: attempt_stats
 -- bucket: how many bounds lie below the duration, so the first bound it fits
 -- under (Prometheus `le`); NULL for attempts still running.
-SELECT kind, outcome, bucket, count(*), coalesce(sum(seconds), 0.0)
+SELECT kind, outcome, bucket, count(*) AS n, coalesce(sum(seconds), 0.0) AS seconds
 FROM (
     SELECT kind, outcome, seconds,
            CASE WHEN seconds IS NOT NULL

@@ -1,6 +1,19 @@
 -- SQLite queries. Times are text 'YYYY-MM-DDTHH:MM:SS.sssZ' made by strftime;
 -- :now is the string 'now' (the database clock) unless a test passes a time.
 -- Lease and retry offsets arrive as SQLite modifiers, e.g. '+30.000 seconds'.
+-- The same names, in the same order, as sql/postgres/queries.sql; tests/store/
+-- test_queries.py lists the names only one backend has, and why.
+
+-- name: job_columns
+-- A job as rows.job reads it; queries.load puts it where a query says `{columns}`.
+j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts, j.run_at,
+j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at, j.worker,
+j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external, j.error,
+j.cancel_requested, j.started_at, j.finished_at,
+j.state = 'running' AND j.lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
+
+-- name: migrations_table_exists
+SELECT count(*) > 0 FROM sqlite_master WHERE name = 'chit_schema_migrations'
 
 -- name: schema_version
 SELECT coalesce(max(version), 0) FROM chit_schema_migrations
@@ -28,6 +41,10 @@ INSERT INTO chit_jobs (
     strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 )
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+
+-- name: clock
+-- The database clock read once, for statements that must agree on the time.
+SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS now
 
 -- name: find_by_idempotency_key
 SELECT id, request_hash FROM chit_jobs
@@ -174,16 +191,77 @@ SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now), outcome = 'lease_expired
 WHERE finished_at IS NULL AND job_id IN (SELECT value FROM json_each(:ids))
 
 -- name: get
-SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at,
-       created_at, updated_at, tenant, idempotency_key, lease_expires_at, worker,
-       progress_done, progress_total, checkpoint, result, result_external, error,
-       cancel_requested, started_at, finished_at,
-       state = 'running' AND lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now) AS stale
-FROM chit_jobs
-WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant)
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.id = :id AND (:tenant IS NULL OR j.tenant = :tenant)
+
+-- name: list_recent
+-- `list` picks one of these by the filters given: each walks the index it names
+-- by its equalities, in id order, and checks the other filters (`+`) on the rows
+-- it finds. Without statistics SQLite cannot weigh a tenant against a state,
+-- kind or queue, so the tenant seeks only alone or with a state and a kind
+-- (chit_jobs_state_kind). {cursor} is `j.id < :cursor`, or `1` on the first
+-- page. Every job, newest first: the primary key.
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE {cursor}
+  AND (:since IS NULL OR j.created_at >= :since)
+ORDER BY j.id DESC
+LIMIT :limit
+
+-- name: list_by_tenant
+-- chit_jobs_tenant_id.
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.tenant = :tenant AND {cursor}
+  AND (:since IS NULL OR j.created_at >= :since)
+ORDER BY j.id DESC
+LIMIT :limit
+
+-- name: list_by_state
+-- chit_jobs_state_id.
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.state = :state AND {cursor}
+  AND (:tenant IS NULL OR +j.tenant = :tenant)
+  AND (:since IS NULL OR j.created_at >= :since)
+ORDER BY j.id DESC
+LIMIT :limit
+
+-- name: list_by_kind
+-- chit_jobs_kind_id.
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.kind = :kind AND {cursor}
+  AND (:state IS NULL OR +j.state = :state) AND (:tenant IS NULL OR +j.tenant = :tenant)
+  AND (:since IS NULL OR j.created_at >= :since)
+ORDER BY j.id DESC
+LIMIT :limit
+
+-- name: list_by_queue
+-- chit_jobs_queue_id.
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.queue = :queue AND {cursor}
+  AND (:state IS NULL OR +j.state = :state) AND (:kind IS NULL OR +j.kind = :kind)
+  AND (:tenant IS NULL OR +j.tenant = :tenant)
+  AND (:since IS NULL OR j.created_at >= :since)
+ORDER BY j.id DESC
+LIMIT :limit
+
+-- name: list_by_state_kind_tenant
+-- chit_jobs_state_kind, seeking on all three.
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.state = :state AND j.kind = :kind AND j.tenant = :tenant
+  AND {cursor}
+  AND (:queue IS NULL OR +j.queue = :queue)
+  AND (:since IS NULL OR j.created_at >= :since)
+ORDER BY j.id DESC
+LIMIT :limit
 
 -- name: get_result
-SELECT j.result_external, j.result, r.result
+SELECT j.result_external, j.result, r.result AS external_result
 FROM chit_jobs AS j LEFT JOIN chit_results AS r ON r.job_id = j.id
 WHERE j.id = :id AND (:tenant IS NULL OR j.tenant = :tenant)
 
@@ -216,14 +294,14 @@ GROUP BY kind, first_line
 ORDER BY n DESC, max(finished_at) DESC
 
 -- name: stats_by_state_kind
-SELECT state, kind, count(*) FROM chit_jobs
+SELECT state, kind, count(*) AS n FROM chit_jobs
 WHERE :tenant IS NULL OR tenant = :tenant
 GROUP BY state, kind
 
 -- name: stats_last_hour
 -- From chit_jobs_finished alone: `GROUP BY state` would have SQLite walk every
 -- job in state order by chit_jobs_state_id (200 ms at a million jobs, now 2 ms).
-SELECT state, count(*) FROM chit_jobs
+SELECT state, count(*) AS n FROM chit_jobs
 WHERE finished_at >= strftime('%Y-%m-%dT%H:%M:%fZ', :now, '-1 hour')
   AND (:tenant IS NULL OR tenant = :tenant)
 GROUP BY +state
@@ -256,15 +334,42 @@ WHERE id IN (
 )
 
 -- name: replay
--- The WHERE clause is built from the selector (SQLiteStore.replay): by ids it is
--- `id IN (...)` and uses the primary key.
-UPDATE chit_jobs
+-- By ids (a JSON array): the primary key (`+`: not an index on the state or tenant).
+UPDATE chit_jobs AS j
 SET state = 'queued', attempts = 0, run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
     error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = 0,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-WHERE {where}
+WHERE j.id IN (SELECT value FROM json_each(:ids)) AND +j.state IN ('failed', 'cancelled')
+  AND (:tenant IS NULL OR +j.tenant = :tenant)
+RETURNING id
+
+-- name: replay_failed
+-- Failed jobs by error prefix and time: chit_jobs_state_id, {tenant} only checked
+-- on the failed jobs (`+j.tenant`) rather than walking all the tenant's jobs.
+UPDATE chit_jobs AS j
+SET state = 'queued', attempts = 0, run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+    error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
+    progress_done = NULL, progress_total = NULL, cancel_requested = 0,
+    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+WHERE j.state = 'failed' AND {tenant}
+  AND (:error_prefix IS NULL OR substr(j.error, 1, length(:error_prefix)) = :error_prefix)
+  AND (:since IS NULL OR j.finished_at >= :since)
+RETURNING id
+
+-- name: replay_failed_kind
+-- The same for one kind: chit_jobs_state_kind, seeking on the tenant too.
+UPDATE chit_jobs AS j
+SET state = 'queued', attempts = 0, run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+    error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
+    progress_done = NULL, progress_total = NULL, cancel_requested = 0,
+    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+WHERE j.state = 'failed' AND j.kind = :kind AND {tenant}
+  AND (:error_prefix IS NULL OR substr(j.error, 1, length(:error_prefix)) = :error_prefix)
+  AND (:since IS NULL OR j.finished_at >= :since)
 RETURNING id
 
 -- name: data_version
@@ -273,19 +378,15 @@ PRAGMA data_version
 -- The HTTP API
 
 -- name: get_many
-SELECT id, kind, queue, priority, payload, state, attempts, max_attempts, run_at,
-       created_at, updated_at, tenant, idempotency_key, lease_expires_at, worker,
-       progress_done, progress_total, checkpoint, result, result_external, error,
-       cancel_requested, started_at, finished_at,
-       state = 'running' AND lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
-FROM chit_jobs
-WHERE id IN (SELECT value FROM json_each(:ids))
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.id IN (SELECT value FROM json_each(:ids))
 
 -- name: attempt_stats
 -- bucket: how many bounds lie below the duration, so the first bound it fits
 -- under (Prometheus `le`); NULL for attempts still running. 200k attempts: 0.8 s.
 WITH bounds AS MATERIALIZED (SELECT value FROM json_each(:bounds))
-SELECT kind, outcome, bucket, count(*), total(seconds)
+SELECT kind, outcome, bucket, count(*) AS n, total(seconds) AS seconds
 FROM (
     SELECT kind, outcome, seconds,
            CASE WHEN seconds IS NOT NULL
@@ -348,7 +449,7 @@ WHERE kind IS NOT NULL
 -- finished jobs, not with the table. `+j.state` keeps SQLite (which has no
 -- statistics) from walking every succeeded job by chit_jobs_state_id instead, and
 -- {tenant} is `+j.tenant = :tenant` for the same reason (chit_jobs_tenant_id).
-SELECT substr(j.finished_at, 1, 16) || ':00.000Z' AS minute, j.kind, j.state, count(*)
+SELECT substr(j.finished_at, 1, 16) || ':00.000Z' AS minute, j.kind, j.state, count(*) AS n
 FROM chit_jobs AS j
 WHERE j.finished_at >= strftime('%Y-%m-%dT%H:%M:%fZ', :now, '-1 hour')
   AND +j.state IN ('succeeded', 'failed') AND {tenant}

@@ -1,0 +1,129 @@
+"""What the API, the dashboard and the metrics read, and API keys: beside the
+lifecycle (`chit.store.base.Store`), not part of it. A worker needs none of this.
+
+`FullStore` is all three interfaces; the concrete stores are FullStores, and
+code that reads reports or keys asks for one.
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+from collections.abc import Sequence
+from datetime import datetime
+
+from chit.jobs import (
+    ApiKey,
+    Attempt,
+    AttemptStats,
+    FailureGroup,
+    Job,
+    JobFilter,
+    MinuteCount,
+    NewApiKey,
+    Page,
+    StateKindCount,
+    Stats,
+)
+from chit.store.base import Store
+
+
+class Reports(abc.ABC):
+    """Reading jobs and their history, and the one operator action the reports offer."""
+
+    @abc.abstractmethod
+    def attempts(self, job_id: str) -> builtins.list[Attempt]:
+        """Every claim of the job, oldest first."""
+
+    @abc.abstractmethod
+    def list(self, where: JobFilter, limit: int = 50, cursor: str | None = None) -> Page:
+        """Jobs newest first; pass `next_cursor` back to get the next page."""
+
+    @abc.abstractmethod
+    def failures(self, tenant: str | None = None) -> builtins.list[FailureGroup]:
+        """Failed jobs grouped by kind and first line of error, largest group first."""
+
+    @abc.abstractmethod
+    def stats(self, tenant: str | None = None, now: datetime | None = None) -> Stats:
+        """Counts by state and kind, last hour's outcomes, queue lag, stale leases."""
+
+    # The HTTP API
+
+    @abc.abstractmethod
+    def get_many(self, job_ids: Sequence[str]) -> builtins.list[Job]:
+        """The jobs among `job_ids` that exist, read as `get` reads them, in any
+        order, in one query however many ids: the API's event poller watches
+        every streamed job with one call per tick."""
+
+    @abc.abstractmethod
+    def attempt_stats(
+        self, bounds: Sequence[float], tenant: str | None = None
+    ) -> builtins.list[AttemptStats]:
+        """Attempts grouped by kind and outcome, with durations counted into the
+        histogram `bounds` (seconds, ascending). Read from the attempt records,
+        so the figures are right whichever processes ran the jobs; pruning jobs
+        removes their attempts, which a metrics scraper sees as a counter reset."""
+
+    # The dashboard. Each reads an index, so that pages stay fast with millions of jobs.
+
+    @abc.abstractmethod
+    def count_jobs(
+        self, tenant: str | None = None, cap: int = 10_000
+    ) -> builtins.list[StateKindCount]:
+        """Jobs per state and kind, each pair counted up to `cap` (then `capped`):
+        the cost is bounded by the number of kinds times `cap`, never the table's
+        size. Pairs with no job are left out."""
+
+    @abc.abstractmethod
+    def finished_per_minute(
+        self, tenant: str | None = None, now: datetime | None = None
+    ) -> builtins.list[MinuteCount]:
+        """Jobs that succeeded or failed in the hour before `now` (the window of
+        `stats`' last hour), per minute and kind. Summed over minutes, the last
+        hour's outcomes per kind."""
+
+    @abc.abstractmethod
+    def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
+        """The queued job that has been due longest (its `run_at` is the queue lag),
+        or None when no queued job is due."""
+
+    @abc.abstractmethod
+    def stale_jobs(
+        self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
+    ) -> builtins.list[Job]:
+        """Up to `limit` running jobs whose lease has expired, longest expired first."""
+
+    @abc.abstractmethod
+    def search(self, text: str, tenant: str | None = None, limit: int = 50) -> builtins.list[Job]:
+        """Jobs whose idempotency key is exactly `text`, and jobs whose id starts
+        with `text` (a whole id, or its first characters, any case), newest first."""
+
+    @abc.abstractmethod
+    def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
+        """`retry` every failed job of `kind` whose error's first line is exactly
+        `error` (one group of `failures`); returns how many."""
+
+
+class ApiKeys(abc.ABC):
+    """The HTTP API's keys. Only a key's hash is stored."""
+
+    @abc.abstractmethod
+    def create_api_key(self, key: NewApiKey) -> ApiKey:
+        """Store a new key (its hash, tenant and scopes) and return it."""
+
+    @abc.abstractmethod
+    def find_api_key(self, key_hash: str) -> ApiKey | None:
+        """The unrevoked key with that hash, or None."""
+
+    @abc.abstractmethod
+    def list_api_keys(self, include_revoked: bool = False) -> list[ApiKey]:
+        """Keys, oldest first; revoked ones only when asked for."""
+
+    @abc.abstractmethod
+    def revoke_api_key(self, key_id: str) -> bool:
+        """Revoke for good (the row is kept for the record). False when the id is
+        unknown or the key was already revoked."""
+
+
+class FullStore(Store, Reports, ApiKeys):
+    """A store with its reports and keys: what `open_store` returns."""

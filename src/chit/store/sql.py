@@ -1,0 +1,538 @@
+"""The store written once, over named queries (`sql/<dialect>/queries.sql`).
+
+A backend subclasses `SQLStore` and gives it what truly differs between
+databases: connections and transactions (`_read`, `_write`, `_migrating`,
+`_run_script`), a `Dialect` (how values are sent and read, how a query's
+fragments are filled in), and its hot paths: enqueue_many, claim, finish,
+finish_and_claim, rescue_expired, list and wait_for_jobs. Everything else is here.
+
+Both backends' connections have `execute(query, params)` returning a cursor
+with `fetchone`, `fetchall` and `rowcount`, and rows readable by column name
+(the names of the named queries).
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+import json
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, NamedTuple
+
+from chit.errors import StoreError
+from chit.ids import id_prefix_range
+from chit.jobs import (
+    ApiKey,
+    Attempt,
+    AttemptOutcome,
+    AttemptStats,
+    Beat,
+    CancelResult,
+    ClaimedJob,
+    Enqueued,
+    FailureGroup,
+    HeartbeatResult,
+    Job,
+    MinuteCount,
+    NewApiKey,
+    NewJob,
+    Outcome,
+    Progress,
+    ReplaySelector,
+    RescueReport,
+    State,
+    StateKindCount,
+    Stats,
+)
+from chit.store import queries
+from chit.store.reports import FullStore
+
+# One encoder for every call: json.dumps with options builds a new one each time.
+dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one database takes values (parameters) and gives them back (columns)."""
+
+    name: str  # the folder of its queries.sql and migrations
+    now: Callable[[datetime | None], Any]  # the database clock, unless a test gives a time
+    interval: Callable[[float], Any]  # seconds: a lease, a delay, an age
+    time: Callable[[datetime], Any]
+    array: Callable[[Sequence[Any]], Any]  # ids, histogram bounds
+    loads: Callable[[Any], Any]  # a JSON column
+    when: Callable[[Any], datetime | None]  # a time column, as aware UTC
+    query: Callable[..., Any]  # (name, **fragments): the named query, `{fragments}` filled in
+    # `{tenant}`: every tenant, or an equality on j.tenant; with seek=False one that
+    # only filters the rows another index finds (SQLite has no statistics to choose).
+    tenant: Callable[[str | None, bool], str]
+    prune_batch: Callable[[], int]  # rows a prune statement deletes at most
+    text: Callable[[str], str] = str  # a text parameter, made storable
+
+
+# A job's columns that are read as they come, in both dialects.
+_AS_THEY_ARE: tuple[str, ...] = ("id", "kind", "queue", "priority", "attempts", "max_attempts")
+_AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error")
+
+
+def scalar(cursor: Any) -> Any:
+    """The first column of the first row, or None."""
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    return next(iter(row.values())) if isinstance(row, Mapping) else row[0]
+
+
+def rescued(states: Sequence[str]) -> RescueReport:
+    """What rescue_expired did, from the states it left the jobs in."""
+    count = states.count
+    return RescueReport(
+        requeued=count("queued"), failed=count("failed"), cancelled=count("cancelled")
+    )
+
+
+class Claim(NamedTuple):
+    """A worker asking for up to `limit` due jobs of `queues`, leased for `lease_seconds`."""
+
+    worker: str
+    queues: Sequence[str]
+    limit: int
+    lease_seconds: float
+
+
+class SQLStore(FullStore):
+    d: ClassVar[Dialect]
+    Q: ClassVar[dict[str, str]]
+    result_inline_bytes: int
+
+    @abc.abstractmethod
+    def _read(self) -> AbstractContextManager[Any]:
+        """A connection for reading."""
+
+    @abc.abstractmethod
+    def _write(self) -> AbstractContextManager[Any]:
+        """A connection whose statements in the block commit together."""
+
+    @abc.abstractmethod
+    def _migrating(self) -> AbstractContextManager[Any]:
+        """A transaction no other migrator runs beside, the migrations table created."""
+
+    @abc.abstractmethod
+    def _run_script(self, conn: Any, script: str) -> None:
+        """Run a migration file inside the open transaction."""
+
+    # The hot paths: `_claim` and `_finish_and_claim` take a claim that asks for
+    # something (a job, from some queue); `_claim_queue` claims up to `limit`
+    # jobs of one queue on `conn`, inside whatever transaction it is in.
+
+    @abc.abstractmethod
+    def _claim(self, claim: Claim, now: datetime | None) -> builtins.list[ClaimedJob]: ...
+
+    @abc.abstractmethod
+    def _claim_queue(
+        self, conn: Any, claim: Claim, queue: str, limit: int, now: Any
+    ) -> builtins.list[ClaimedJob]: ...
+
+    @abc.abstractmethod
+    def _finish_and_claim(
+        self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
+    ) -> tuple[builtins.list[bool], builtins.list[ClaimedJob]]: ...
+
+    # Rows to values
+
+    def _job(self, r: Any) -> Job:
+        loads, when, at = self.d.loads, self.d.when, self._at
+        return Job(
+            **{name: r[name] for name in _AS_THEY_ARE},
+            payload=loads(r["payload"]),
+            state=State(r["state"]),
+            run_at=at(r["run_at"]),
+            created_at=at(r["created_at"]),
+            updated_at=at(r["updated_at"]),
+            lease_expires_at=when(r["lease_expires_at"]),
+            progress=Progress(r["progress_done"], r["progress_total"]),
+            checkpoint=loads(r["checkpoint"]),
+            result=loads(r["result"]),
+            result_external=bool(r["result_external"]),
+            cancel_requested=bool(r["cancel_requested"]),
+            started_at=when(r["started_at"]),
+            finished_at=when(r["finished_at"]),
+            stale=bool(r["stale"]),
+        )
+
+    def _claimed(self, r: Any) -> ClaimedJob:
+        return ClaimedJob(
+            id=r["id"],
+            kind=r["kind"],
+            queue=r["queue"],
+            payload=self.d.loads(r["payload"]),
+            attempt=r["attempts"],
+            max_attempts=r["max_attempts"],
+            lease_token=r["lease_token"],
+            checkpoint=self.d.loads(r["checkpoint"]),
+            progress=Progress(r["progress_done"], r["progress_total"]),
+        )
+
+    def _api_key(self, r: Any) -> ApiKey:
+        return ApiKey(
+            id=r["id"],
+            name=r["name"],
+            tenant=r["tenant"],
+            scopes=tuple(r["scopes"].split()),
+            created_at=self._at(r["created_at"]),
+            revoked_at=self.d.when(r["revoked_at"]),
+        )
+
+    def _at(self, value: Any) -> datetime:
+        """A NOT NULL time column."""
+        when = self.d.when(value)
+        assert when is not None, "a NOT NULL time column was NULL"
+        return when
+
+    def _is_large(self, encoded: str) -> bool:
+        """Whether a result is stored out of the job row."""
+        return len(encoded.encode()) > self.result_inline_bytes
+
+    # Schema
+
+    def schema_version(self) -> int:
+        with self._read() as conn:
+            if not scalar(conn.execute(self.Q["migrations_table_exists"])):
+                return 0
+            return int(scalar(conn.execute(self.Q["schema_version"])))
+
+    def migrate(self) -> int:
+        pending = queries.migrations(self.d.name)
+        if self.schema_version() == len(pending):
+            return len(pending)
+        with self._migrating() as conn:
+            current = scalar(conn.execute(self.Q["schema_version"]))
+            if current > len(pending):
+                raise StoreError(
+                    f"database schema is version {current}, newer than this chit "
+                    f"({len(pending)}); upgrade chit"
+                )
+            for version, name, script in pending:
+                if version > current:
+                    self._run_script(conn, script)
+                    conn.execute(self.Q["record_migration"], {"version": version, "name": name})
+        return len(pending)
+
+    # Submitting
+
+    def enqueue(self, job: NewJob) -> Enqueued:
+        return self.enqueue_many([job])[0]
+
+    # Working
+
+    def claim(
+        self,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> builtins.list[ClaimedJob]:
+        if limit <= 0 or not queues:
+            return []
+        return self._claim(Claim(worker, queues, limit, lease_seconds), now)
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[Outcome],
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> tuple[builtins.list[bool], builtins.list[ClaimedJob]]:
+        if not outcomes:
+            return [], self.claim(worker, queues, limit, lease_seconds, now)
+        if limit <= 0 or not queues:
+            return self.finish(outcomes, now), []
+        return self._finish_and_claim(outcomes, Claim(worker, queues, limit, lease_seconds), now)
+
+    def _claim_each(self, conn: Any, claim: Claim, now: Any) -> builtins.list[ClaimedJob]:
+        """Queue by queue, in the order given, until `claim.limit` jobs are claimed."""
+        claimed: builtins.list[ClaimedJob] = []
+        for queue in claim.queues:
+            claimed += self._claim_queue(conn, claim, queue, claim.limit - len(claimed), now)
+            if len(claimed) >= claim.limit:
+                break
+        return claimed
+
+    def heartbeat(
+        self, beats: Sequence[Beat], lease_seconds: float, now: datetime | None = None
+    ) -> HeartbeatResult:
+        if not beats:
+            return HeartbeatResult(frozenset(), frozenset())
+        payload = dumps(
+            [
+                {"id": b.job_id, "token": b.lease_token}
+                | (
+                    {"p": True, "done": b.progress.done, "total": b.progress.total}
+                    if b.progress is not None
+                    else {}
+                )
+                for b in beats
+            ]
+        )
+        params = {"beats": payload, "lease": self.d.interval(lease_seconds), "now": self.d.now(now)}
+        with self._write() as conn:
+            rows = conn.execute(self.Q["heartbeat"], params).fetchall()
+        return HeartbeatResult(
+            held=frozenset(r["id"] for r in rows),
+            cancel_requested=frozenset(r["id"] for r in rows if r["cancel_requested"]),
+        )
+
+    def checkpoint(
+        self,
+        job_id: str,
+        lease_token: str,
+        data: Any,
+        progress: Progress | None,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> bool:
+        params = {
+            "id": job_id,
+            "token": lease_token,
+            "checkpoint": dumps(data),
+            "has_progress": progress is not None,
+            "done": progress.done if progress else None,
+            "total": progress.total if progress else None,
+            "lease": self.d.interval(lease_seconds),
+            "now": self.d.now(now),
+        }
+        with self._write() as conn:
+            return conn.execute(self.Q["checkpoint"], params).rowcount == 1
+
+    # Reading
+
+    def _rows(self, query: Any, params: Mapping[str, Any], write: bool = False) -> Any:
+        """All rows of one statement, run on its own."""
+        with self._write() if write else self._read() as conn:
+            return conn.execute(query, params).fetchall()
+
+    def get(self, job_id: str, tenant: str | None = None) -> Job | None:
+        rows = self._rows(self.Q["get"], {"id": job_id, "tenant": tenant})
+        return self._job(rows[0]) if rows else None
+
+    def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
+        rows = self._rows(self.Q["get_result"], {"id": job_id, "tenant": tenant})
+        if not rows:
+            return False, None
+        row = rows[0]
+        return True, self.d.loads(row["external_result" if row["result_external"] else "result"])
+
+    def attempts(self, job_id: str) -> builtins.list[Attempt]:
+        return [
+            Attempt(
+                job_id=r["job_id"],
+                attempt=r["attempt"],
+                worker=r["worker"],
+                started_at=self._at(r["started_at"]),
+                finished_at=self.d.when(r["finished_at"]),
+                outcome=None if r["outcome"] is None else AttemptOutcome(r["outcome"]),
+                error=r["error"],
+            )
+            for r in self._rows(self.Q["attempts"], {"id": job_id})
+        ]
+
+    def failures(self, tenant: str | None = None) -> builtins.list[FailureGroup]:
+        return [
+            FailureGroup(
+                kind=r["kind"],
+                error=r["first_line"],
+                count=r["n"],
+                first_seen=self._at(r["first_seen"]),
+                last_seen=self._at(r["last_seen"]),
+                latest_id=r["latest_id"],
+            )
+            for r in self._rows(self.Q["failures"], {"tenant": tenant})
+        ]
+
+    def stats(self, tenant: str | None = None, now: datetime | None = None) -> Stats:
+        params = {"tenant": tenant, "now": self.d.now(now)}
+        by_state = {s.value: 0 for s in State}
+        by_kind: dict[str, dict[str, int]] = {}
+        with self._read() as conn:
+            for r in conn.execute(self.Q["stats_by_state_kind"], params).fetchall():
+                by_state[r["state"]] += r["n"]
+                by_kind.setdefault(r["kind"], {})[r["state"]] = r["n"]
+            rows = conn.execute(self.Q["stats_last_hour"], params).fetchall()
+            last_hour = {r["state"]: r["n"] for r in rows}
+            lag = scalar(conn.execute(self.Q["stats_queue_lag"], params))
+            stale = scalar(conn.execute(self.Q["stats_stale"], params))
+        return Stats(
+            by_state=by_state,
+            by_kind=by_kind,
+            failed_last_hour=last_hour.get("failed", 0),
+            succeeded_last_hour=last_hour.get("succeeded", 0),
+            oldest_queued_age=lag,
+            stale_running=stale,
+        )
+
+    # Operating
+
+    def cancel(self, job_id: str, tenant: str | None = None) -> CancelResult:
+        params = {"id": job_id, "tenant": tenant, "now": self.d.now(None)}
+        with self._write() as conn:
+            row = conn.execute(self.Q["cancel"], params).fetchone()
+            if row is not None:
+                if row["state"] == "cancelled":
+                    return CancelResult.CANCELLED
+                return CancelResult.REQUESTED
+            exists = conn.execute(self.Q["job_state"], params).fetchone()
+        return CancelResult.ALREADY_FINISHED if exists else CancelResult.NOT_FOUND
+
+    def retry(self, job_id: str, tenant: str | None = None) -> bool:
+        return self.replay(ReplaySelector(ids=(job_id,), tenant=tenant)) == 1
+
+    def replay(self, selector: ReplaySelector) -> int:
+        tenant = selector.tenant
+        params: dict[str, Any] = {"tenant": tenant}
+        if selector.ids:
+            query: Any = self.Q["replay"]
+            params["ids"] = self.d.array(list(selector.ids))
+        else:
+            params |= {
+                "kind": selector.kind,
+                "error_prefix": selector.error_prefix,
+                "since": None if selector.since is None else self.d.time(selector.since),
+            }
+            # With a kind the tenant is sought on the same index; without, only checked.
+            with_kind = selector.kind is not None
+            name = "replay_failed_kind" if with_kind else "replay_failed"
+            query = self.d.query(name, tenant=self.d.tenant(tenant, with_kind))
+        return len(self._rows(query, params, write=True))
+
+    def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
+        batch = self.d.prune_batch()
+        params = {
+            "age": self.d.interval(-older_than_seconds),
+            "now": self.d.now(now),
+            "batch": batch,
+        }
+        deleted = 0
+        while True:
+            with self._write() as conn:
+                count = conn.execute(self.Q["prune"], params).rowcount
+            deleted += count
+            if count < batch:
+                return deleted
+
+    # The HTTP API
+
+    def get_many(self, job_ids: Sequence[str]) -> builtins.list[Job]:
+        if not job_ids:
+            return []
+        rows = self._rows(self.Q["get_many"], {"ids": self.d.array(list(job_ids))})
+        return [self._job(r) for r in rows]
+
+    def attempt_stats(
+        self, bounds: Sequence[float], tenant: str | None = None
+    ) -> builtins.list[AttemptStats]:
+        params = {"bounds": self.d.array([float(b) for b in bounds]), "tenant": tenant}
+        rows = self._rows(self.Q["attempt_stats"], params)
+        # Fold (kind, outcome, bucket) rows into one AttemptStats per kind and outcome.
+        groups: dict[tuple[str, str | None], tuple[int, float, builtins.list[int]]] = {}
+        for r in rows:
+            key, count = (r["kind"], r["outcome"]), r["n"]
+            total, seconds, buckets = groups.get(key, (0, 0.0, [0] * (len(bounds) + 1)))
+            if r["bucket"] is not None:
+                buckets[int(r["bucket"])] += count
+            groups[key] = (total + count, seconds + (r["seconds"] or 0.0), buckets)
+        return [
+            AttemptStats(
+                kind=kind,
+                outcome=None if outcome is None else AttemptOutcome(outcome),
+                count=total,
+                duration_sum=seconds,
+                buckets=tuple(buckets),
+            )
+            for (kind, outcome), (total, seconds, buckets) in sorted(
+                groups.items(), key=lambda item: (item[0][0], item[0][1] or "")
+            )
+        ]
+
+    def create_api_key(self, key: NewApiKey) -> ApiKey:
+        params = {
+            "id": key.id,
+            "name": key.name,
+            "tenant": key.tenant,
+            "scopes": " ".join(key.scopes),
+            "key_hash": key.key_hash,
+        }
+        return self._api_key(self._rows(self.Q["create_api_key"], params, write=True)[0])
+
+    def find_api_key(self, key_hash: str) -> ApiKey | None:
+        rows = self._rows(self.Q["find_api_key"], {"key_hash": key_hash})
+        return self._api_key(rows[0]) if rows else None
+
+    def list_api_keys(self, include_revoked: bool = False) -> builtins.list[ApiKey]:
+        rows = self._rows(self.Q["list_api_keys"], {"include_revoked": include_revoked})
+        return [self._api_key(r) for r in rows]
+
+    def revoke_api_key(self, key_id: str) -> bool:
+        with self._write() as conn:
+            return conn.execute(self.Q["revoke_api_key"], {"id": key_id}).rowcount == 1
+
+    # The dashboard
+
+    def count_jobs(
+        self, tenant: str | None = None, cap: int = 10_000
+    ) -> builtins.list[StateKindCount]:
+        query = self.d.query("count_by_state_kind", tenant=self.d.tenant(tenant, True))
+        rows = self._rows(query, {"tenant": tenant, "cap": cap})
+        return [
+            StateKindCount(State(r["state"]), r["kind"], r["n"], r["n"] >= cap)
+            for r in rows
+            if r["n"]
+        ]
+
+    def finished_per_minute(
+        self, tenant: str | None = None, now: datetime | None = None
+    ) -> builtins.list[MinuteCount]:
+        query = self.d.query("finished_per_minute", tenant=self.d.tenant(tenant, False))
+        rows = self._rows(query, {"tenant": tenant, "now": self.d.now(now)})
+        return [
+            MinuteCount(self._at(r["minute"]), r["kind"], State(r["state"]), r["n"]) for r in rows
+        ]
+
+    def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
+        query = self.d.query("oldest_queued", tenant=self.d.tenant(tenant, False))
+        rows = self._rows(query, {"tenant": tenant, "now": self.d.now(now)})
+        return self._job(rows[0]) if rows else None
+
+    def stale_jobs(
+        self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
+    ) -> builtins.list[Job]:
+        query = self.d.query("stale_jobs", tenant=self.d.tenant(tenant, True))
+        params = {"tenant": tenant, "now": self.d.now(now), "limit": limit}
+        return [self._job(r) for r in self._rows(query, params)]
+
+    def search(self, text: str, tenant: str | None = None, limit: int = 50) -> builtins.list[Job]:
+        text = self.d.text(text.strip())
+        if not text:
+            return []
+        term = self.d.tenant(tenant, True)
+        found: dict[str, Job] = {}
+        with self._read() as conn:
+            query = self.d.query("search_idempotency_key", tenant=term)
+            params: dict[str, Any] = {"key": text, "tenant": tenant, "limit": limit}
+            found |= {r["id"]: self._job(r) for r in conn.execute(query, params).fetchall()}
+            bounds = id_prefix_range(text)
+            if bounds is not None:
+                query = self.d.query("search_id_prefix", tenant=term)
+                params = {"low": bounds[0], "high": bounds[1], "tenant": tenant, "limit": limit}
+                found |= {r["id"]: self._job(r) for r in conn.execute(query, params).fetchall()}
+        return sorted(found.values(), key=lambda j: j.id, reverse=True)[:limit]
+
+    def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
+        query = self.d.query("replay_failure_group", tenant=self.d.tenant(tenant, True))
+        params = {"kind": kind, "error": self.d.text(error), "tenant": tenant}
+        return len(self._rows(query, params, write=True))
