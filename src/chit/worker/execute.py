@@ -4,7 +4,6 @@ raises: whatever a handler or its payload does, the job gets an outcome."""
 
 from __future__ import annotations
 
-import random
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -80,7 +79,7 @@ def _classify(
 def retry_or_fail(job: ClaimedJob, error: str, settings: Settings) -> Failed:
     if job.attempt >= job.max_attempts:
         return Failed(job.id, job.lease_token, error)
-    wait = backoff.delay(job.attempt, settings.backoff_base, settings.backoff_max, random)
+    wait = backoff.delay(job.attempt, settings.backoff_base, settings.backoff_max)
     return Failed(job.id, job.lease_token, error, retry_in=wait)
 
 
