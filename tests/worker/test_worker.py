@@ -287,7 +287,7 @@ def test_a_job_handed_back_at_shutdown_takes_no_second_outcome(queue: chit.Queue
     assert started.wait(10)
     assert worker.release_held() == 1
     finish.set()
-    time.sleep(0.1)  # let the handler return its (now ignored) result
+    assert worker.slots.outcome_ready.wait(10)  # the handler returned its (now ignored) result
     assert worker.flush() == 0
     assert worker.processed == 1
     assert queue.store.get(job.id).state is State.QUEUED
