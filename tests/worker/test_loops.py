@@ -229,8 +229,18 @@ def test_a_heartbeat_tick_renews_leases_every_third_of_the_lease_and_carries_pro
     assert calls.calls == 2  # a third of the lease: renewed with nothing to carry
 
 
-def test_the_finishers_stop_when_asked(queue: chit.Queue) -> None:
+def test_every_background_loop_stops_when_asked_and_a_stop_before_start_is_harmless(
+    queue: chit.Queue,
+) -> None:
+    idle = Worker(queue)
+    idle.finisher.stop()
+    idle.heartbeat.stop()
+    idle.maintenance.stop()
     worker = Worker(queue)
-    worker.finisher.start()
-    worker.finisher.stop()
-    assert not any(t.is_alive() for t in worker.finisher._threads)
+    loops = [worker.finisher, worker.heartbeat, worker.maintenance]
+    for loop in loops:
+        loop.start()
+    for loop in loops:
+        loop.stop()
+    threads = [*worker.finisher._threads, worker.heartbeat._thread, worker.maintenance._thread]
+    assert not any(t.is_alive() for t in threads)

@@ -39,7 +39,8 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def run_once(self, force: bool = False, now: float | None = None) -> None:
         """Renew leases when a third of the lease has passed, or sooner to carry
