@@ -143,6 +143,7 @@ class Worker:
         self.slots.freed.set()
 
     def _ended(self, outcome: Outcome) -> None:
+        # The pipeline is built before the slots that start its jobs.
         self.slots.end(outcome)
 
     # The claim loop
