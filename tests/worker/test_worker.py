@@ -261,7 +261,7 @@ def test_an_outcome_the_store_refuses_is_recorded_as_a_failure_without_holding_u
     first, *rest = queue.store.claim(worker.id, ["default"], 3, 30)
     # A lone surrogate: no store can encode it (classify refuses such results;
     # this is the finisher's last line of defence).
-    worker._outcomes = [
+    worker.slots._outcomes = [
         Succeeded(first.id, first.lease_token, "\udc80"),
         *(Succeeded(j.id, j.lease_token, "ok") for j in rest),
     ]
@@ -287,7 +287,7 @@ def test_a_job_handed_back_at_shutdown_takes_no_second_outcome(queue: chit.Queue
     assert started.wait(10)
     assert worker.release_held() == 1
     finish.set()
-    time.sleep(0.1)  # let the handler return its (now ignored) result
+    assert worker.slots.outcome_ready.wait(10)  # the handler returned its (now ignored) result
     assert worker.flush() == 0
     assert worker.processed == 1
     assert queue.store.get(job.id).state is State.QUEUED
@@ -327,7 +327,7 @@ def _prime_with_short_jobs(
     """Run a few instant jobs, so the worker knows its jobs are short. "Short"
     is raised to a second for the test: a busy machine can stall a no-op job's
     hand-off to its thread past the real 20 ms."""
-    monkeypatch.setattr("chit.worker.runner.PREFETCH_BELOW_SECONDS", 1.0)
+    monkeypatch.setattr("chit.worker.slots.PREFETCH_BELOW_SECONDS", 1.0)
 
     @queue.task("instant")
     def instant(job: chit.JobContext, body: dict) -> None:

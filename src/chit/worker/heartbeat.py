@@ -39,15 +39,19 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
-    def run_once(self, force: bool = False) -> None:
-        """Renew leases when a third of the lease has passed, or sooner to carry progress."""
+    def run_once(self, force: bool = False, now: float | None = None) -> None:
+        """Renew leases when a third of the lease has passed, or sooner to carry
+        progress. `now` (on the `time.monotonic()` clock) is for tests."""
+        if now is None:
+            now = time.monotonic()
         contexts = self.held()
         if not contexts:
-            self._last = time.monotonic()
+            self._last = now
             return
-        since = time.monotonic() - self._last
+        since = now - self._last
         lease_due = force or since >= self.interval
         if not lease_due and since < PROGRESS_INTERVAL:
             return
@@ -59,7 +63,6 @@ class Heartbeat:
             beats.append(Beat(ctx.id, ctx.lease_token, progress))
         if not lease_due and not sent:
             return
-        started = time.monotonic()
         try:
             result = self.store.heartbeat(beats, self.lease_seconds)
         except StoreError as e:
@@ -67,7 +70,7 @@ class Heartbeat:
                 ctx.progress_unsent(progress)
             log.warning("heartbeat failed, will retry: %s", e)
             return
-        self._last = started
+        self._last = now
         still_held = {ctx.id for ctx in self.held()}
         for ctx in contexts:
             if ctx.id in result.cancel_requested and not ctx.cancelled:

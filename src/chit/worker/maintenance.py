@@ -40,7 +40,8 @@ class Maintenance:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def run_once(self, now: datetime | None = None) -> None:
         """One tick: rescue expired leases; prune when a retention is set and

@@ -1,0 +1,189 @@
+"""Recording outcomes: each batch in one store call, claiming jobs for the slots
+it frees in the same call (`finish_and_claim`: one transaction), so a busy
+worker pays one commit per batch, not two.
+
+On PostgreSQL two finishers work at once: one batch is written while the
+server works on the other; a SQLite file takes one writer at a time anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from chit.context import JobContext
+from chit.encoding import storable_text
+from chit.errors import StoreError
+from chit.jobs import Failed, Outcome, Released, Succeeded
+from chit.store import Store
+from chit.worker.slots import Slots
+
+log = logging.getLogger("chit.worker")
+
+
+class Finisher:
+    def __init__(
+        self,
+        store: Store,
+        slots: Slots,
+        *,
+        worker_id: str,
+        queues: tuple[str, ...],
+        lease_seconds: float,
+    ) -> None:
+        self.store = store
+        self.slots = slots
+        self.worker_id = worker_id
+        self.queues = queues
+        self.lease_seconds = lease_seconds
+        self.processed = 0
+        # Past this (monotonic) time, outcomes the database will not take are
+        # given up on: set at shutdown.
+        self.give_up_at: float | None = None
+        self.threads = 2 if store.concurrent_writes else 1
+        self._flushes = threading.BoundedSemaphore(self.threads)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"chit-finisher-{i}", daemon=True)
+            for i in range(self.threads)
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        deadline = time.monotonic() + 5
+        for thread in self._threads:
+            # Set again until it is seen: another finisher may clear it first.
+            while thread.is_alive() and time.monotonic() < deadline:
+                self.slots.outcome_ready.set()
+                thread.join(timeout=0.05)
+
+    def run_once(self, wait_for_others: bool = False) -> int:
+        """Record every pending outcome in one store call, claiming jobs for the
+        slots they free in the same call; returns how many outcomes.
+
+        While the database is away it retries, so no outcome is dropped, until
+        `give_up_at` (then the leases expire and the jobs run again). With
+        `wait_for_others` (shutdown), it returns only once the finishers
+        running beside it have ended their batches too."""
+        with self._flushes:
+            batch = self.slots.take_outcomes()
+            if batch:
+                self._finish(batch)
+        if wait_for_others:
+            for _ in range(self.threads):
+                self._flushes.acquire()
+            for _ in range(self.threads):
+                self._flushes.release()
+        return len(batch)
+
+    def _run(self) -> None:
+        ready = self.slots.outcome_ready
+        while True:
+            ready.wait()
+            ready.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("finisher error; continuing")
+
+    def _finish(self, batch: list[Outcome]) -> None:
+        # A job handed back is for another worker to take: no claim beside it.
+        handed_back = any(isinstance(o, Released) for o in batch)
+        free = 0 if handed_back else self.slots.reserve(finishing=len(batch))
+        recorded = None
+        if free > 0:
+            try:
+                recorded = self.store.finish_and_claim(
+                    batch, self.worker_id, self.queues, free, self.lease_seconds
+                )
+            except Exception as e:  # all or nothing: nothing was recorded
+                log.debug("recording %d outcomes with a claim failed: %s", len(batch), e)
+        if recorded is None:
+            self.slots.hold([], free)
+            self._settle(batch, self._record(batch))
+        else:
+            applied, claimed = recorded
+            self._settle(batch, applied)
+            self.slots.hold(claimed, free)
+        with self._lock:
+            self.processed += len(batch)
+        self.slots.freed.set()
+
+    def _settle(self, batch: list[Outcome], applied: list[bool]) -> None:
+        settled = self.slots.settle(batch)
+        for outcome, ok, (ctx, seconds) in zip(batch, applied, settled, strict=True):
+            _log_outcome(outcome, ok, ctx, seconds)
+
+    def _record(self, batch: list[Outcome]) -> list[bool]:
+        delay = 0.1
+        while True:
+            try:
+                return self.store.finish(batch)
+            except StoreError as e:
+                if not e.transient:
+                    return self._record_each(batch, e)
+                if self.give_up_at is not None and time.monotonic() >= self.give_up_at:
+                    log.error(
+                        "gave up recording %d outcomes at shutdown (%s); their leases will "
+                        "expire and the jobs run again: %s",
+                        len(batch),
+                        e,
+                        ", ".join(o.job_id for o in batch),
+                    )
+                    return [False] * len(batch)
+                log.warning(
+                    "recording %d outcomes failed, retrying in %.1fs: %s", len(batch), delay, e
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except Exception as e:
+                log.exception("recording %d outcomes failed", len(batch))
+                return self._record_each(batch, e)
+
+    def _record_each(self, batch: list[Outcome], error: Exception) -> list[bool]:
+        """Something in the batch cannot be stored: record the outcomes one by one,
+        and fail the one that cannot be stored with an error that can."""
+        if len(batch) > 1:
+            return [self._record([outcome])[0] for outcome in batch]
+        outcome = batch[0]
+        if isinstance(outcome, Failed) and outcome.error.startswith("OutcomeNotStored"):
+            log.error("job %s: its outcome cannot be stored: %s", outcome.job_id, error)
+            return [False]
+        text = storable_text(f"OutcomeNotStored: {type(error).__name__}: {error}")
+        return self._record([Failed(outcome.job_id, outcome.lease_token, text)])
+
+
+def _log_outcome(outcome: Outcome, applied: bool, ctx: JobContext | None, seconds: float) -> None:
+    kind = ctx.kind if ctx else "?"
+    name = type(outcome).__name__.lower()
+    if not applied:
+        log.warning(
+            "job %s %s: %s outcome fenced out: the lease was lost and the job "
+            "belongs to someone else now; nothing recorded",
+            kind,
+            outcome.job_id,
+            name,
+        )
+    elif isinstance(outcome, Succeeded):
+        log.info("job %s %s succeeded in %.3fs", kind, outcome.job_id, seconds)
+    else:
+        detail = getattr(outcome, "error", "") or ""
+        retry_in = getattr(outcome, "retry_in", None)
+        when = f", retry in {retry_in:.1f}s" if retry_in is not None else ""
+        log.warning(
+            "job %s %s %s after %.3fs%s %s",
+            kind,
+            outcome.job_id,
+            name,
+            seconds,
+            when,
+            detail.split("\n", 1)[0],
+        )
