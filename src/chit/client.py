@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 import httpx
+from pydantic import BaseModel
 
 from chit.api.schemas import (
     Failures,
@@ -51,6 +52,7 @@ from chit.errors import (
 from chit.jobs import State
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 DEFAULT_TIMEOUT = 30.0
 
 
@@ -152,8 +154,8 @@ class _Call(Generic[T]):
     ok: tuple[int, ...] = (200,)
 
 
-def _model(model: type[T]) -> Callable[[httpx.Response], T]:
-    return lambda r: model.model_validate_json(r.content)  # type: ignore[attr-defined,no-any-return]
+def _model(model: type[M]) -> Callable[[httpx.Response], M]:
+    return lambda r: model.model_validate_json(r.content)
 
 
 def _job(

@@ -99,8 +99,8 @@ def create_app(queue: Queue, *, dashboard: bool = True, **options: Any) -> FastA
     if dashboard:
         _include_dashboard(app)
     # Routing's own 404/405 and anything unexpected answer JSON like the routes do.
-    app.add_exception_handler(HTTPException, answer_exception)  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, answer_exception)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, answer_exception)
+    app.add_exception_handler(RequestValidationError, answer_exception)
     app.add_exception_handler(Exception, answer_exception)
     app.openapi = lambda: _openapi_with_tasks(app, queue)  # type: ignore[method-assign]
     return app
