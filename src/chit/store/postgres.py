@@ -329,18 +329,12 @@ class PostgresStore(SQLStore):
 
     # Working
 
-    def _claim(self, claim: Claim, now: datetime | None) -> list[ClaimedJob]:
-        # One queue: one statement. Several: one transaction, so a failure part
-        # way leaves no job claimed by a worker that never heard of it.
-        with self._tx() if len(claim.queues) > 1 else self._conn() as conn:
-            return self._claim_each(conn, claim, now)
-
     def _claim_queue(
         self, conn: Connection, claim: Claim, queue: str, limit: int, now: datetime | None
     ) -> list[ClaimedJob]:
         lease = timedelta(seconds=claim.lease_seconds)
         params = {"queue": queue, "worker": claim.worker, "limit": limit, "lease": lease}
-        rows = conn.execute(Q["claim"], params | {"now": _utc(now)}).fetchall()
+        rows = conn.execute(Q["claim"], params | {"now": now}).fetchall()
         return [self._claimed(r) for r in rows]
 
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
@@ -349,7 +343,7 @@ class PostgresStore(SQLStore):
         encoded = _encode_results(outcomes)
         # One statement is atomic on an autocommit connection: one round trip.
         with self._conn() if self._one_statement(outcomes, encoded) else self._tx() as conn:
-            return self._finish(conn, outcomes, now, encoded)
+            return self._finish(conn, outcomes, _utc(now), encoded)
 
     def _finish_and_claim(
         self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
@@ -371,7 +365,7 @@ class PostgresStore(SQLStore):
                         "worker": claim.worker,
                         "limit": claim.limit,
                         "lease": timedelta(seconds=claim.lease_seconds),
-                        "now": _utc(now),
+                        "now": now,
                     },
                 ).fetchall()
             done = set(rows[0]["finished"] or ())
@@ -395,17 +389,18 @@ class PostgresStore(SQLStore):
         conn: Connection,
         outcomes: Sequence[Outcome],
         now: datetime | None,
-        encoded: dict[str, str],
+        encoded: dict[str, str] | None = None,
     ) -> list[bool]:
         """One statement per kind of outcome, each fenced per item and closing the
         attempt records of the items it applied. Several statements need the
         transaction the caller has open on `conn`."""
+        encoded = _encode_results(outcomes) if encoded is None else encoded
         job_ids = [o.job_id for o in outcomes]
         if len(set(job_ids)) < len(job_ids):
             # The same job twice: apply in input order, so the first that holds the
             # lease wins and the rest are fenced out, as they would be one by one.
             conn.execute(Q["lock_jobs"], {"ids": sorted(set(job_ids))})
-            return [self._finish(conn, [o], now, _encode_results([o]))[0] for o in outcomes]
+            return [self._finish(conn, [o], now)[0] for o in outcomes]
         if len({type(o) for o in outcomes}) > 1:
             # Every row lock in id order first; the statements, one per kind, follow.
             conn.execute(Q["lock_jobs"], {"ids": sorted(job_ids)})
@@ -414,39 +409,19 @@ class PostgresStore(SQLStore):
         if succeeded:
             large = {o.job_id for o in succeeded if self._is_large(encoded[o.job_id])}
             items = _succeed_items(succeeded, encoded, large)
-            done = {r["id"] for r in conn.execute(Q["succeed"], {"items": items, "now": _utc(now)})}
+            done = {r["id"] for r in conn.execute(Q["succeed"], {"items": items, "now": now})}
             applied |= done
             if large & done:
-                stored = "[{}]".format(
-                    ",".join(
-                        f'{{"id":{dumps(job_id)},"result":{encoded[job_id]}}}'
-                        for job_id in sorted(large & done)
-                    )
+                stored = ",".join(
+                    f'{{"id":{dumps(job_id)},"result":{encoded[job_id]}}}'
+                    for job_id in sorted(large & done)
                 )
-                conn.execute(Q["store_result"], {"items": stored})
-        failed = [o for o in outcomes if isinstance(o, Failed)]
-        if failed:
-            items = dumps(
-                [
-                    {
-                        "id": o.job_id,
-                        "token": o.lease_token,
-                        "error": _text(o.error),
-                        "retry": o.retry_in,
-                    }
-                    for o in failed
-                ]
-            )
-            applied |= {
-                r["id"] for r in conn.execute(Q["fail"], {"items": items, "now": _utc(now)})
-            }
-        for kind, query in ((Released, "release"), (Cancelled, "mark_cancelled")):
+                conn.execute(Q["store_result"], {"items": f"[{stored}]"})
+        for kind, query in ((Failed, "fail"), (Released, "release"), (Cancelled, "mark_cancelled")):
             group = [o for o in outcomes if isinstance(o, kind)]
             if group:
-                items = dumps([{"id": o.job_id, "token": o.lease_token} for o in group])
-                applied |= {
-                    r["id"] for r in conn.execute(Q[query], {"items": items, "now": _utc(now)})
-                }
+                items = dumps([_fenced(o) for o in group])
+                applied |= {r["id"] for r in conn.execute(Q[query], {"items": items, "now": now})}
         return [o.job_id in applied for o in outcomes]
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
@@ -595,6 +570,14 @@ def _progress_fields(progress: Progress | None) -> str:
     if progress is None:
         return '"p":false'
     return f'"p":true,"done":{dumps(progress.done)},"total":{dumps(progress.total)}'
+
+
+def _fenced(outcome: Outcome) -> dict[str, Any]:
+    """An item of `fail`, `release` or `mark_cancelled`."""
+    item: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token}
+    if isinstance(outcome, Failed):
+        item |= {"error": _text(outcome.error), "retry": outcome.retry_in}
+    return item
 
 
 def _encode_results(outcomes: Sequence[Outcome]) -> dict[str, str]:

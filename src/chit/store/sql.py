@@ -18,7 +18,7 @@ import builtins
 import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple
 
@@ -78,6 +78,16 @@ _AS_THEY_ARE: tuple[str, ...] = ("id", "kind", "queue", "priority", "attempts", 
 _AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error")
 
 
+# A new job's columns that are sent as they are; id, payload and run_at are the backend's.
+_NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "tenant", "idempotency_key")
+_NEW_JOB += ("request_hash", "max_attempts")
+
+
+def new_job(job: NewJob) -> dict[str, Any]:
+    """The parameters of `enqueue` that every backend sends as they are."""
+    return {name: getattr(job, name) for name in _NEW_JOB}
+
+
 def scalar(cursor: Any) -> Any:
     """The first column of the first row, or None."""
     row = cursor.fetchone()
@@ -92,6 +102,13 @@ def rescued(states: Sequence[str]) -> RescueReport:
     return RescueReport(
         requeued=count("queued"), failed=count("failed"), cancelled=count("cancelled")
     )
+
+
+def progressed(progress: Progress | None) -> dict[str, Any]:
+    """The parameters of a write that sets progress when given it."""
+    if progress is None:
+        return {"has_progress": False, "done": None, "total": None}
+    return {"has_progress": True, "done": progress.done, "total": progress.total}
 
 
 class Claim(NamedTuple):
@@ -114,6 +131,10 @@ class SQLStore(FullStore):
 
     @abc.abstractmethod
     def _write(self) -> AbstractContextManager[Any]:
+        """A connection for writing: a transaction on SQLite, autocommit on PostgreSQL."""
+
+    @abc.abstractmethod
+    def _tx(self) -> AbstractContextManager[Any]:
         """A connection whose statements in the block commit together."""
 
     @abc.abstractmethod
@@ -124,12 +145,9 @@ class SQLStore(FullStore):
     def _run_script(self, conn: Any, script: str) -> None:
         """Run a migration file inside the open transaction."""
 
-    # The hot paths: `_claim` and `_finish_and_claim` take a claim that asks for
-    # something (a job, from some queue); `_claim_queue` claims up to `limit`
-    # jobs of one queue on `conn`, inside whatever transaction it is in.
-
-    @abc.abstractmethod
-    def _claim(self, claim: Claim, now: datetime | None) -> builtins.list[ClaimedJob]: ...
+    # The hot paths run on `conn`, inside whatever transaction it is in, at `now`
+    # as the dialect sends it: `_claim_queue` claims up to `limit` jobs of one
+    # queue, `_finish` records the outcomes.
 
     @abc.abstractmethod
     def _claim_queue(
@@ -137,31 +155,21 @@ class SQLStore(FullStore):
     ) -> builtins.list[ClaimedJob]: ...
 
     @abc.abstractmethod
-    def _finish_and_claim(
-        self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
-    ) -> tuple[builtins.list[bool], builtins.list[ClaimedJob]]: ...
+    def _finish(self, conn: Any, outcomes: Sequence[Outcome], now: Any) -> builtins.list[bool]: ...
 
     # Rows to values
 
     def _job(self, r: Any) -> Job:
         loads, when, at = self.d.loads, self.d.when, self._at
-        return Job(
-            **{name: r[name] for name in _AS_THEY_ARE},
-            payload=loads(r["payload"]),
-            state=State(r["state"]),
-            run_at=at(r["run_at"]),
-            created_at=at(r["created_at"]),
-            updated_at=at(r["updated_at"]),
-            lease_expires_at=when(r["lease_expires_at"]),
-            progress=Progress(r["progress_done"], r["progress_total"]),
-            checkpoint=loads(r["checkpoint"]),
-            result=loads(r["result"]),
-            result_external=bool(r["result_external"]),
-            cancel_requested=bool(r["cancel_requested"]),
-            started_at=when(r["started_at"]),
-            finished_at=when(r["finished_at"]),
-            stale=bool(r["stale"]),
-        )
+        fields: dict[str, Any] = {name: r[name] for name in _AS_THEY_ARE}
+        fields |= {name: loads(r[name]) for name in ("payload", "checkpoint", "result")}
+        fields |= {name: at(r[name]) for name in ("run_at", "created_at", "updated_at")}
+        fields |= {
+            name: when(r[name]) for name in ("lease_expires_at", "started_at", "finished_at")
+        }
+        fields |= {name: bool(r[name]) for name in ("result_external", "cancel_requested", "stale")}
+        progress = Progress(r["progress_done"], r["progress_total"])
+        return Job(**fields, state=State(r["state"]), progress=progress)
 
     def _claimed(self, r: Any) -> ClaimedJob:
         return ClaimedJob(
@@ -238,7 +246,28 @@ class SQLStore(FullStore):
     ) -> builtins.list[ClaimedJob]:
         if limit <= 0 or not queues:
             return []
-        return self._claim(Claim(worker, queues, limit, lease_seconds), now)
+        return self._claim(Claim(worker, queues, limit, lease_seconds), self.d.now(now))
+
+    def _claim(self, claim: Claim, now: Any) -> builtins.list[ClaimedJob]:
+        # One queue: one statement. Several: one transaction, so a failure part
+        # way leaves no job claimed by a worker that never heard of it.
+        with self._tx() if len(claim.queues) > 1 else self._write() as conn:
+            return self._claim_each(conn, claim, now)
+
+    def _claim_each(self, conn: Any, claim: Claim, now: Any) -> builtins.list[ClaimedJob]:
+        """Queue by queue, in the order given, until `claim.limit` jobs are claimed."""
+        claimed: builtins.list[ClaimedJob] = []
+        for queue in claim.queues:
+            claimed += self._claim_queue(conn, claim, queue, claim.limit - len(claimed), now)
+            if len(claimed) >= claim.limit:
+                break
+        return claimed
+
+    def finish(
+        self, outcomes: Sequence[Outcome], now: datetime | None = None
+    ) -> builtins.list[bool]:
+        with self._tx() as conn:
+            return self._finish(conn, outcomes, self.d.now(now))
 
     def finish_and_claim(
         self,
@@ -253,16 +282,14 @@ class SQLStore(FullStore):
             return [], self.claim(worker, queues, limit, lease_seconds, now)
         if limit <= 0 or not queues:
             return self.finish(outcomes, now), []
-        return self._finish_and_claim(outcomes, Claim(worker, queues, limit, lease_seconds), now)
+        claim = Claim(worker, queues, limit, lease_seconds)
+        return self._finish_and_claim(outcomes, claim, self.d.now(now))
 
-    def _claim_each(self, conn: Any, claim: Claim, now: Any) -> builtins.list[ClaimedJob]:
-        """Queue by queue, in the order given, until `claim.limit` jobs are claimed."""
-        claimed: builtins.list[ClaimedJob] = []
-        for queue in claim.queues:
-            claimed += self._claim_queue(conn, claim, queue, claim.limit - len(claimed), now)
-            if len(claimed) >= claim.limit:
-                break
-        return claimed
+    def _finish_and_claim(
+        self, outcomes: Sequence[Outcome], claim: Claim, now: Any
+    ) -> tuple[builtins.list[bool], builtins.list[ClaimedJob]]:
+        with self._tx() as conn:
+            return self._finish(conn, outcomes, now), self._claim_each(conn, claim, now)
 
     def heartbeat(
         self, beats: Sequence[Beat], lease_seconds: float, now: datetime | None = None
@@ -301,12 +328,9 @@ class SQLStore(FullStore):
             "id": job_id,
             "token": lease_token,
             "checkpoint": dumps(data),
-            "has_progress": progress is not None,
-            "done": progress.done if progress else None,
-            "total": progress.total if progress else None,
             "lease": self.d.interval(lease_seconds),
             "now": self.d.now(now),
-        }
+        } | progressed(progress)
         with self._write() as conn:
             return conn.execute(self.Q["checkpoint"], params).rowcount == 1
 
@@ -460,13 +484,7 @@ class SQLStore(FullStore):
         ]
 
     def create_api_key(self, key: NewApiKey) -> ApiKey:
-        params = {
-            "id": key.id,
-            "name": key.name,
-            "tenant": key.tenant,
-            "scopes": " ".join(key.scopes),
-            "key_hash": key.key_hash,
-        }
+        params = asdict(key) | {"scopes": " ".join(key.scopes)}
         return self._api_key(self._rows(self.Q["create_api_key"], params, write=True)[0])
 
     def find_api_key(self, key_hash: str) -> ApiKey | None:

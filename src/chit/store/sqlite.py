@@ -27,7 +27,6 @@ from typing import Any
 from chit.errors import StoreError
 from chit.ids import new_job_id
 from chit.jobs import (
-    AttemptOutcome,
     Cancelled,
     ClaimedJob,
     Enqueued,
@@ -41,7 +40,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import Claim, Dialect, SQLStore, dumps, rescued, scalar
+from chit.store.sql import Claim, Dialect, SQLStore, dumps, new_job, progressed, rescued, scalar
 
 Q = queries.load("sqlite")
 BUSY_TIMEOUT_MS = 30_000
@@ -68,13 +67,6 @@ def ts(value: datetime) -> str:
 
 def _clock(now: datetime | None) -> str:
     return "now" if now is None else ts(now)
-
-
-def _read_clock(conn: sqlite3.Connection, now: datetime | None) -> str:
-    """The database clock read once, for statements that must agree on the time."""
-    if now is not None:
-        return ts(now)
-    return str(scalar(conn.execute(Q["clock"])))
 
 
 def _offset(seconds: float) -> str:
@@ -178,6 +170,8 @@ class SQLiteStore(SQLStore):
                 raise StoreError(f"SQLite database {self.path!r}: {e}") from e
             raise
 
+    _tx = _write
+
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         try:
@@ -226,47 +220,27 @@ class SQLiteStore(SQLStore):
         out: list[Enqueued] = []
         for job in jobs:
             job_id = new_job_id()
-            inserted = conn.execute(
-                Q["enqueue"],
-                {
-                    "id": job_id,
-                    "kind": job.kind,
-                    "queue": job.queue,
-                    "priority": job.priority,
-                    "payload": dumps(job.payload),
-                    "tenant": job.tenant,
-                    "idempotency_key": job.idempotency_key,
-                    "request_hash": job.request_hash,
-                    "max_attempts": job.max_attempts,
-                    "run_at": None if job.run_at is None else ts(job.run_at),
-                    "now": "now",
-                },
-            ).rowcount
-            if inserted:
+            run_at = None if job.run_at is None else ts(job.run_at)
+            params = {"id": job_id, "payload": dumps(job.payload), "run_at": run_at, "now": "now"}
+            if conn.execute(Q["enqueue"], new_job(job) | params).rowcount:
                 out.append(Enqueued(job_id, True))
                 continue
-            existing = conn.execute(
-                Q["find_by_idempotency_key"],
-                {"tenant": job.tenant, "idempotency_key": job.idempotency_key},
-            ).fetchone()
+            key = {"tenant": job.tenant, "idempotency_key": job.idempotency_key}
+            existing = conn.execute(Q["find_by_idempotency_key"], key).fetchone()
             out.append(Enqueued(existing["id"], False, existing["request_hash"]))
         return out
 
     # Working
 
-    def _claim(self, claim: Claim, now: datetime | None) -> list[ClaimedJob]:
-        clock = _clock(now)
+    def _claim(self, claim: Claim, now: str) -> list[ClaimedJob]:
         with self._read() as conn:
             # A read costs no write lock: idle workers must not queue on the writer.
             due = [
                 q
                 for q in claim.queues
-                if conn.execute(Q["has_due"], {"queue": q, "now": clock}).fetchone()
+                if conn.execute(Q["has_due"], {"queue": q, "now": now}).fetchone()
             ]
-        if not due:
-            return []
-        with self._write() as conn:
-            return self._claim_each(conn, claim._replace(queues=due), clock)
+        return super()._claim(claim._replace(queues=due), now) if due else []
 
     def _claim_queue(
         self, conn: sqlite3.Connection, claim: Claim, queue: str, limit: int, clock: str
@@ -285,18 +259,10 @@ class SQLiteStore(SQLStore):
             )
         return [self._claimed(r) for r in rows]
 
-    def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
-        clock = _clock(now)
-        with self._write() as conn:
-            return [self._finish_one(conn, outcome, clock) for outcome in outcomes]
-
-    def _finish_and_claim(
-        self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
-    ) -> tuple[list[bool], list[ClaimedJob]]:
-        clock = _clock(now)
-        with self._write() as conn:
-            applied = [self._finish_one(conn, outcome, clock) for outcome in outcomes]
-            return applied, self._claim_each(conn, claim, clock)
+    def _finish(
+        self, conn: sqlite3.Connection, outcomes: Sequence[Outcome], clock: str
+    ) -> list[bool]:
+        return [self._finish_one(conn, outcome, clock) for outcome in outcomes]
 
     def _finish_one(self, conn: sqlite3.Connection, outcome: Outcome, clock: str) -> bool:
         fence: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token, "now": clock}
@@ -305,55 +271,38 @@ class SQLiteStore(SQLStore):
             case Succeeded(result=result, progress=progress):
                 encoded = dumps(result)
                 external = self._is_large(encoded)
-                params = fence | {
-                    "result": None if external else encoded,
-                    "result_external": int(external),
-                    "has_progress": progress is not None,
-                    "done": progress.done if progress else None,
-                    "total": progress.total if progress else None,
-                }
-                if not conn.execute(Q["succeed"], params).rowcount:
+                stored = {"result": None if external else encoded, "result_external": int(external)}
+                if not conn.execute(Q["succeed"], fence | stored | progressed(progress)).rowcount:
                     return False
                 if external:
                     conn.execute(Q["store_result"], {"id": outcome.job_id, "result": encoded})
-                recorded = AttemptOutcome.SUCCEEDED
+                recorded = "succeeded"
             case Failed(error=error, retry_in=retry_in):
-                params = fence | {
-                    "error": error,
-                    "retry": None if retry_in is None else _offset(retry_in),
-                }
-                row = conn.execute(Q["fail"], params).fetchone()
+                retry = None if retry_in is None else _offset(retry_in)
+                row = conn.execute(Q["fail"], fence | {"error": error, "retry": retry}).fetchone()
                 if row is None:
                     return False
-                recorded = {
-                    "queued": AttemptOutcome.RETRIED,
-                    "failed": AttemptOutcome.FAILED,
-                    "cancelled": AttemptOutcome.CANCELLED,
-                }[row[0]]
+                recorded = "retried" if row[0] == "queued" else row[0]
             case Released():
                 row = conn.execute(Q["release"], fence).fetchone()
                 if row is None:
                     return False
-                recorded = (
-                    AttemptOutcome.CANCELLED if row[0] == "cancelled" else AttemptOutcome.RELEASED
-                )
+                recorded = "released" if row[0] == "queued" else row[0]
             case Cancelled():
                 if not conn.execute(Q["mark_cancelled"], fence).rowcount:
                     return False
-                recorded = AttemptOutcome.CANCELLED
-        conn.execute(
-            Q["close_attempt"],
-            {"job_id": outcome.job_id, "outcome": recorded.value, "error": error, "now": clock},
-        )
+                recorded = "cancelled"
+        params = {"job_id": outcome.job_id, "outcome": recorded, "error": error, "now": clock}
+        conn.execute(Q["close_attempt"], params)
         return True
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
-        clock = _clock(now)
         with self._read() as conn:
-            if not scalar(conn.execute(Q["stats_stale"], {"now": clock, "tenant": None})):
+            if not scalar(conn.execute(Q["stats_stale"], {"now": _clock(now), "tenant": None})):
                 return RescueReport(0, 0, 0)
         with self._write() as conn:
-            clock = _read_clock(conn, now)
+            # The database clock read once: the two statements must agree on the time.
+            clock = ts(now) if now is not None else str(scalar(conn.execute(Q["clock"])))
             rows = conn.execute(Q["rescue_expired"], {"now": clock}).fetchall()
             ids = dumps([r["id"] for r in rows])
             conn.execute(Q["expire_attempts"], {"ids": ids, "now": clock})
