@@ -52,7 +52,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import Claim, Dialect, SQLStore, dumps, rescued, scalar
+from chit.store.sql import Claim, Dialect, SQLStore, dumps, new_job, rescued, scalar
 
 Q = queries.load("postgres")
 # Rows deleted per prune statement: short locks, whatever the backlog.
@@ -285,39 +285,21 @@ class PostgresStore(SQLStore):
         """Insert `jobs` with `ids` in one statement, the first job with an
         idempotency key winning; for each job, the one inserted or the one its
         key matched."""
-        batch = dumps(
-            [
-                {
-                    "n": n,
-                    "id": job_id,
-                    "kind": job.kind,
-                    "queue": job.queue,
-                    "priority": job.priority,
-                    "payload": job.payload,
-                    "tenant": job.tenant,
-                    "idempotency_key": job.idempotency_key,
-                    "request_hash": job.request_hash,
-                    "max_attempts": job.max_attempts,
-                    "run_at": None if job.run_at is None else _iso(job.run_at),
-                }
-                for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
-            ]
-        )
-        inserted = {r["id"] for r in conn.execute(Q["enqueue"], {"jobs": batch, "now": None})}
+        batch = [
+            new_job(job)
+            | {"n": n, "id": job_id, "payload": job.payload, "run_at": _iso(job.run_at)}
+            for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
+        ]
+        inserted = {
+            r["id"] for r in conn.execute(Q["enqueue"], {"jobs": dumps(batch), "now": None})
+        }
         if len(inserted) == len(jobs):
             return [Enqueued(job_id, True) for job_id in ids]
         # Some idempotency keys were taken (by earlier jobs, or earlier in this batch).
         taken = [job for job_id, job in zip(ids, jobs, strict=True) if job_id not in inserted]
-        existing = {
-            (r["tenant"], r["idempotency_key"]): r
-            for r in conn.execute(
-                Q["find_by_idempotency_key"],
-                {
-                    "tenants": [job.tenant for job in taken],
-                    "keys": [job.idempotency_key for job in taken],
-                },
-            )
-        }
+        keys = {"tenants": [j.tenant for j in taken], "keys": [j.idempotency_key for j in taken]}
+        rows = conn.execute(Q["find_by_idempotency_key"], keys)
+        existing = {(r["tenant"], r["idempotency_key"]): r for r in rows}
         out = []
         for job_id, job in zip(ids, jobs, strict=True):
             if job_id in inserted:
@@ -461,7 +443,8 @@ class PostgresStore(SQLStore):
             terms = [*conditions, *clauses]
             if cursor is not None:
                 terms.append(sql.SQL("{} < %(cursor)s::text").format(key))
-            return sql.SQL(Q["list"]).format(where=_conjunction(terms), key=key)
+            condition = sql.SQL(" AND ").join(terms) if terms else sql.SQL("true")
+            return sql.SQL(Q["list"]).format(where=condition, key=key)
 
         if where.tenant:
             query = listing(True)
@@ -558,11 +541,9 @@ def _check_connection(conn: Connection) -> None:
 _FINISHED = sql.SQL("state IN ('succeeded', 'failed', 'cancelled')")
 
 
-def _conjunction(clauses: list[sql.Composable]) -> sql.Composable:
-    return sql.SQL(" AND ").join(clauses) if clauses else sql.SQL("true")
-
-
-def _iso(value: datetime) -> str:
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
     return value.astimezone(UTC).isoformat() if value.tzinfo else value.isoformat() + "+00:00"
 
 

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -73,14 +74,6 @@ def _offset(seconds: float) -> str:
     return f"{seconds:+.3f} seconds"
 
 
-def _dt(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
-
-
-def _loads(value: str | None) -> Any:
-    return None if value is None else json.loads(value)
-
-
 def _tenant(tenant: str | None, seek: bool) -> str:
     # Without `seek`, `+j.tenant`: SQLite, having no statistics, would otherwise
     # walk every job of the tenant by chit_jobs_tenant_id.
@@ -95,8 +88,8 @@ DIALECT = Dialect(
     interval=_offset,
     time=ts,
     array=dumps,
-    loads=_loads,
-    when=_dt,
+    loads=lambda value: None if value is None else json.loads(value),
+    when=lambda value: None if value is None else datetime.fromisoformat(value),
     query=lambda name, **fragments: Q[name].format(**fragments),
     tenant=_tenant,
     prune_batch=lambda: PRUNE_BATCH,
@@ -323,11 +316,8 @@ class SQLiteStore(SQLStore):
             name = "list_by_state"
         else:
             name = "list_recent" if tenant is None else "list_by_tenant"
-        params = {
+        params = asdict(where) | {
             "state": None if state is None else str(state),
-            "kind": kind,
-            "queue": queue,
-            "tenant": tenant,
             "since": None if where.since is None else ts(where.since),
             "cursor": cursor,
             "limit": limit + 1,
