@@ -235,10 +235,9 @@ class PostgresStore(SQLStore):
     def _enqueue_many(
         self, conn: Connection | psycopg.Cursor[Any], jobs: Sequence[NewJob]
     ) -> list[Enqueued]:
-        """Insert on `conn`, inside whatever transaction it is in: all or nothing.
-        A small batch is one statement; a large one copies its jobs without an
-        idempotency key in and inserts the others, in a transaction of its own on
-        an autocommit connection. Each job is read once, in order, as it is sent."""
+        """A small batch is one statement; a large one is copied in (`_copy_jobs`),
+        in a transaction of its own on an autocommit connection. Each job is read
+        once, in order, as it is sent."""
         connection = conn.connection if isinstance(conn, psycopg.Cursor) else conn
         # COPY cannot run in pipeline mode, which an application's connection may be in.
         if (
@@ -338,18 +337,14 @@ class PostgresStore(SQLStore):
             and self._one_statement(outcomes, encoded)
         ):
             # The busy worker's path: one statement, one round trip, one commit.
+            params = claim._asdict() | {
+                "items": _succeed_items(succeeded, encoded, set()),
+                "queue": claim.queues[0],
+                "lease": timedelta(seconds=claim.lease_seconds),
+                "now": now,
+            }
             with self._conn() as conn:
-                rows = conn.execute(
-                    Q["succeed_and_claim"],
-                    {
-                        "items": _succeed_items(succeeded, encoded, set()),
-                        "queue": claim.queues[0],
-                        "worker": claim.worker,
-                        "limit": claim.limit,
-                        "lease": timedelta(seconds=claim.lease_seconds),
-                        "now": now,
-                    },
-                ).fetchall()
+                rows = conn.execute(Q["succeed_and_claim"], params).fetchall()
             done = set(rows[0]["finished"] or ())
             claimed = [self._claimed(r) for r in rows if r["id"] is not None]
             return [o.job_id in done for o in outcomes], claimed
@@ -488,7 +483,11 @@ class PostgresStore(SQLStore):
         except psycopg.Error:
             # The server went away: forget this connection (the next call
             # reconnects) and wait out the rest, as a poll would.
-            self._drop_listener(conn)
+            self._listeners.conn = None
+            with self._lock:
+                if conn in self._all_listeners:
+                    self._all_listeners.remove(conn)
+            conn.close()
             time.sleep(max(0.0, deadline - time.monotonic()))
 
     def _listener(self, timeout: float) -> psycopg.Connection[Any] | None:
@@ -512,24 +511,16 @@ class PostgresStore(SQLStore):
             self._all_listeners.append(conn)
         return conn
 
-    def _drop_listener(self, conn: psycopg.Connection[Any]) -> None:
-        self._listeners.conn = None
-        with self._lock:
-            if conn in self._all_listeners:
-                self._all_listeners.remove(conn)
-        conn.close()
-
 
 def _check_connection(conn: Connection) -> None:
     """Raise if a pooled connection is dead, so the pool replaces it.
 
-    An idle connection has nothing to read unless the server has spoken: a
-    server that shuts down or terminates the backend sends an error and closes
-    the socket. So a socket with nothing to read is taken as alive (no round
-    trip on the hot path), and one with something to read is checked with an
-    empty query. A silently vanished server is not caught here; the call then
-    fails with StoreError and the pool discards the connection.
-    """
+    An idle connection has nothing to read unless the server has spoken (a
+    server that shuts down or ends the backend sends an error and closes the
+    socket): so one with nothing to read is alive, with no round trip on the hot
+    path, and one with something to read gets an empty query. A server that
+    silently vanished is not caught here: the call fails with StoreError and the
+    pool discards the connection."""
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("connection is closed")
     readable, _, _ = select.select([conn.fileno()], [], [], 0)

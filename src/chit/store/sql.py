@@ -1,10 +1,10 @@
 """The store written once, over named queries (`sql/<dialect>/queries.sql`).
 
 A backend subclasses `SQLStore` and gives it what truly differs between
-databases: connections and transactions (`_read`, `_write`, `_migrating`,
+databases: connections and transactions (`_read`, `_write`, `_tx`, `_migrating`,
 `_run_script`), a `Dialect` (how values are sent and read, how a query's
-fragments are filled in), and its hot paths: enqueue_many, claim, finish,
-finish_and_claim, rescue_expired, list and wait_for_jobs. Everything else is here.
+fragments are filled in), and its hot paths (`_claim_queue`, `_finish`,
+enqueue_many, rescue_expired, list, wait_for_jobs). Everything else is here.
 
 Both backends' connections have `execute(query, params)` returning a cursor
 with `fetchone`, `fetchall` and `rowcount`, and rows readable by column name
@@ -186,9 +186,7 @@ class SQLStore(FullStore):
 
     def _api_key(self, r: Any) -> ApiKey:
         return ApiKey(
-            id=r["id"],
-            name=r["name"],
-            tenant=r["tenant"],
+            **{name: r[name] for name in ("id", "name", "tenant")},
             scopes=tuple(r["scopes"].split()),
             created_at=self._at(r["created_at"]),
             revoked_at=self.d.when(r["revoked_at"]),
@@ -296,18 +294,17 @@ class SQLStore(FullStore):
     ) -> HeartbeatResult:
         if not beats:
             return HeartbeatResult(frozenset(), frozenset())
-        payload = dumps(
-            [
-                {"id": b.job_id, "token": b.lease_token}
-                | (
-                    {"p": True, "done": b.progress.done, "total": b.progress.total}
-                    if b.progress is not None
-                    else {}
-                )
-                for b in beats
-            ]
-        )
-        params = {"beats": payload, "lease": self.d.interval(lease_seconds), "now": self.d.now(now)}
+        items = []
+        for b in beats:
+            item: dict[str, Any] = {"id": b.job_id, "token": b.lease_token}
+            if b.progress is not None:
+                item |= {"p": True, "done": b.progress.done, "total": b.progress.total}
+            items.append(item)
+        params = {
+            "beats": dumps(items),
+            "lease": self.d.interval(lease_seconds),
+            "now": self.d.now(now),
+        }
         with self._write() as conn:
             rows = conn.execute(self.Q["heartbeat"], params).fetchall()
         return HeartbeatResult(
@@ -324,13 +321,10 @@ class SQLStore(FullStore):
         lease_seconds: float,
         now: datetime | None = None,
     ) -> bool:
-        params = {
-            "id": job_id,
-            "token": lease_token,
-            "checkpoint": dumps(data),
-            "lease": self.d.interval(lease_seconds),
-            "now": self.d.now(now),
-        } | progressed(progress)
+        params = {"id": job_id, "token": lease_token, "checkpoint": dumps(data)} | progressed(
+            progress
+        )
+        params |= {"lease": self.d.interval(lease_seconds), "now": self.d.now(now)}
         with self._write() as conn:
             return conn.execute(self.Q["checkpoint"], params).rowcount == 1
 
@@ -355,13 +349,10 @@ class SQLStore(FullStore):
     def attempts(self, job_id: str) -> builtins.list[Attempt]:
         return [
             Attempt(
-                job_id=r["job_id"],
-                attempt=r["attempt"],
-                worker=r["worker"],
+                **{name: r[name] for name in ("job_id", "attempt", "worker", "error")},
                 started_at=self._at(r["started_at"]),
                 finished_at=self.d.when(r["finished_at"]),
                 outcome=None if r["outcome"] is None else AttemptOutcome(r["outcome"]),
-                error=r["error"],
             )
             for r in self._rows(self.Q["attempts"], {"id": job_id})
         ]
@@ -435,12 +426,8 @@ class SQLStore(FullStore):
         return len(self._rows(query, params, write=True))
 
     def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
-        batch = self.d.prune_batch()
-        params = {
-            "age": self.d.interval(-older_than_seconds),
-            "now": self.d.now(now),
-            "batch": batch,
-        }
+        age, batch = self.d.interval(-older_than_seconds), self.d.prune_batch()
+        params = {"age": age, "now": self.d.now(now), "batch": batch}
         deleted = 0
         while True:
             with self._write() as conn:

@@ -147,30 +147,25 @@ class SQLiteStore(SQLStore):
         return conn
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as e:
-            raise StoreError(f"SQLite database {self.path!r}: {e}") from e
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException as e:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(e, sqlite3.Error):
-                raise StoreError(f"SQLite database {self.path!r}: {e}") from e
-            raise
-
-    _tx = _write
-
-    @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         try:
             yield self._conn()
         except sqlite3.Error as e:
             raise StoreError(f"SQLite database {self.path!r}: {e}") from e
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._read() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    _tx = _write
 
     def close(self) -> None:
         with self._lock:
