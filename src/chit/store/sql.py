@@ -14,7 +14,6 @@ with `fetchone`, `fetchall` and `rowcount`, and rows readable by column name
 from __future__ import annotations
 
 import abc
-import builtins
 import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -152,10 +151,10 @@ class SQLStore(FullStore):
     @abc.abstractmethod
     def _claim_queue(
         self, conn: Any, claim: Claim, queue: str, limit: int, now: Any
-    ) -> builtins.list[ClaimedJob]: ...
+    ) -> list[ClaimedJob]: ...
 
     @abc.abstractmethod
-    def _finish(self, conn: Any, outcomes: Sequence[Outcome], now: Any) -> builtins.list[bool]: ...
+    def _finish(self, conn: Any, outcomes: Sequence[Outcome], now: Any) -> list[bool]: ...
 
     # Rows to values
 
@@ -241,29 +240,27 @@ class SQLStore(FullStore):
         limit: int,
         lease_seconds: float,
         now: datetime | None = None,
-    ) -> builtins.list[ClaimedJob]:
+    ) -> list[ClaimedJob]:
         if limit <= 0 or not queues:
             return []
         return self._claim(Claim(worker, queues, limit, lease_seconds), self.d.now(now))
 
-    def _claim(self, claim: Claim, now: Any) -> builtins.list[ClaimedJob]:
+    def _claim(self, claim: Claim, now: Any) -> list[ClaimedJob]:
         # One queue: one statement. Several: one transaction, so a failure part
         # way leaves no job claimed by a worker that never heard of it.
         with self._tx() if len(claim.queues) > 1 else self._write() as conn:
             return self._claim_each(conn, claim, now)
 
-    def _claim_each(self, conn: Any, claim: Claim, now: Any) -> builtins.list[ClaimedJob]:
+    def _claim_each(self, conn: Any, claim: Claim, now: Any) -> list[ClaimedJob]:
         """Queue by queue, in the order given, until `claim.limit` jobs are claimed."""
-        claimed: builtins.list[ClaimedJob] = []
+        claimed: list[ClaimedJob] = []
         for queue in claim.queues:
             claimed += self._claim_queue(conn, claim, queue, claim.limit - len(claimed), now)
             if len(claimed) >= claim.limit:
                 break
         return claimed
 
-    def finish(
-        self, outcomes: Sequence[Outcome], now: datetime | None = None
-    ) -> builtins.list[bool]:
+    def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         with self._tx() as conn:
             return self._finish(conn, outcomes, self.d.now(now))
 
@@ -275,7 +272,7 @@ class SQLStore(FullStore):
         limit: int,
         lease_seconds: float,
         now: datetime | None = None,
-    ) -> tuple[builtins.list[bool], builtins.list[ClaimedJob]]:
+    ) -> tuple[list[bool], list[ClaimedJob]]:
         if not outcomes:
             return [], self.claim(worker, queues, limit, lease_seconds, now)
         if limit <= 0 or not queues:
@@ -285,7 +282,7 @@ class SQLStore(FullStore):
 
     def _finish_and_claim(
         self, outcomes: Sequence[Outcome], claim: Claim, now: Any
-    ) -> tuple[builtins.list[bool], builtins.list[ClaimedJob]]:
+    ) -> tuple[list[bool], list[ClaimedJob]]:
         with self._tx() as conn:
             return self._finish(conn, outcomes, now), self._claim_each(conn, claim, now)
 
@@ -346,7 +343,7 @@ class SQLStore(FullStore):
         row = rows[0]
         return True, self.d.loads(row["external_result" if row["result_external"] else "result"])
 
-    def attempts(self, job_id: str) -> builtins.list[Attempt]:
+    def attempts(self, job_id: str) -> list[Attempt]:
         return [
             Attempt(
                 **{name: r[name] for name in ("job_id", "attempt", "worker", "error")},
@@ -357,7 +354,7 @@ class SQLStore(FullStore):
             for r in self._rows(self.Q["attempts"], {"id": job_id})
         ]
 
-    def failures(self, tenant: str | None = None) -> builtins.list[FailureGroup]:
+    def failures(self, tenant: str | None = None) -> list[FailureGroup]:
         return [
             FailureGroup(
                 kind=r["kind"],
@@ -438,7 +435,7 @@ class SQLStore(FullStore):
 
     # The HTTP API
 
-    def get_many(self, job_ids: Sequence[str]) -> builtins.list[Job]:
+    def get_many(self, job_ids: Sequence[str]) -> list[Job]:
         if not job_ids:
             return []
         rows = self._rows(self.Q["get_many"], {"ids": self.d.array(list(job_ids))})
@@ -446,11 +443,11 @@ class SQLStore(FullStore):
 
     def attempt_stats(
         self, bounds: Sequence[float], tenant: str | None = None
-    ) -> builtins.list[AttemptStats]:
+    ) -> list[AttemptStats]:
         params = {"bounds": self.d.array([float(b) for b in bounds]), "tenant": tenant}
         rows = self._rows(self.Q["attempt_stats"], params)
         # Fold (kind, outcome, bucket) rows into one AttemptStats per kind and outcome.
-        groups: dict[tuple[str, str | None], tuple[int, float, builtins.list[int]]] = {}
+        groups: dict[tuple[str, str | None], tuple[int, float, list[int]]] = {}
         for r in rows:
             key, count = (r["kind"], r["outcome"]), r["n"]
             total, seconds, buckets = groups.get(key, (0, 0.0, [0] * (len(bounds) + 1)))
@@ -478,7 +475,7 @@ class SQLStore(FullStore):
         rows = self._rows(self.Q["find_api_key"], {"key_hash": key_hash})
         return self._api_key(rows[0]) if rows else None
 
-    def list_api_keys(self, include_revoked: bool = False) -> builtins.list[ApiKey]:
+    def list_api_keys(self, include_revoked: bool = False) -> list[ApiKey]:
         rows = self._rows(self.Q["list_api_keys"], {"include_revoked": include_revoked})
         return [self._api_key(r) for r in rows]
 
@@ -488,9 +485,7 @@ class SQLStore(FullStore):
 
     # The dashboard
 
-    def count_jobs(
-        self, tenant: str | None = None, cap: int = 10_000
-    ) -> builtins.list[StateKindCount]:
+    def count_jobs(self, tenant: str | None = None, cap: int = 10_000) -> list[StateKindCount]:
         query = self.d.query("count_by_state_kind", tenant=self.d.tenant(tenant, True))
         rows = self._rows(query, {"tenant": tenant, "cap": cap})
         return [
@@ -501,7 +496,7 @@ class SQLStore(FullStore):
 
     def finished_per_minute(
         self, tenant: str | None = None, now: datetime | None = None
-    ) -> builtins.list[MinuteCount]:
+    ) -> list[MinuteCount]:
         query = self.d.query("finished_per_minute", tenant=self.d.tenant(tenant, False))
         rows = self._rows(query, {"tenant": tenant, "now": self.d.now(now)})
         return [
@@ -515,12 +510,12 @@ class SQLStore(FullStore):
 
     def stale_jobs(
         self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
-    ) -> builtins.list[Job]:
+    ) -> list[Job]:
         query = self.d.query("stale_jobs", tenant=self.d.tenant(tenant, True))
         params = {"tenant": tenant, "now": self.d.now(now), "limit": limit}
         return [self._job(r) for r in self._rows(query, params)]
 
-    def search(self, text: str, tenant: str | None = None, limit: int = 50) -> builtins.list[Job]:
+    def search(self, text: str, tenant: str | None = None, limit: int = 50) -> list[Job]:
         text = self.d.text(text.strip())
         if not text:
             return []

@@ -241,10 +241,7 @@ class SQLiteStore(SQLStore):
                 Q["expire_attempts"], {"ids": dumps([r["id"] for r in rows]), "now": clock}
             )
         for r in rows:
-            conn.execute(
-                Q["open_attempt"],
-                {"job_id": r["id"], "attempt": r["attempts"], "worker": claim.worker, "now": clock},
-            )
+            conn.execute(Q["open_attempt"], params | {"job_id": r["id"], "attempt": r["attempts"]})
         return [self._claimed(r) for r in rows]
 
     def _finish(
