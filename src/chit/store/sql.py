@@ -297,13 +297,9 @@ class SQLStore(FullStore):
             if b.progress is not None:
                 item |= {"p": True, "done": b.progress.done, "total": b.progress.total}
             items.append(item)
-        params = {
-            "beats": dumps(items),
-            "lease": self.d.interval(lease_seconds),
-            "now": self.d.now(now),
-        }
+        params = {"lease": self.d.interval(lease_seconds), "now": self.d.now(now)}
         with self._write() as conn:
-            rows = conn.execute(self.Q["heartbeat"], params).fetchall()
+            rows = conn.execute(self.Q["heartbeat"], params | {"beats": dumps(items)}).fetchall()
         return HeartbeatResult(
             held=frozenset(r["id"] for r in rows),
             cancel_requested=frozenset(r["id"] for r in rows if r["cancel_requested"]),
@@ -318,10 +314,9 @@ class SQLStore(FullStore):
         lease_seconds: float,
         now: datetime | None = None,
     ) -> bool:
-        params = {"id": job_id, "token": lease_token, "checkpoint": dumps(data)} | progressed(
-            progress
-        )
-        params |= {"lease": self.d.interval(lease_seconds), "now": self.d.now(now)}
+        fence = {"id": job_id, "token": lease_token, "now": self.d.now(now)}
+        params = fence | {"checkpoint": dumps(data), "lease": self.d.interval(lease_seconds)}
+        params |= progressed(progress)
         with self._write() as conn:
             return conn.execute(self.Q["checkpoint"], params).rowcount == 1
 
