@@ -1,11 +1,10 @@
 """The PostgreSQL store: workers on many machines, one database.
 
-Connections: a `psycopg_pool.ConnectionPool` of autocommit connections. Before
-a pooled connection is handed out it is checked (`_check_connection`), so after
-a server restart the first call gets a fresh connection instead of a dead one.
-A single statement runs on its own; several run inside one explicit
-transaction. Statements are prepared by psycopg after a few executions of the
-same text.
+Connections: a `psycopg_pool.ConnectionPool` of autocommit connections, each
+checked before it is handed out (`_check_connection`), so that after a server
+restart the first call gets a fresh connection, not a dead one. A single
+statement runs on its own, several in one explicit transaction; psycopg
+prepares a statement after a few executions of the same text.
 
 Clock: every time is the database's (`now()`, see sql/postgres/queries.sql), so
 clock skew between worker machines cannot shorten or stretch a lease.
@@ -297,16 +296,16 @@ class PostgresStore(SQLStore):
         # Some idempotency keys were taken (by earlier jobs, or earlier in this batch).
         taken = [job for job_id, job in zip(ids, jobs, strict=True) if job_id not in inserted]
         keys = {"tenants": [j.tenant for j in taken], "keys": [j.idempotency_key for j in taken]}
-        rows = conn.execute(Q["find_by_idempotency_key"], keys)
-        existing = {(r["tenant"], r["idempotency_key"]): r for r in rows}
-        out = []
-        for job_id, job in zip(ids, jobs, strict=True):
-            if job_id in inserted:
-                out.append(Enqueued(job_id, True))
-            else:
-                row = existing[(job.tenant, job.idempotency_key)]
-                out.append(Enqueued(row["id"], False, row["request_hash"]))
-        return out
+        existing = {
+            (r["tenant"], r["idempotency_key"]): Enqueued(r["id"], False, r["request_hash"])
+            for r in conn.execute(Q["find_by_idempotency_key"], keys)
+        }
+        return [
+            Enqueued(job_id, True)
+            if job_id in inserted
+            else existing[job.tenant, job.idempotency_key]
+            for job_id, job in zip(ids, jobs, strict=True)
+        ]
 
     # Working
 
