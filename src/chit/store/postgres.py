@@ -59,7 +59,7 @@ PRUNE_BATCH = 5_000
 # Batches of this many jobs are copied in (`_copy_jobs`; jobs with a key are inserted);
 # below it the extra round trip for the clock costs more than COPY saves.
 COPY_FROM = 100
-# The payload goes as bytes already in jsonb's binary form (`_jsonb`): psycopg's
+# The payload goes as bytes already in jsonb's binary form (`_copy_jobs`): psycopg's
 # jsonb dumper, in Python, cost a fifth of a copied job's client time.
 _COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"] + ["timestamptz"] * 3
 
@@ -81,12 +81,6 @@ def describe_url(url: str) -> str:
 def _text(value: str) -> str:
     # PostgreSQL text cannot hold NUL; an error message must never be lost to one.
     return value.replace("\x00", "\N{REPLACEMENT CHARACTER}")
-
-
-def _jsonb(job: NewJob) -> bytes:
-    """A job's payload in jsonb's binary format: a version byte, then the text."""
-    text = job.payload_json if job.payload_json is not None else dumps(job.payload)
-    return b"\x01" + text.encode()
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -267,8 +261,10 @@ class PostgresStore(SQLStore):
                     keyed.append(n)
                     continue
                 run_at = now if job.run_at is None else _utc(job.run_at)
+                text = job.payload_json if job.payload_json is not None else dumps(job.payload)
+                payload = b"\x01" + text.encode()  # jsonb's binary format: a version byte, the text
                 write(
-                    (job_id, job.kind, job.queue, job.priority, _jsonb(job), job.tenant,
+                    (job_id, job.kind, job.queue, job.priority, payload, job.tenant,
                      job.max_attempts, run_at, now, now)
                 )  # fmt: skip
         if keyed:

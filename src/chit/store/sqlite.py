@@ -120,15 +120,10 @@ class SQLiteStore(SQLStore):
     # Connections
 
     def _conn(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._connect()
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
-
-    def _connect(self) -> sqlite3.Connection:
+        if conn is not None:
+            return conn
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -144,6 +139,9 @@ class SQLiteStore(SQLStore):
         except sqlite3.Error as e:
             raise StoreError(f"cannot open SQLite database {self.path!r}: {e}") from e
         conn.row_factory = sqlite3.Row
+        self._local.conn = conn
+        with self._lock:
+            self._all.append(conn)
         return conn
 
     @contextmanager
