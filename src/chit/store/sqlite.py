@@ -208,11 +208,11 @@ class SQLiteStore(SQLStore):
             job_id = new_job_id()
             run_at = None if job.run_at is None else ts(job.run_at)
             params = {"id": job_id, "payload": dumps(job.payload), "run_at": run_at, "now": "now"}
-            if conn.execute(Q["enqueue"], new_job(job) | params).rowcount:
+            params |= new_job(job)
+            if conn.execute(Q["enqueue"], params).rowcount:
                 out.append(Enqueued(job_id, True))
                 continue
-            key = {"tenant": job.tenant, "idempotency_key": job.idempotency_key}
-            existing = conn.execute(Q["find_by_idempotency_key"], key).fetchone()
+            existing = conn.execute(Q["find_by_idempotency_key"], params).fetchone()
             out.append(Enqueued(existing["id"], False, existing["request_hash"]))
         return out
 
