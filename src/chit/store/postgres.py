@@ -1,11 +1,10 @@
 """The PostgreSQL store: workers on many machines, one database.
 
-Connections: a `psycopg_pool.ConnectionPool` of autocommit connections. Before
-a pooled connection is handed out it is checked (`_check_connection`), so after
-a server restart the first call gets a fresh connection instead of a dead one.
-A single statement runs on its own; several run inside one explicit
-transaction. Statements are prepared by psycopg after a few executions of the
-same text.
+Connections: a `psycopg_pool.ConnectionPool` of autocommit connections, each
+checked before it is handed out (`_check_connection`), so that after a server
+restart the first call gets a fresh connection, not a dead one. A single
+statement runs on its own, several in one explicit transaction; psycopg
+prepares a statement after a few executions of the same text.
 
 Clock: every time is the database's (`now()`, see sql/postgres/queries.sql), so
 clock skew between worker machines cannot shorten or stretch a lease.
@@ -52,7 +51,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import Claim, Dialect, SQLStore, dumps, rescued, scalar
+from chit.store.sql import Claim, Dialect, SQLStore, dumps, new_job, rescued, scalar
 
 Q = queries.load("postgres")
 # Rows deleted per prune statement: short locks, whatever the backlog.
@@ -60,7 +59,7 @@ PRUNE_BATCH = 5_000
 # Batches of this many jobs are copied in (`_copy_jobs`; jobs with a key are inserted);
 # below it the extra round trip for the clock costs more than COPY saves.
 COPY_FROM = 100
-# The payload goes as bytes already in jsonb's binary form (`_jsonb`): psycopg's
+# The payload goes as bytes already in jsonb's binary form (`_copy_jobs`): psycopg's
 # jsonb dumper, in Python, cost a fifth of a copied job's client time.
 _COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"] + ["timestamptz"] * 3
 
@@ -82,12 +81,6 @@ def describe_url(url: str) -> str:
 def _text(value: str) -> str:
     # PostgreSQL text cannot hold NUL; an error message must never be lost to one.
     return value.replace("\x00", "\N{REPLACEMENT CHARACTER}")
-
-
-def _jsonb(job: NewJob) -> bytes:
-    """A job's payload in jsonb's binary format: a version byte, then the text."""
-    text = job.payload_json if job.payload_json is not None else dumps(job.payload)
-    return b"\x01" + text.encode()
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -235,10 +228,9 @@ class PostgresStore(SQLStore):
     def _enqueue_many(
         self, conn: Connection | psycopg.Cursor[Any], jobs: Sequence[NewJob]
     ) -> list[Enqueued]:
-        """Insert on `conn`, inside whatever transaction it is in: all or nothing.
-        A small batch is one statement; a large one copies its jobs without an
-        idempotency key in and inserts the others, in a transaction of its own on
-        an autocommit connection. Each job is read once, in order, as it is sent."""
+        """A small batch is one statement; a large one is copied in (`_copy_jobs`),
+        in a transaction of its own on an autocommit connection. Each job is read
+        once, in order, as it is sent."""
         connection = conn.connection if isinstance(conn, psycopg.Cursor) else conn
         # COPY cannot run in pipeline mode, which an application's connection may be in.
         if (
@@ -269,8 +261,10 @@ class PostgresStore(SQLStore):
                     keyed.append(n)
                     continue
                 run_at = now if job.run_at is None else _utc(job.run_at)
+                text = job.payload_json if job.payload_json is not None else dumps(job.payload)
+                payload = b"\x01" + text.encode()  # jsonb's binary format: a version byte, the text
                 write(
-                    (job_id, job.kind, job.queue, job.priority, _jsonb(job), job.tenant,
+                    (job_id, job.kind, job.queue, job.priority, payload, job.tenant,
                      job.max_attempts, run_at, now, now)
                 )  # fmt: skip
         if keyed:
@@ -285,62 +279,38 @@ class PostgresStore(SQLStore):
         """Insert `jobs` with `ids` in one statement, the first job with an
         idempotency key winning; for each job, the one inserted or the one its
         key matched."""
-        batch = dumps(
-            [
-                {
-                    "n": n,
-                    "id": job_id,
-                    "kind": job.kind,
-                    "queue": job.queue,
-                    "priority": job.priority,
-                    "payload": job.payload,
-                    "tenant": job.tenant,
-                    "idempotency_key": job.idempotency_key,
-                    "request_hash": job.request_hash,
-                    "max_attempts": job.max_attempts,
-                    "run_at": None if job.run_at is None else _iso(job.run_at),
-                }
-                for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
-            ]
-        )
-        inserted = {r["id"] for r in conn.execute(Q["enqueue"], {"jobs": batch, "now": None})}
+        batch = [
+            new_job(job)
+            | {"n": n, "id": job_id, "payload": job.payload, "run_at": _iso(job.run_at)}
+            for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
+        ]
+        inserted = {
+            r["id"] for r in conn.execute(Q["enqueue"], {"jobs": dumps(batch), "now": None})
+        }
         if len(inserted) == len(jobs):
             return [Enqueued(job_id, True) for job_id in ids]
         # Some idempotency keys were taken (by earlier jobs, or earlier in this batch).
         taken = [job for job_id, job in zip(ids, jobs, strict=True) if job_id not in inserted]
+        keys = {"tenants": [j.tenant for j in taken], "keys": [j.idempotency_key for j in taken]}
         existing = {
-            (r["tenant"], r["idempotency_key"]): r
-            for r in conn.execute(
-                Q["find_by_idempotency_key"],
-                {
-                    "tenants": [job.tenant for job in taken],
-                    "keys": [job.idempotency_key for job in taken],
-                },
-            )
+            (r["tenant"], r["idempotency_key"]): Enqueued(r["id"], False, r["request_hash"])
+            for r in conn.execute(Q["find_by_idempotency_key"], keys)
         }
-        out = []
-        for job_id, job in zip(ids, jobs, strict=True):
-            if job_id in inserted:
-                out.append(Enqueued(job_id, True))
-            else:
-                row = existing[(job.tenant, job.idempotency_key)]
-                out.append(Enqueued(row["id"], False, row["request_hash"]))
-        return out
+        return [
+            Enqueued(job_id, True)
+            if job_id in inserted
+            else existing[job.tenant, job.idempotency_key]
+            for job_id, job in zip(ids, jobs, strict=True)
+        ]
 
     # Working
-
-    def _claim(self, claim: Claim, now: datetime | None) -> list[ClaimedJob]:
-        # One queue: one statement. Several: one transaction, so a failure part
-        # way leaves no job claimed by a worker that never heard of it.
-        with self._tx() if len(claim.queues) > 1 else self._conn() as conn:
-            return self._claim_each(conn, claim, now)
 
     def _claim_queue(
         self, conn: Connection, claim: Claim, queue: str, limit: int, now: datetime | None
     ) -> list[ClaimedJob]:
         lease = timedelta(seconds=claim.lease_seconds)
         params = {"queue": queue, "worker": claim.worker, "limit": limit, "lease": lease}
-        rows = conn.execute(Q["claim"], params | {"now": _utc(now)}).fetchall()
+        rows = conn.execute(Q["claim"], params | {"now": now}).fetchall()
         return [self._claimed(r) for r in rows]
 
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
@@ -349,7 +319,7 @@ class PostgresStore(SQLStore):
         encoded = _encode_results(outcomes)
         # One statement is atomic on an autocommit connection: one round trip.
         with self._conn() if self._one_statement(outcomes, encoded) else self._tx() as conn:
-            return self._finish(conn, outcomes, now, encoded)
+            return self._finish(conn, outcomes, _utc(now), encoded)
 
     def _finish_and_claim(
         self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
@@ -362,18 +332,14 @@ class PostgresStore(SQLStore):
             and self._one_statement(outcomes, encoded)
         ):
             # The busy worker's path: one statement, one round trip, one commit.
+            params = claim._asdict() | {
+                "items": _succeed_items(succeeded, encoded, set()),
+                "queue": claim.queues[0],
+                "lease": timedelta(seconds=claim.lease_seconds),
+                "now": now,
+            }
             with self._conn() as conn:
-                rows = conn.execute(
-                    Q["succeed_and_claim"],
-                    {
-                        "items": _succeed_items(succeeded, encoded, set()),
-                        "queue": claim.queues[0],
-                        "worker": claim.worker,
-                        "limit": claim.limit,
-                        "lease": timedelta(seconds=claim.lease_seconds),
-                        "now": _utc(now),
-                    },
-                ).fetchall()
+                rows = conn.execute(Q["succeed_and_claim"], params).fetchall()
             done = set(rows[0]["finished"] or ())
             claimed = [self._claimed(r) for r in rows if r["id"] is not None]
             return [o.job_id in done for o in outcomes], claimed
@@ -395,17 +361,18 @@ class PostgresStore(SQLStore):
         conn: Connection,
         outcomes: Sequence[Outcome],
         now: datetime | None,
-        encoded: dict[str, str],
+        encoded: dict[str, str] | None = None,
     ) -> list[bool]:
         """One statement per kind of outcome, each fenced per item and closing the
         attempt records of the items it applied. Several statements need the
         transaction the caller has open on `conn`."""
+        encoded = _encode_results(outcomes) if encoded is None else encoded
         job_ids = [o.job_id for o in outcomes]
         if len(set(job_ids)) < len(job_ids):
             # The same job twice: apply in input order, so the first that holds the
             # lease wins and the rest are fenced out, as they would be one by one.
             conn.execute(Q["lock_jobs"], {"ids": sorted(set(job_ids))})
-            return [self._finish(conn, [o], now, _encode_results([o]))[0] for o in outcomes]
+            return [self._finish(conn, [o], now)[0] for o in outcomes]
         if len({type(o) for o in outcomes}) > 1:
             # Every row lock in id order first; the statements, one per kind, follow.
             conn.execute(Q["lock_jobs"], {"ids": sorted(job_ids)})
@@ -414,39 +381,19 @@ class PostgresStore(SQLStore):
         if succeeded:
             large = {o.job_id for o in succeeded if self._is_large(encoded[o.job_id])}
             items = _succeed_items(succeeded, encoded, large)
-            done = {r["id"] for r in conn.execute(Q["succeed"], {"items": items, "now": _utc(now)})}
+            done = {r["id"] for r in conn.execute(Q["succeed"], {"items": items, "now": now})}
             applied |= done
             if large & done:
-                stored = "[{}]".format(
-                    ",".join(
-                        f'{{"id":{dumps(job_id)},"result":{encoded[job_id]}}}'
-                        for job_id in sorted(large & done)
-                    )
+                stored = ",".join(
+                    f'{{"id":{dumps(job_id)},"result":{encoded[job_id]}}}'
+                    for job_id in sorted(large & done)
                 )
-                conn.execute(Q["store_result"], {"items": stored})
-        failed = [o for o in outcomes if isinstance(o, Failed)]
-        if failed:
-            items = dumps(
-                [
-                    {
-                        "id": o.job_id,
-                        "token": o.lease_token,
-                        "error": _text(o.error),
-                        "retry": o.retry_in,
-                    }
-                    for o in failed
-                ]
-            )
-            applied |= {
-                r["id"] for r in conn.execute(Q["fail"], {"items": items, "now": _utc(now)})
-            }
-        for kind, query in ((Released, "release"), (Cancelled, "mark_cancelled")):
+                conn.execute(Q["store_result"], {"items": f"[{stored}]"})
+        for kind, query in ((Failed, "fail"), (Released, "release"), (Cancelled, "mark_cancelled")):
             group = [o for o in outcomes if isinstance(o, kind)]
             if group:
-                items = dumps([{"id": o.job_id, "token": o.lease_token} for o in group])
-                applied |= {
-                    r["id"] for r in conn.execute(Q[query], {"items": items, "now": _utc(now)})
-                }
+                items = dumps([_fenced(o) for o in group])
+                applied |= {r["id"] for r in conn.execute(Q[query], {"items": items, "now": now})}
         return [o.job_id in applied for o in outcomes]
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
@@ -486,7 +433,8 @@ class PostgresStore(SQLStore):
             terms = [*conditions, *clauses]
             if cursor is not None:
                 terms.append(sql.SQL("{} < %(cursor)s::text").format(key))
-            return sql.SQL(Q["list"]).format(where=_conjunction(terms), key=key)
+            condition = sql.SQL(" AND ").join(terms) if terms else sql.SQL("true")
+            return sql.SQL(Q["list"]).format(where=condition, key=key)
 
         if where.tenant:
             query = listing(True)
@@ -530,7 +478,11 @@ class PostgresStore(SQLStore):
         except psycopg.Error:
             # The server went away: forget this connection (the next call
             # reconnects) and wait out the rest, as a poll would.
-            self._drop_listener(conn)
+            self._listeners.conn = None
+            with self._lock:
+                if conn in self._all_listeners:
+                    self._all_listeners.remove(conn)
+            conn.close()
             time.sleep(max(0.0, deadline - time.monotonic()))
 
     def _listener(self, timeout: float) -> psycopg.Connection[Any] | None:
@@ -554,24 +506,16 @@ class PostgresStore(SQLStore):
             self._all_listeners.append(conn)
         return conn
 
-    def _drop_listener(self, conn: psycopg.Connection[Any]) -> None:
-        self._listeners.conn = None
-        with self._lock:
-            if conn in self._all_listeners:
-                self._all_listeners.remove(conn)
-        conn.close()
-
 
 def _check_connection(conn: Connection) -> None:
     """Raise if a pooled connection is dead, so the pool replaces it.
 
-    An idle connection has nothing to read unless the server has spoken: a
-    server that shuts down or terminates the backend sends an error and closes
-    the socket. So a socket with nothing to read is taken as alive (no round
-    trip on the hot path), and one with something to read is checked with an
-    empty query. A silently vanished server is not caught here; the call then
-    fails with StoreError and the pool discards the connection.
-    """
+    An idle connection has nothing to read unless the server has spoken (a
+    server that shuts down or ends the backend sends an error and closes the
+    socket): so one with nothing to read is alive, with no round trip on the hot
+    path, and one with something to read gets an empty query. A server that
+    silently vanished is not caught here: the call fails with StoreError and the
+    pool discards the connection."""
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("connection is closed")
     readable, _, _ = select.select([conn.fileno()], [], [], 0)
@@ -583,11 +527,9 @@ def _check_connection(conn: Connection) -> None:
 _FINISHED = sql.SQL("state IN ('succeeded', 'failed', 'cancelled')")
 
 
-def _conjunction(clauses: list[sql.Composable]) -> sql.Composable:
-    return sql.SQL(" AND ").join(clauses) if clauses else sql.SQL("true")
-
-
-def _iso(value: datetime) -> str:
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
     return value.astimezone(UTC).isoformat() if value.tzinfo else value.isoformat() + "+00:00"
 
 
@@ -595,6 +537,14 @@ def _progress_fields(progress: Progress | None) -> str:
     if progress is None:
         return '"p":false'
     return f'"p":true,"done":{dumps(progress.done)},"total":{dumps(progress.total)}'
+
+
+def _fenced(outcome: Outcome) -> dict[str, Any]:
+    """An item of `fail`, `release` or `mark_cancelled`."""
+    item: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token}
+    if isinstance(outcome, Failed):
+        item |= {"error": _text(outcome.error), "retry": outcome.retry_in}
+    return item
 
 
 def _encode_results(outcomes: Sequence[Outcome]) -> dict[str, str]:

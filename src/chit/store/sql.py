@@ -1,10 +1,10 @@
 """The store written once, over named queries (`sql/<dialect>/queries.sql`).
 
 A backend subclasses `SQLStore` and gives it what truly differs between
-databases: connections and transactions (`_read`, `_write`, `_migrating`,
+databases: connections and transactions (`_read`, `_write`, `_tx`, `_migrating`,
 `_run_script`), a `Dialect` (how values are sent and read, how a query's
-fragments are filled in), and its hot paths: enqueue_many, claim, finish,
-finish_and_claim, rescue_expired, list and wait_for_jobs. Everything else is here.
+fragments are filled in), and its hot paths (`_claim_queue`, `_finish`,
+enqueue_many, rescue_expired, list, wait_for_jobs). Everything else is here.
 
 Both backends' connections have `execute(query, params)` returning a cursor
 with `fetchone`, `fetchall` and `rowcount`, and rows readable by column name
@@ -14,11 +14,10 @@ with `fetchone`, `fetchall` and `rowcount`, and rows readable by column name
 from __future__ import annotations
 
 import abc
-import builtins
 import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple
 
@@ -78,6 +77,16 @@ _AS_THEY_ARE: tuple[str, ...] = ("id", "kind", "queue", "priority", "attempts", 
 _AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error")
 
 
+# A new job's columns that are sent as they are; id, payload and run_at are the backend's.
+_NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "tenant", "idempotency_key")
+_NEW_JOB += ("request_hash", "max_attempts")
+
+
+def new_job(job: NewJob) -> dict[str, Any]:
+    """The parameters of `enqueue` that every backend sends as they are."""
+    return {name: getattr(job, name) for name in _NEW_JOB}
+
+
 def scalar(cursor: Any) -> Any:
     """The first column of the first row, or None."""
     row = cursor.fetchone()
@@ -92,6 +101,13 @@ def rescued(states: Sequence[str]) -> RescueReport:
     return RescueReport(
         requeued=count("queued"), failed=count("failed"), cancelled=count("cancelled")
     )
+
+
+def progressed(progress: Progress | None) -> dict[str, Any]:
+    """The parameters of a write that sets progress when given it."""
+    if progress is None:
+        return {"has_progress": False, "done": None, "total": None}
+    return {"has_progress": True, "done": progress.done, "total": progress.total}
 
 
 class Claim(NamedTuple):
@@ -114,6 +130,10 @@ class SQLStore(FullStore):
 
     @abc.abstractmethod
     def _write(self) -> AbstractContextManager[Any]:
+        """A connection for writing: a transaction on SQLite, autocommit on PostgreSQL."""
+
+    @abc.abstractmethod
+    def _tx(self) -> AbstractContextManager[Any]:
         """A connection whose statements in the block commit together."""
 
     @abc.abstractmethod
@@ -124,44 +144,31 @@ class SQLStore(FullStore):
     def _run_script(self, conn: Any, script: str) -> None:
         """Run a migration file inside the open transaction."""
 
-    # The hot paths: `_claim` and `_finish_and_claim` take a claim that asks for
-    # something (a job, from some queue); `_claim_queue` claims up to `limit`
-    # jobs of one queue on `conn`, inside whatever transaction it is in.
-
-    @abc.abstractmethod
-    def _claim(self, claim: Claim, now: datetime | None) -> builtins.list[ClaimedJob]: ...
+    # The hot paths run on `conn`, inside whatever transaction it is in, at `now`
+    # as the dialect sends it: `_claim_queue` claims up to `limit` jobs of one
+    # queue, `_finish` records the outcomes.
 
     @abc.abstractmethod
     def _claim_queue(
         self, conn: Any, claim: Claim, queue: str, limit: int, now: Any
-    ) -> builtins.list[ClaimedJob]: ...
+    ) -> list[ClaimedJob]: ...
 
     @abc.abstractmethod
-    def _finish_and_claim(
-        self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
-    ) -> tuple[builtins.list[bool], builtins.list[ClaimedJob]]: ...
+    def _finish(self, conn: Any, outcomes: Sequence[Outcome], now: Any) -> list[bool]: ...
 
     # Rows to values
 
     def _job(self, r: Any) -> Job:
         loads, when, at = self.d.loads, self.d.when, self._at
-        return Job(
-            **{name: r[name] for name in _AS_THEY_ARE},
-            payload=loads(r["payload"]),
-            state=State(r["state"]),
-            run_at=at(r["run_at"]),
-            created_at=at(r["created_at"]),
-            updated_at=at(r["updated_at"]),
-            lease_expires_at=when(r["lease_expires_at"]),
-            progress=Progress(r["progress_done"], r["progress_total"]),
-            checkpoint=loads(r["checkpoint"]),
-            result=loads(r["result"]),
-            result_external=bool(r["result_external"]),
-            cancel_requested=bool(r["cancel_requested"]),
-            started_at=when(r["started_at"]),
-            finished_at=when(r["finished_at"]),
-            stale=bool(r["stale"]),
-        )
+        fields: dict[str, Any] = {name: r[name] for name in _AS_THEY_ARE}
+        fields |= {name: loads(r[name]) for name in ("payload", "checkpoint", "result")}
+        fields |= {name: at(r[name]) for name in ("run_at", "created_at", "updated_at")}
+        fields |= {
+            name: when(r[name]) for name in ("lease_expires_at", "started_at", "finished_at")
+        }
+        fields |= {name: bool(r[name]) for name in ("result_external", "cancel_requested", "stale")}
+        progress = Progress(r["progress_done"], r["progress_total"])
+        return Job(**fields, state=State(r["state"]), progress=progress)
 
     def _claimed(self, r: Any) -> ClaimedJob:
         return ClaimedJob(
@@ -178,9 +185,7 @@ class SQLStore(FullStore):
 
     def _api_key(self, r: Any) -> ApiKey:
         return ApiKey(
-            id=r["id"],
-            name=r["name"],
-            tenant=r["tenant"],
+            **{name: r[name] for name in ("id", "name", "tenant")},
             scopes=tuple(r["scopes"].split()),
             created_at=self._at(r["created_at"]),
             revoked_at=self.d.when(r["revoked_at"]),
@@ -235,10 +240,29 @@ class SQLStore(FullStore):
         limit: int,
         lease_seconds: float,
         now: datetime | None = None,
-    ) -> builtins.list[ClaimedJob]:
+    ) -> list[ClaimedJob]:
         if limit <= 0 or not queues:
             return []
-        return self._claim(Claim(worker, queues, limit, lease_seconds), now)
+        return self._claim(Claim(worker, queues, limit, lease_seconds), self.d.now(now))
+
+    def _claim(self, claim: Claim, now: Any) -> list[ClaimedJob]:
+        # One queue: one statement. Several: one transaction, so a failure part
+        # way leaves no job claimed by a worker that never heard of it.
+        with self._tx() if len(claim.queues) > 1 else self._write() as conn:
+            return self._claim_each(conn, claim, now)
+
+    def _claim_each(self, conn: Any, claim: Claim, now: Any) -> list[ClaimedJob]:
+        """Queue by queue, in the order given, until `claim.limit` jobs are claimed."""
+        claimed: list[ClaimedJob] = []
+        for queue in claim.queues:
+            claimed += self._claim_queue(conn, claim, queue, claim.limit - len(claimed), now)
+            if len(claimed) >= claim.limit:
+                break
+        return claimed
+
+    def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
+        with self._tx() as conn:
+            return self._finish(conn, outcomes, self.d.now(now))
 
     def finish_and_claim(
         self,
@@ -248,41 +272,34 @@ class SQLStore(FullStore):
         limit: int,
         lease_seconds: float,
         now: datetime | None = None,
-    ) -> tuple[builtins.list[bool], builtins.list[ClaimedJob]]:
+    ) -> tuple[list[bool], list[ClaimedJob]]:
         if not outcomes:
             return [], self.claim(worker, queues, limit, lease_seconds, now)
         if limit <= 0 or not queues:
             return self.finish(outcomes, now), []
-        return self._finish_and_claim(outcomes, Claim(worker, queues, limit, lease_seconds), now)
+        claim = Claim(worker, queues, limit, lease_seconds)
+        return self._finish_and_claim(outcomes, claim, self.d.now(now))
 
-    def _claim_each(self, conn: Any, claim: Claim, now: Any) -> builtins.list[ClaimedJob]:
-        """Queue by queue, in the order given, until `claim.limit` jobs are claimed."""
-        claimed: builtins.list[ClaimedJob] = []
-        for queue in claim.queues:
-            claimed += self._claim_queue(conn, claim, queue, claim.limit - len(claimed), now)
-            if len(claimed) >= claim.limit:
-                break
-        return claimed
+    def _finish_and_claim(
+        self, outcomes: Sequence[Outcome], claim: Claim, now: Any
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        with self._tx() as conn:
+            return self._finish(conn, outcomes, now), self._claim_each(conn, claim, now)
 
     def heartbeat(
         self, beats: Sequence[Beat], lease_seconds: float, now: datetime | None = None
     ) -> HeartbeatResult:
         if not beats:
             return HeartbeatResult(frozenset(), frozenset())
-        payload = dumps(
-            [
-                {"id": b.job_id, "token": b.lease_token}
-                | (
-                    {"p": True, "done": b.progress.done, "total": b.progress.total}
-                    if b.progress is not None
-                    else {}
-                )
-                for b in beats
-            ]
-        )
-        params = {"beats": payload, "lease": self.d.interval(lease_seconds), "now": self.d.now(now)}
+        items = []
+        for b in beats:
+            item: dict[str, Any] = {"id": b.job_id, "token": b.lease_token}
+            if b.progress is not None:
+                item |= {"p": True, "done": b.progress.done, "total": b.progress.total}
+            items.append(item)
+        params = {"lease": self.d.interval(lease_seconds), "now": self.d.now(now)}
         with self._write() as conn:
-            rows = conn.execute(self.Q["heartbeat"], params).fetchall()
+            rows = conn.execute(self.Q["heartbeat"], params | {"beats": dumps(items)}).fetchall()
         return HeartbeatResult(
             held=frozenset(r["id"] for r in rows),
             cancel_requested=frozenset(r["id"] for r in rows if r["cancel_requested"]),
@@ -297,16 +314,9 @@ class SQLStore(FullStore):
         lease_seconds: float,
         now: datetime | None = None,
     ) -> bool:
-        params = {
-            "id": job_id,
-            "token": lease_token,
-            "checkpoint": dumps(data),
-            "has_progress": progress is not None,
-            "done": progress.done if progress else None,
-            "total": progress.total if progress else None,
-            "lease": self.d.interval(lease_seconds),
-            "now": self.d.now(now),
-        }
+        fence = {"id": job_id, "token": lease_token, "now": self.d.now(now)}
+        params = fence | {"checkpoint": dumps(data), "lease": self.d.interval(lease_seconds)}
+        params |= progressed(progress)
         with self._write() as conn:
             return conn.execute(self.Q["checkpoint"], params).rowcount == 1
 
@@ -328,21 +338,18 @@ class SQLStore(FullStore):
         row = rows[0]
         return True, self.d.loads(row["external_result" if row["result_external"] else "result"])
 
-    def attempts(self, job_id: str) -> builtins.list[Attempt]:
+    def attempts(self, job_id: str) -> list[Attempt]:
         return [
             Attempt(
-                job_id=r["job_id"],
-                attempt=r["attempt"],
-                worker=r["worker"],
+                **{name: r[name] for name in ("job_id", "attempt", "worker", "error")},
                 started_at=self._at(r["started_at"]),
                 finished_at=self.d.when(r["finished_at"]),
                 outcome=None if r["outcome"] is None else AttemptOutcome(r["outcome"]),
-                error=r["error"],
             )
             for r in self._rows(self.Q["attempts"], {"id": job_id})
         ]
 
-    def failures(self, tenant: str | None = None) -> builtins.list[FailureGroup]:
+    def failures(self, tenant: str | None = None) -> list[FailureGroup]:
         return [
             FailureGroup(
                 kind=r["kind"],
@@ -411,12 +418,8 @@ class SQLStore(FullStore):
         return len(self._rows(query, params, write=True))
 
     def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
-        batch = self.d.prune_batch()
-        params = {
-            "age": self.d.interval(-older_than_seconds),
-            "now": self.d.now(now),
-            "batch": batch,
-        }
+        age, batch = self.d.interval(-older_than_seconds), self.d.prune_batch()
+        params = {"age": age, "now": self.d.now(now), "batch": batch}
         deleted = 0
         while True:
             with self._write() as conn:
@@ -427,7 +430,7 @@ class SQLStore(FullStore):
 
     # The HTTP API
 
-    def get_many(self, job_ids: Sequence[str]) -> builtins.list[Job]:
+    def get_many(self, job_ids: Sequence[str]) -> list[Job]:
         if not job_ids:
             return []
         rows = self._rows(self.Q["get_many"], {"ids": self.d.array(list(job_ids))})
@@ -435,11 +438,11 @@ class SQLStore(FullStore):
 
     def attempt_stats(
         self, bounds: Sequence[float], tenant: str | None = None
-    ) -> builtins.list[AttemptStats]:
+    ) -> list[AttemptStats]:
         params = {"bounds": self.d.array([float(b) for b in bounds]), "tenant": tenant}
         rows = self._rows(self.Q["attempt_stats"], params)
         # Fold (kind, outcome, bucket) rows into one AttemptStats per kind and outcome.
-        groups: dict[tuple[str, str | None], tuple[int, float, builtins.list[int]]] = {}
+        groups: dict[tuple[str, str | None], tuple[int, float, list[int]]] = {}
         for r in rows:
             key, count = (r["kind"], r["outcome"]), r["n"]
             total, seconds, buckets = groups.get(key, (0, 0.0, [0] * (len(bounds) + 1)))
@@ -460,20 +463,14 @@ class SQLStore(FullStore):
         ]
 
     def create_api_key(self, key: NewApiKey) -> ApiKey:
-        params = {
-            "id": key.id,
-            "name": key.name,
-            "tenant": key.tenant,
-            "scopes": " ".join(key.scopes),
-            "key_hash": key.key_hash,
-        }
+        params = asdict(key) | {"scopes": " ".join(key.scopes)}
         return self._api_key(self._rows(self.Q["create_api_key"], params, write=True)[0])
 
     def find_api_key(self, key_hash: str) -> ApiKey | None:
         rows = self._rows(self.Q["find_api_key"], {"key_hash": key_hash})
         return self._api_key(rows[0]) if rows else None
 
-    def list_api_keys(self, include_revoked: bool = False) -> builtins.list[ApiKey]:
+    def list_api_keys(self, include_revoked: bool = False) -> list[ApiKey]:
         rows = self._rows(self.Q["list_api_keys"], {"include_revoked": include_revoked})
         return [self._api_key(r) for r in rows]
 
@@ -483,9 +480,7 @@ class SQLStore(FullStore):
 
     # The dashboard
 
-    def count_jobs(
-        self, tenant: str | None = None, cap: int = 10_000
-    ) -> builtins.list[StateKindCount]:
+    def count_jobs(self, tenant: str | None = None, cap: int = 10_000) -> list[StateKindCount]:
         query = self.d.query("count_by_state_kind", tenant=self.d.tenant(tenant, True))
         rows = self._rows(query, {"tenant": tenant, "cap": cap})
         return [
@@ -496,7 +491,7 @@ class SQLStore(FullStore):
 
     def finished_per_minute(
         self, tenant: str | None = None, now: datetime | None = None
-    ) -> builtins.list[MinuteCount]:
+    ) -> list[MinuteCount]:
         query = self.d.query("finished_per_minute", tenant=self.d.tenant(tenant, False))
         rows = self._rows(query, {"tenant": tenant, "now": self.d.now(now)})
         return [
@@ -510,12 +505,12 @@ class SQLStore(FullStore):
 
     def stale_jobs(
         self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
-    ) -> builtins.list[Job]:
+    ) -> list[Job]:
         query = self.d.query("stale_jobs", tenant=self.d.tenant(tenant, True))
         params = {"tenant": tenant, "now": self.d.now(now), "limit": limit}
         return [self._job(r) for r in self._rows(query, params)]
 
-    def search(self, text: str, tenant: str | None = None, limit: int = 50) -> builtins.list[Job]:
+    def search(self, text: str, tenant: str | None = None, limit: int = 50) -> list[Job]:
         text = self.d.text(text.strip())
         if not text:
             return []

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,6 @@ from typing import Any
 from chit.errors import StoreError
 from chit.ids import new_job_id
 from chit.jobs import (
-    AttemptOutcome,
     Cancelled,
     ClaimedJob,
     Enqueued,
@@ -41,7 +41,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import Claim, Dialect, SQLStore, dumps, rescued, scalar
+from chit.store.sql import Claim, Dialect, SQLStore, dumps, new_job, progressed, rescued, scalar
 
 Q = queries.load("sqlite")
 BUSY_TIMEOUT_MS = 30_000
@@ -70,23 +70,8 @@ def _clock(now: datetime | None) -> str:
     return "now" if now is None else ts(now)
 
 
-def _read_clock(conn: sqlite3.Connection, now: datetime | None) -> str:
-    """The database clock read once, for statements that must agree on the time."""
-    if now is not None:
-        return ts(now)
-    return str(scalar(conn.execute(Q["clock"])))
-
-
 def _offset(seconds: float) -> str:
     return f"{seconds:+.3f} seconds"
-
-
-def _dt(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
-
-
-def _loads(value: str | None) -> Any:
-    return None if value is None else json.loads(value)
 
 
 def _tenant(tenant: str | None, seek: bool) -> str:
@@ -103,8 +88,8 @@ DIALECT = Dialect(
     interval=_offset,
     time=ts,
     array=dumps,
-    loads=_loads,
-    when=_dt,
+    loads=lambda value: None if value is None else json.loads(value),
+    when=lambda value: None if value is None else datetime.fromisoformat(value),
     query=lambda name, **fragments: Q[name].format(**fragments),
     tenant=_tenant,
     prune_batch=lambda: PRUNE_BATCH,
@@ -135,15 +120,10 @@ class SQLiteStore(SQLStore):
     # Connections
 
     def _conn(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._connect()
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
-
-    def _connect(self) -> sqlite3.Connection:
+        if conn is not None:
+            return conn
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -159,24 +139,10 @@ class SQLiteStore(SQLStore):
         except sqlite3.Error as e:
             raise StoreError(f"cannot open SQLite database {self.path!r}: {e}") from e
         conn.row_factory = sqlite3.Row
+        self._local.conn = conn
+        with self._lock:
+            self._all.append(conn)
         return conn
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as e:
-            raise StoreError(f"SQLite database {self.path!r}: {e}") from e
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException as e:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(e, sqlite3.Error):
-                raise StoreError(f"SQLite database {self.path!r}: {e}") from e
-            raise
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -184,6 +150,20 @@ class SQLiteStore(SQLStore):
             yield self._conn()
         except sqlite3.Error as e:
             raise StoreError(f"SQLite database {self.path!r}: {e}") from e
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._read() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    _tx = _write
 
     def close(self) -> None:
         with self._lock:
@@ -226,47 +206,27 @@ class SQLiteStore(SQLStore):
         out: list[Enqueued] = []
         for job in jobs:
             job_id = new_job_id()
-            inserted = conn.execute(
-                Q["enqueue"],
-                {
-                    "id": job_id,
-                    "kind": job.kind,
-                    "queue": job.queue,
-                    "priority": job.priority,
-                    "payload": dumps(job.payload),
-                    "tenant": job.tenant,
-                    "idempotency_key": job.idempotency_key,
-                    "request_hash": job.request_hash,
-                    "max_attempts": job.max_attempts,
-                    "run_at": None if job.run_at is None else ts(job.run_at),
-                    "now": "now",
-                },
-            ).rowcount
-            if inserted:
+            run_at = None if job.run_at is None else ts(job.run_at)
+            params = {"id": job_id, "payload": dumps(job.payload), "run_at": run_at, "now": "now"}
+            params |= new_job(job)
+            if conn.execute(Q["enqueue"], params).rowcount:
                 out.append(Enqueued(job_id, True))
                 continue
-            existing = conn.execute(
-                Q["find_by_idempotency_key"],
-                {"tenant": job.tenant, "idempotency_key": job.idempotency_key},
-            ).fetchone()
+            existing = conn.execute(Q["find_by_idempotency_key"], params).fetchone()
             out.append(Enqueued(existing["id"], False, existing["request_hash"]))
         return out
 
     # Working
 
-    def _claim(self, claim: Claim, now: datetime | None) -> list[ClaimedJob]:
-        clock = _clock(now)
+    def _claim(self, claim: Claim, now: str) -> list[ClaimedJob]:
         with self._read() as conn:
             # A read costs no write lock: idle workers must not queue on the writer.
             due = [
                 q
                 for q in claim.queues
-                if conn.execute(Q["has_due"], {"queue": q, "now": clock}).fetchone()
+                if conn.execute(Q["has_due"], {"queue": q, "now": now}).fetchone()
             ]
-        if not due:
-            return []
-        with self._write() as conn:
-            return self._claim_each(conn, claim._replace(queues=due), clock)
+        return super()._claim(claim._replace(queues=due), now) if due else []
 
     def _claim_queue(
         self, conn: sqlite3.Connection, claim: Claim, queue: str, limit: int, clock: str
@@ -279,24 +239,13 @@ class SQLiteStore(SQLStore):
                 Q["expire_attempts"], {"ids": dumps([r["id"] for r in rows]), "now": clock}
             )
         for r in rows:
-            conn.execute(
-                Q["open_attempt"],
-                {"job_id": r["id"], "attempt": r["attempts"], "worker": claim.worker, "now": clock},
-            )
+            conn.execute(Q["open_attempt"], params | {"job_id": r["id"], "attempt": r["attempts"]})
         return [self._claimed(r) for r in rows]
 
-    def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
-        clock = _clock(now)
-        with self._write() as conn:
-            return [self._finish_one(conn, outcome, clock) for outcome in outcomes]
-
-    def _finish_and_claim(
-        self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
-    ) -> tuple[list[bool], list[ClaimedJob]]:
-        clock = _clock(now)
-        with self._write() as conn:
-            applied = [self._finish_one(conn, outcome, clock) for outcome in outcomes]
-            return applied, self._claim_each(conn, claim, clock)
+    def _finish(
+        self, conn: sqlite3.Connection, outcomes: Sequence[Outcome], clock: str
+    ) -> list[bool]:
+        return [self._finish_one(conn, outcome, clock) for outcome in outcomes]
 
     def _finish_one(self, conn: sqlite3.Connection, outcome: Outcome, clock: str) -> bool:
         fence: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token, "now": clock}
@@ -305,55 +254,38 @@ class SQLiteStore(SQLStore):
             case Succeeded(result=result, progress=progress):
                 encoded = dumps(result)
                 external = self._is_large(encoded)
-                params = fence | {
-                    "result": None if external else encoded,
-                    "result_external": int(external),
-                    "has_progress": progress is not None,
-                    "done": progress.done if progress else None,
-                    "total": progress.total if progress else None,
-                }
-                if not conn.execute(Q["succeed"], params).rowcount:
+                stored = {"result": None if external else encoded, "result_external": int(external)}
+                if not conn.execute(Q["succeed"], fence | stored | progressed(progress)).rowcount:
                     return False
                 if external:
                     conn.execute(Q["store_result"], {"id": outcome.job_id, "result": encoded})
-                recorded = AttemptOutcome.SUCCEEDED
+                recorded = "succeeded"
             case Failed(error=error, retry_in=retry_in):
-                params = fence | {
-                    "error": error,
-                    "retry": None if retry_in is None else _offset(retry_in),
-                }
-                row = conn.execute(Q["fail"], params).fetchone()
+                retry = None if retry_in is None else _offset(retry_in)
+                row = conn.execute(Q["fail"], fence | {"error": error, "retry": retry}).fetchone()
                 if row is None:
                     return False
-                recorded = {
-                    "queued": AttemptOutcome.RETRIED,
-                    "failed": AttemptOutcome.FAILED,
-                    "cancelled": AttemptOutcome.CANCELLED,
-                }[row[0]]
+                recorded = "retried" if row[0] == "queued" else row[0]
             case Released():
                 row = conn.execute(Q["release"], fence).fetchone()
                 if row is None:
                     return False
-                recorded = (
-                    AttemptOutcome.CANCELLED if row[0] == "cancelled" else AttemptOutcome.RELEASED
-                )
+                recorded = "released" if row[0] == "queued" else row[0]
             case Cancelled():
                 if not conn.execute(Q["mark_cancelled"], fence).rowcount:
                     return False
-                recorded = AttemptOutcome.CANCELLED
-        conn.execute(
-            Q["close_attempt"],
-            {"job_id": outcome.job_id, "outcome": recorded.value, "error": error, "now": clock},
-        )
+                recorded = "cancelled"
+        params = {"job_id": outcome.job_id, "outcome": recorded, "error": error, "now": clock}
+        conn.execute(Q["close_attempt"], params)
         return True
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
-        clock = _clock(now)
         with self._read() as conn:
-            if not scalar(conn.execute(Q["stats_stale"], {"now": clock, "tenant": None})):
+            if not scalar(conn.execute(Q["stats_stale"], {"now": _clock(now), "tenant": None})):
                 return RescueReport(0, 0, 0)
         with self._write() as conn:
-            clock = _read_clock(conn, now)
+            # The database clock read once: the two statements must agree on the time.
+            clock = ts(now) if now is not None else str(scalar(conn.execute(Q["clock"])))
             rows = conn.execute(Q["rescue_expired"], {"now": clock}).fetchall()
             ids = dumps([r["id"] for r in rows])
             conn.execute(Q["expire_attempts"], {"ids": ids, "now": clock})
@@ -374,11 +306,8 @@ class SQLiteStore(SQLStore):
             name = "list_by_state"
         else:
             name = "list_recent" if tenant is None else "list_by_tenant"
-        params = {
+        params = asdict(where) | {
             "state": None if state is None else str(state),
-            "kind": kind,
-            "queue": queue,
-            "tenant": tenant,
             "since": None if where.since is None else ts(where.since),
             "cursor": cursor,
             "limit": limit + 1,
