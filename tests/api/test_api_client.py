@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
-from api_support import Api, until
 
 import chit
 from chit.client import (
@@ -22,6 +21,8 @@ from chit.client import (
     poll_delay,
 )
 from chit.jobs import Failed, Progress, State, Succeeded
+from support.api import Api
+from support.waiting import until
 
 pytestmark = pytest.mark.anyio
 

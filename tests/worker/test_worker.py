@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -283,11 +284,20 @@ def test_a_job_handed_back_at_shutdown_takes_no_second_outcome(queue: chit.Queue
 
     job = queue.enqueue("late", {})
     worker = Worker(queue)
+    returned = threading.Event()
+    outcome = worker._outcome
+
+    def recorded(o: Any) -> None:
+        outcome(o)
+        returned.set()
+
+    worker._outcome = recorded  # type: ignore[method-assign]
     worker.run_once()
     assert started.wait(10)
     assert worker.release_held() == 1
     finish.set()
-    time.sleep(0.1)  # let the handler return its (now ignored) result
+    # The handler returned and the worker took its (now ignored) result.
+    assert returned.wait(10)
     assert worker.flush() == 0
     assert worker.processed == 1
     assert queue.store.get(job.id).state is State.QUEUED
