@@ -26,6 +26,9 @@ from chit.settings import Settings
 from support.api import settings_for, sqlite_url
 from support.api_app import register
 
+# Hundreds of generated requests: a longer run, left out of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 MAX_EXAMPLES = 40
 CHECKS = [
     not_a_server_error,
