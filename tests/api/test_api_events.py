@@ -15,7 +15,7 @@ from chit.api.events import version
 from chit.client import Event, SSEParser
 from chit.errors import StoreError
 from chit.jobs import Beat, ClaimedJob, Failed, Progress, Succeeded
-from support.api import Api
+from support.api import Api, stream_started
 from support.waiting import until
 
 pytestmark = pytest.mark.anyio
@@ -46,36 +46,11 @@ def claim(api: Api, job_id: str) -> ClaimedJob:
 
 
 async def listen(api: Api, job_id: str, headers: dict[str, str] | None = None) -> asyncio.Task:
-    """Open a stream; return once it is watching the job and has read it since
-    (the snapshot its first event is made of), so no later change can come
-    before that first event. The route reads the job twice: to answer 404 or
-    not, and once watched."""
-    hub = api.app.state.chit.hub
-    before = hub.listeners
-    store = api.store
-    get = store.get
-    shadowed = "get" in vars(store)  # by a test's own stand-in
-    reads: list[str] = []
-
-    def counting_get(*args: Any) -> Any:
-        job = get(*args)
-        if args[0] == job_id:
-            reads.append(job_id)
-        return job
-
-    store.get = counting_get  # type: ignore[method-assign]
-    try:
+    """Open a stream; return once it is watching the job and has read it since."""
+    with stream_started(api, job_id) as started:
         task = asyncio.create_task(api.http.get(f"/jobs/{job_id}/events", headers=headers or {}))
         STREAMS.append(task)
-        await until(
-            lambda: (hub.listeners > before and len(reads) >= 2) or task.done(),
-            "the stream to watch the job and read it",
-        )
-    finally:
-        if shadowed:
-            store.get = get  # type: ignore[method-assign]
-        else:
-            del store.get
+        await until(lambda: started() or task.done(), "the stream to watch the job and read it")
     return task
 
 

@@ -4,7 +4,8 @@ dashboard's tests (support/dashboard.py) run the same app."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,3 +110,33 @@ def assert_error(response: httpx.Response, status: int, code: str | None = None)
     if code is not None:
         assert body["error"] == code, body
     return body
+
+
+@contextmanager
+def stream_started(api: Api, job_id: str) -> Iterator[Callable[[], bool]]:
+    """While inside, a check that holds once a new event stream of `job_id` is
+    watching the job and has read it since: the snapshot its first event is
+    made of, so no change made after can come before that event. (The route
+    reads the job twice, to answer 404 or not and once watched; a stand-in for
+    the store's `get` counts the reads.)"""
+    hub = api.app.state.chit.hub
+    before = hub.listeners
+    store = api.store
+    get = store.get
+    shadowed = "get" in vars(store)  # by a test's own stand-in
+    reads: list[str] = []
+
+    def counting_get(*args: Any) -> Any:
+        job = get(*args)
+        if args[0] == job_id:
+            reads.append(job_id)
+        return job
+
+    store.get = counting_get  # type: ignore[method-assign]
+    try:
+        yield lambda: hub.listeners > before and len(reads) >= 2
+    finally:
+        if shadowed:
+            store.get = get  # type: ignore[method-assign]
+        else:
+            del store.get
