@@ -1,5 +1,6 @@
 """Fixtures shared by every test directory: the PostgreSQL server the suite uses
-(see support/postgres.py), and worker processes for the folders that define `db_url`.
+(see support/postgres.py), the database of the in-process API and dashboard
+tests, and worker processes for the folders that define `db_url`.
 
 The suite creates a database of its own on the server once per session
 (`chit_test_<pid>_<random>`) and drops it at the end."""
@@ -16,7 +17,12 @@ from psycopg import sql
 
 import chit
 from support.jobs import app_queue
-from support.postgres import drop_database, postgres_admin, postgres_url
+from support.postgres import (
+    drop_database,
+    postgres_admin,
+    postgres_url,
+    sqlite_or_emptied_postgres,
+)
 from support.processes import Procs, running_procs
 
 
@@ -31,6 +37,23 @@ def postgres_database() -> Iterator[str]:
     finally:
         with postgres_admin() as admin:
             drop_database(admin, name)
+
+
+# For the in-process API and dashboard tests.
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# The PostgreSQL half is left out of `make test-fast` (the stores' own tests run
+# on both backends there): every test that takes it builds an app, and those
+# were most of the fast loop's time.
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A temporary SQLite file, or the session's PostgreSQL database emptied."""
+    return sqlite_or_emptied_postgres(request, tmp_path)
 
 
 # For the folders that define `db_url` (e2e, postgres): real worker processes on it.

@@ -6,27 +6,12 @@ and on PostgreSQL (the session database, emptied first)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 
 import chit
 from support.api import API_KEYS, Api, running_api, settings_for
 from support.api_app import register
-from support.postgres import sqlite_or_emptied_postgres
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-# The PostgreSQL half is left out of `make test-fast` (the stores' own tests run
-# on both backends there): every test here builds an app, and this is most of
-# the fast loop's time.
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return sqlite_or_emptied_postgres(request, tmp_path)
 
 
 @pytest.fixture

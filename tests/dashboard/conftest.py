@@ -13,20 +13,6 @@ import pytest
 import chit
 from support.dashboard import API_KEYS, Browser, running_dashboard, settings_for
 from support.dashboard_app import register
-from support.postgres import sqlite_or_emptied_postgres
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-# The PostgreSQL half is left out of `make test-fast` (the stores' own tests run
-# on both backends there): every test here builds an app, and this is most of
-# the fast loop's time.
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return sqlite_or_emptied_postgres(request, tmp_path)
 
 
 @pytest.fixture
