@@ -23,7 +23,8 @@ test: install lint test-deps
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 # The inner loop: every test not marked slow (no worker processes, no browser,
-# no private PostgreSQL servers); under a minute and a half on 2 cores.
+# no private PostgreSQL servers, the in-process API and dashboard tests on SQLite
+# only); about a minute on 2 cores.
 test-fast: install test-deps
 	$(BIN)/pytest -q -m 'not slow' $(PYTEST_ARGS)
 
