@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 up: install
 	$(BIN)/chit up --app examples.app:queue --demo
 
-# The whole suite (about 7 minutes on 2 cores). First starts PostgreSQL if it is
+# The whole suite (6 minutes on 2 cores). First starts PostgreSQL if it is
 # down and installs what is missing from Debian's packages (scripts/test-deps.sh).
 test: install lint test-deps
 	$(BIN)/pytest -q $(PYTEST_ARGS)
