@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install up test lint bench clean
+.PHONY: install up test test-fast test-deps lint bench clean
 
 install: $(STAMP)
 
@@ -17,8 +17,19 @@ $(STAMP): pyproject.toml
 up: install
 	$(BIN)/chit up --app examples.app:queue --demo
 
-test: install lint
-	$(BIN)/pytest -q
+# The whole suite (6 minutes on 2 cores). First starts PostgreSQL if it is
+# down and installs what is missing from Debian's packages (scripts/test-deps.sh).
+test: install lint test-deps
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+# The inner loop: every test not marked slow (no worker processes, no browser,
+# no private PostgreSQL servers, the in-process API and dashboard tests on SQLite
+# only); about a minute on 2 cores.
+test-fast: install test-deps
+	$(BIN)/pytest -q -m 'not slow' $(PYTEST_ARGS)
+
+test-deps:
+	@scripts/test-deps.sh
 
 lint: install
 	$(BIN)/ruff check src tests examples bench

@@ -1,65 +1,29 @@
-"""Fixtures shared by every test directory: the PostgreSQL server the suite uses.
+"""Fixtures shared by every test directory: the PostgreSQL server the suite uses
+(see support/postgres.py), the database of the in-process API and dashboard
+tests, and worker processes for the folders that define `db_url`.
 
-`CHIT_TEST_POSTGRES_URL` (default postgresql://postgres@127.0.0.1:5432/test)
-names a server, and a database on it to connect to for administration. The
-suite creates a database of its own there once per session
-(`chit_test_<pid>_<random>`) and drops it at the end.
-
-A test that needs PostgreSQL fails when the server cannot be reached: a silent
-skip would let a broken PostgreSQL store pass. Set `CHIT_TEST_SKIP_POSTGRES=1`
-to skip those tests on purpose.
-"""
+The suite creates a database of its own on the server once per session
+(`chit_test_<pid>_<random>`) and drops it at the end."""
 
 from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable, Iterator
-from urllib.parse import quote, urlsplit, urlunsplit
+from collections.abc import Iterator
+from pathlib import Path
 
-import psycopg
 import pytest
 from psycopg import sql
 
-POSTGRES_ADMIN_URL = os.environ.get(
-    "CHIT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+import chit
+from support.jobs import app_queue
+from support.postgres import (
+    drop_database,
+    postgres_admin,
+    postgres_url,
+    sqlite_or_emptied_postgres,
 )
-
-
-def postgres_skipped() -> bool:
-    return os.environ.get("CHIT_TEST_SKIP_POSTGRES", "") == "1"
-
-
-def postgres_url(database: str, *, search_path: str | None = None) -> str:
-    """The admin URL pointed at another database (and, optionally, schema)."""
-    parts = urlsplit(POSTGRES_ADMIN_URL)
-    query = parts.query
-    if search_path is not None:
-        option = quote(f"-csearch_path={search_path}")
-        query = f"{query}&options={option}" if query else f"options={option}"
-    return urlunsplit((parts.scheme, parts.netloc, f"/{database}", query, parts.fragment))
-
-
-def postgres_admin() -> psycopg.Connection:
-    """An autocommit connection to the admin database; fails the test if unreachable."""
-    if postgres_skipped():
-        pytest.skip("CHIT_TEST_SKIP_POSTGRES=1")
-    try:
-        return psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as e:
-        error = e
-    pytest.fail(
-        f"PostgreSQL is unreachable at CHIT_TEST_POSTGRES_URL={POSTGRES_ADMIN_URL!r}: {error}\n"
-        "Start it (e.g. .ci/run does), point CHIT_TEST_POSTGRES_URL at a server, or set "
-        "CHIT_TEST_SKIP_POSTGRES=1 to skip the PostgreSQL tests on purpose.",
-        pytrace=False,
-    )
-
-
-@pytest.fixture(scope="session")
-def postgres_url_for() -> Callable[..., str]:
-    """`postgres_url` as a fixture, for conftest files below this one."""
-    return postgres_url
+from support.processes import Procs, running_procs
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +36,40 @@ def postgres_database() -> Iterator[str]:
         yield postgres_url(name)
     finally:
         with postgres_admin() as admin:
-            # FORCE: a test that failed half way may have left a connection open.
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            drop_database(admin, name)
+
+
+# For the in-process API and dashboard tests.
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# The PostgreSQL half is left out of `make test-fast` (the stores' own tests run
+# on both backends there): every test that takes it builds an app, and those
+# were most of the fast loop's time.
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A temporary SQLite file, or the session's PostgreSQL database emptied."""
+    return sqlite_or_emptied_postgres(request, tmp_path)
+
+
+# For the folders that define `db_url` (e2e, postgres): real worker processes on it.
+
+
+@pytest.fixture
+def procs(tmp_path: Path, db_url: str) -> Iterator[Procs]:
+    """Start processes on the test's database; every one is killed at teardown,
+    even when the test failed (stopped processes are continued first)."""
+    with running_procs(tmp_path, db_url) as p:
+        yield p
+
+
+@pytest.fixture
+def queue(db_url: str) -> Iterator[chit.Queue]:
+    """The end-to-end app's tasks on the test's database, to enqueue and to read
+    jobs. (Folders without `db_url` define a `queue` of their own.)"""
+    with app_queue(db_url) as q:
+        yield q

@@ -6,30 +6,12 @@ and on PostgreSQL (the session database, emptied first)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
-import psycopg
 import pytest
-from api_support import API_KEYS, Api, running_api, settings_for, sqlite_url
-from app_for_tests import register
 
 import chit
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return sqlite_url(tmp_path)
-    url: str = request.getfixturevalue("postgres_database")
-    with psycopg.connect(url, autocommit=True) as conn:
-        if conn.execute("SELECT to_regclass('chit_jobs')").fetchone() != (None,):
-            conn.execute("TRUNCATE chit_jobs, chit_attempts, chit_results, chit_api_keys")
-    return url
+from support.api import API_KEYS, Api, running_api, settings_for
+from support.api_app import register
 
 
 @pytest.fixture

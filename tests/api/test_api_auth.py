@@ -7,7 +7,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from api_support import (
+
+import chit
+from chit.api.auth import create_key, parse_env_keys
+from chit.cli.keys import keys_create, keys_list, keys_revoke
+from chit.cli.serve import check_bind, is_loopback
+from chit.errors import ConfigError, InvalidRequest
+from chit.jobs import JobFilter
+from support.api import (
     ACME_ADMIN,
     ACME_KEY,
     ACME_READER,
@@ -22,14 +29,7 @@ from api_support import (
     settings_for,
     sqlite_url,
 )
-from app_for_tests import register
-
-import chit
-from chit.api.auth import create_key, parse_env_keys
-from chit.cli.keys import keys_create, keys_list, keys_revoke
-from chit.cli.serve import check_bind, is_loopback
-from chit.errors import ConfigError, InvalidRequest
-from chit.jobs import JobFilter
+from support.api_app import register
 
 pytestmark = pytest.mark.anyio
 

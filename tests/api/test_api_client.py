@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
-from api_support import Api, until
 
 import chit
 from chit.client import (
@@ -22,6 +21,8 @@ from chit.client import (
     poll_delay,
 )
 from chit.jobs import Failed, Progress, State, Succeeded
+from support.api import Api, stream_started
+from support.waiting import until
 
 pytestmark = pytest.mark.anyio
 
@@ -92,15 +93,16 @@ async def test_wait_times_out(client: AsyncClient) -> None:
 
 async def test_events_follow_the_job(api: Api, client: AsyncClient) -> None:
     submitted = await client.submit("echo", {"message": "e"}, queue="qe")
-    hub = api.app.state.chit.hub
-    # Events arrive here only when the response ends: start once the stream watches.
-    finisher = finish_soon(api, submitted.job_id, 7, delay=0.1, when=lambda: hub.listeners > 0)
-    try:
-        async with asyncio.timeout(10):
-            events = [e async for e in client.events(submitted.job_id)]
-            await finisher
-    finally:
-        finisher.cancel()
+    # Events arrive here only when the response ends: start once the stream has
+    # read the queued job.
+    with stream_started(api, submitted.job_id) as started:
+        finisher = finish_soon(api, submitted.job_id, 7, delay=0.1, when=started)
+        try:
+            async with asyncio.timeout(10):
+                events = [e async for e in client.events(submitted.job_id)]
+                await finisher
+        finally:
+            finisher.cancel()
     states = [e.job.state for e in events if e.job]
     assert states[0] is State.QUEUED and states[-1] is State.SUCCEEDED
 

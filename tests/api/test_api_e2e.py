@@ -7,14 +7,10 @@ failed job, cancel of a queued and of a running job, SSE until terminal."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,82 +18,38 @@ import pytest
 
 import chit
 from chit.cli.remote import submit_remote, wait_remote
-from chit.store.sqlite import SQLiteStore
-from process_support import free_port, poll_job, stop
+from support.stack import Server, server_with_workers
 
 pytestmark = pytest.mark.slow
 
-HERE = Path(__file__).parent
 KEY = "e2e-key-0123456789abcdef"
-SERVER = (
-    "import app_for_tests as a; from chit.cli.serve import serve; "
-    "raise SystemExit(serve(a.queue.settings, a.queue, port={port}, log_level='warning'))"
-)
 
 
 @dataclass
-class Stack:
-    url: str
-    http: httpx.Client
+class Stack(Server):
     client: chit.Client
-    tmp: Path
 
     def submit(self, payload: dict[str, Any], **extra: Any) -> httpx.Response:
         response = self.http.post("/jobs", json={"kind": "echo", "payload": payload, **extra})
         assert response.status_code == 202, response.text
         return response
 
-    def until(
-        self, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 15
-    ) -> dict[str, Any]:
-        return poll_job(self.http, job_id, done, timeout)
-
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    tmp = tmp_path_factory.mktemp("e2e")
-    database = tmp / "chit.db"
-    SQLiteStore(database).close()  # migrated once, before anyone races to do it
-    env = os.environ | {
-        "CHIT_DATABASE_URL": f"sqlite:///{database}",
-        "CHIT_API_KEYS": KEY,
-        "CHIT_BACKOFF_BASE": "0.05",
-        "CHIT_BACKOFF_MAX": "0.1",
-        "CHIT_POLL_INTERVAL": "0.2",
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
-    port = free_port()
-    worker = [sys.executable, "-m", "chit", "worker", "--app", "app_for_tests:queue"]
-    commands = {
-        "server.log": [sys.executable, "-c", SERVER.format(port=port)],
-        "worker0.log": [*worker, "--concurrency", "4", "--lease", "5", "--grace", "2"],
-        "worker1.log": [*worker, "--concurrency", "4", "--lease", "5", "--grace", "2"],
-    }
-    processes = []
-    for log, command in commands.items():
-        with (tmp / log).open("wb") as out:
-            processes.append(subprocess.Popen(command, env=env, stdout=out, stderr=out))
-    url = f"http://127.0.0.1:{port}"
-    headers = {"Authorization": f"Bearer {KEY}"}
-    try:
-        with httpx.Client(base_url=url, headers=headers, timeout=10) as http:
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    if http.get("/readyz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert processes[0].poll() is None, (tmp / "server.log").read_text()
-                assert time.monotonic() < deadline, "the API server did not start"
-                time.sleep(0.05)
-            with chit.Client(url, api_key=KEY) as client:
-                yield Stack(url, http, client, tmp)
-    finally:
-        stop(processes)
-    assert [p.returncode for p in processes] == [0, 0, 0], [
-        (tmp / name).read_text()[-2000:] for name in ("server.log", "worker0.log", "worker1.log")
-    ]
+    with (
+        server_with_workers(
+            tmp_path_factory.mktemp("e2e"),
+            "support.api_app",
+            key=KEY,
+            keys=KEY,
+            worker_flags=("--concurrency", "4", "--lease", "5", "--grace", "2"),
+            CHIT_BACKOFF_BASE="0.05",
+            CHIT_BACKOFF_MAX="0.1",
+        ) as server,
+        chit.Client(server.url, api_key=KEY) as client,
+    ):
+        yield Stack(server.url, server.http, server.tmp, client)
 
 
 def test_submit_answers_202_and_the_job_succeeds(stack: Stack) -> None:

@@ -9,9 +9,9 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from api_support import Api, assert_error
 
 from chit.jobs import ClaimedJob, Failed, Progress, State, Succeeded
+from support.api import Api, assert_error
 
 pytestmark = pytest.mark.anyio
 

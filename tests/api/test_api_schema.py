@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 import schemathesis
-from api_support import settings_for, sqlite_url
-from app_for_tests import register
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
@@ -25,6 +23,11 @@ from schemathesis.checks import (
 import chit
 from chit.api import create_app
 from chit.settings import Settings
+from support.api import settings_for, sqlite_url
+from support.api_app import register
+
+# Hundreds of generated requests: a longer run, left out of `make test-fast`.
+pytestmark = pytest.mark.slow
 
 MAX_EXAMPLES = 40
 CHECKS = [

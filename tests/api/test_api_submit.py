@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from api_support import Api, assert_error
 
 from chit.jobs import JobFilter, State
+from support.api import Api, assert_error
 
 pytestmark = pytest.mark.anyio
 

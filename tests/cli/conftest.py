@@ -1,11 +1,13 @@
-"""The `chit` command against a temporary SQLite file with the tasks in cli_app.py.
+"""The `chit` command against a temporary SQLite file with the tasks in
+support/cli_app.py.
 
 `cli` runs `chit.cli.main.main` in this process (fast, for the many small
-cases); `run_cli` (cli_support.py) runs the real command in a child process.
+cases); `run_cli` (support/cli.py) runs the real command in a child process.
 Both see the same CHIT_* environment, set afresh for each test."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -13,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import CHIT_VARS, HERE, Result, child_env, forget_app
 
 import chit
 from chit.cli.main import main
+from support import TESTS
+from support.cli import APP, CHIT_VARS, Result, forget_app
+from support.processes import child_env
 
 
 @pytest.fixture
@@ -31,11 +35,11 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, db_path: Path) -> I
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
     monkeypatch.setenv("CHIT_DATABASE_URL", f"sqlite:///{db_path}")
-    monkeypatch.setenv("CHIT_APP", "cli_app:queue")
+    monkeypatch.setenv("CHIT_APP", f"{APP}:queue")
     monkeypatch.setenv("CHIT_BACKOFF_BASE", "0.001")
     monkeypatch.setenv("CHIT_BACKOFF_MAX", "0.002")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(HERE))  # also restores what load_queue adds to sys.path
+    monkeypatch.syspath_prepend(str(TESTS))  # also restores what load_queue adds to sys.path
     # cli_app builds its Queue from the environment when imported: import it afresh.
     forget_app()
     yield
@@ -59,9 +63,7 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
 @pytest.fixture
 def app() -> chit.Queue:
     """cli_app's queue, on this test's database (the one `cli` commands use)."""
-    import cli_app
-
-    return cli_app.queue
+    return importlib.import_module(APP).queue
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from cli_support import Result, run_jobs
 
 import chit
 from chit.jobs import AttemptOutcome, State
 from chit.store import queries
+from support.cli import Result, run_jobs
 
 Cli = Callable[..., Result]
 SCHEMA_VERSION = len(queries.migrations("sqlite"))

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_support import Result, forget_app, run_jobs, snapshot
 
 import chit
+from support.cli import Result, forget_app, run_jobs, snapshot
 
 Cli = Callable[..., Result]
 
@@ -163,7 +163,11 @@ BAD_OPERATIONS = {
         2,
         ["cannot import module 'no_such_module'"],
     ),
-    "--app that is not a queue": (["list", "--app", "cli_app:Report"], 2, ["not a chit.Queue"]),
+    "--app that is not a queue": (
+        ["list", "--app", "support.cli_app:Report"],
+        2,
+        ["not a chit.Queue"],
+    ),
 }
 
 

@@ -8,12 +8,14 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_support import child_env, run_cli
+
+from support.cli import run_cli
+from support.processes import WORKER_STARTED, child_env
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -82,10 +84,11 @@ def test_up_runs_workers_until_ctrl_c(tmp_path: Path) -> None:
             assert json.loads(result.out) == {"hello": "up"}
             # One worker ran the job; the other may still be importing, and a
             # process stopped before it starts has nothing to log.
-            deadline = time.monotonic() + 20
-            while err_path.read_text().count(" started: queues ") < 2:
-                assert time.monotonic() < deadline, err_path.read_text()
-                time.sleep(0.05)
+            wait_until(
+                lambda: err_path.read_text().count(WORKER_STARTED) == 2,
+                60,
+                what="both workers to start (their log lines)",
+            )
 
             up.send_signal(signal.SIGINT)
             assert up.wait(20) == 0
@@ -154,9 +157,12 @@ def test_wait_on_a_pipe_prints_plain_state_lines(worker_process: Start) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(0.3)
+    # The worker starts once `chit wait` has seen the job queued (its first line).
+    assert waiting.stderr is not None
+    first = waiting.stderr.readline()
     worker_process()
-    out, err = waiting.communicate(timeout=20)
+    out, rest = waiting.communicate(timeout=20)
+    err = first + rest
     assert waiting.returncode == 0
     assert json.loads(out) == {"region": "emea", "attempt": 1}
     states = [line.split()[0] for line in err.splitlines()]

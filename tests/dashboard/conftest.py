@@ -8,28 +8,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from dashboard_app import register
-from dashboard_support import API_KEYS, Browser, running_dashboard, settings_for
 
 import chit
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'chit.db'}"
-    url: str = request.getfixturevalue("postgres_database")
-    with psycopg.connect(url, autocommit=True) as conn:
-        if conn.execute("SELECT to_regclass('chit_jobs')").fetchone() != (None,):
-            conn.execute("TRUNCATE chit_jobs, chit_attempts, chit_results, chit_api_keys")
-    return url
+from support.dashboard import API_KEYS, Browser, running_dashboard, settings_for
+from support.dashboard_app import register
 
 
 @pytest.fixture

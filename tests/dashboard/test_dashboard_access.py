@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from dashboard_support import (
+
+import chit
+from chit.api.auth import create_key
+from chit.jobs import NewJob, State
+from support.dashboard import (
     ADMIN_KEY,
     GLOBEX_ADMIN,
     READ_KEY,
@@ -15,10 +19,6 @@ from dashboard_support import (
     hidden,
     running_dashboard,
 )
-
-import chit
-from chit.api.auth import create_key
-from chit.jobs import NewJob, State
 
 pytestmark = pytest.mark.anyio
 

@@ -10,20 +10,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from dashboard_support import ADMIN_KEY, GLOBEX_ADMIN
 
-from chit.store.sqlite import SQLiteStore
-from process_support import free_port, poll_job, stop
+from support.dashboard import ADMIN_KEY, GLOBEX_ADMIN
+from support.stack import Server, server_with_workers
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -42,80 +37,34 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SERVER = (
-    "import dashboard_app as a; from chit.cli.serve import serve; "
-    "raise SystemExit(serve(a.queue.settings, a.queue, port={port}, log_level='warning'))"
-)
 KEYS = f"{ADMIN_KEY},globex:admin:{GLOBEX_ADMIN}"
 
 
-@dataclass
-class Stack:
-    url: str
-    api: httpx.Client
-    tmp: Path
-
+class Stack(Server):
     def submit(self, payload: dict[str, Any], **extra: Any) -> str:
         body = {"kind": "work", "payload": payload, **extra}
-        response = self.api.post("/jobs", json=body)
+        response = self.http.post("/jobs", json=body)
         assert response.status_code == 202, response.text
         return str(response.json()["job_id"])
-
-    def until(
-        self, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 15
-    ) -> dict[str, Any]:
-        return poll_job(self.api, job_id, done, timeout)
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    tmp = tmp_path_factory.mktemp("dashboard")
-    database = tmp / "chit.db"
-    SQLiteStore(database).close()  # migrated once, before anyone races to do it
-    env = os.environ | {
-        "CHIT_DATABASE_URL": f"sqlite:///{database}",
-        "CHIT_API_KEYS": KEYS,
-        "CHIT_POLL_INTERVAL": "0.2",
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
-    port = free_port()
-    worker = [sys.executable, "-m", "chit", "worker", "--app", "dashboard_app:queue"]
-    commands = {
-        "server.log": [sys.executable, "-c", SERVER.format(port=port)],
-        "worker0.log": [*worker, "--concurrency", "4", "--lease", "3", "--grace", "2"],
-        "worker1.log": [*worker, "--concurrency", "4", "--lease", "3", "--grace", "2"],
-    }
-    processes = []
-    for log, command in commands.items():
-        with (tmp / log).open("wb") as out:
-            processes.append(subprocess.Popen(command, env=env, stdout=out, stderr=out))
-    url = f"http://127.0.0.1:{port}"
-    try:
-        headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
-        with httpx.Client(base_url=url, headers=headers, timeout=10) as api:
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    if api.get("/readyz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert processes[0].poll() is None, (tmp / "server.log").read_text()
-                assert time.monotonic() < deadline, "the API server did not start"
-                time.sleep(0.05)
-            yield Stack(url, api, tmp)
-    finally:
-        stop(processes)
-    assert [p.returncode for p in processes] == [0, 0, 0], [
-        (tmp / name).read_text()[-2000:] for name in commands
-    ]
+    with server_with_workers(
+        tmp_path_factory.mktemp("dashboard"),
+        "support.dashboard_app",
+        key=ADMIN_KEY,
+        keys=KEYS,
+        worker_flags=("--concurrency", "4", "--lease", "3", "--grace", "2"),
+    ) as server:
+        yield Stack(server.url, server.http, server.tmp)
 
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         pytest.fail(
-            f"no Chromium at {CHROMIUM}: install Debian's `chromium` (.ci/run does), "
+            f"no Chromium at {CHROMIUM}: install Debian's `chromium` (`make test` does), "
             "or point CHIT_TEST_CHROMIUM at one",
             pytrace=False,
         )
@@ -294,4 +243,4 @@ def test_a_form_posted_from_another_site_is_refused(page: Any, stack: Stack) -> 
     page.goto(evil)
     page.wait_for_url(f"{stack.url}/ui/**")
     assert "403" in page.inner_text("h1")
-    assert stack.api.get(f"/jobs/{job_id}").json()["state"] == "failed"
+    assert stack.http.get(f"/jobs/{job_id}").json()["state"] == "failed"

@@ -4,10 +4,10 @@ per-kind rates that `/stats` and `/metrics` give for alerting."""
 from __future__ import annotations
 
 import pytest
-from dashboard_support import ADMIN_KEY, Browser, finished, hidden
 
 from chit.dashboard import routes
 from chit.jobs import NewJob, State
+from support.dashboard import ADMIN_KEY, Browser, finished, hidden
 
 pytestmark = pytest.mark.anyio
 

@@ -12,24 +12,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from e2e_support import HERE, Procs, get, lines, wait_until
 
 import chit
-from chit.jobs import JobFilter, State
+from chit.jobs import State
+from support.jobs import all_jobs, get, lines
+from support.processes import Procs
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
-WRITER = str(HERE / "e2e_writer.py")
-
-
-def all_jobs(q: chit.Queue) -> list[chit.Job]:
-    jobs, cursor = [], None
-    while True:
-        page = q.store.list(JobFilter(), 1000, cursor)
-        jobs += page.jobs
-        cursor = page.next_cursor
-        if cursor is None:
-            return jobs
+WRITER = ["-m", "support.e2e_writer"]
 
 
 def succeeded(q: chit.Queue) -> int:
@@ -78,7 +70,7 @@ def test_eight_processes_enqueueing_at_once_never_see_database_is_locked(
     worker = procs.worker(name="worker")
     worker.wait_started()
     writers = [
-        procs.start([WRITER, "300", str(go)], name=f"writer{i}", stdout=subprocess.PIPE)
+        procs.start([*WRITER, "300", str(go)], name=f"writer{i}", stdout=subprocess.PIPE)
         for i in range(8)
     ]
     for w in writers:
@@ -114,7 +106,7 @@ def test_eight_processes_enqueueing_at_once_never_see_database_is_locked(
 def test_every_acknowledged_job_survives_kill_9_of_the_submitter(
     procs: Procs, queue: chit.Queue
 ) -> None:
-    writer = procs.start([WRITER, "1000000"], name="writer", stdout=subprocess.PIPE)
+    writer = procs.start([*WRITER, "1000000"], name="writer", stdout=subprocess.PIPE)
     assert writer.popen.stdout is not None
     acked: list[str] = []
     while len(acked) < 500:

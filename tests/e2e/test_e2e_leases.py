@@ -9,18 +9,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from e2e_support import (
-    Database,
-    Procs,
-    get,
-    lines,
-    stop_outside_write,
-    wait_terminal,
-    wait_until,
-)
 
 import chit
 from chit.jobs import AttemptOutcome, State
+from support.jobs import get, lines, wait_terminal
+from support.processes import Database, Procs, stop_outside_write
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

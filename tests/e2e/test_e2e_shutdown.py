@@ -9,10 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from e2e_support import Procs, get, lines, wait_until
 
 import chit
 from chit.jobs import AttemptOutcome, State
+from support.jobs import get, lines
+from support.processes import Procs
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -3,35 +3,28 @@ skewed clocks, sixteen processes and SIGKILL, connection counts, query plans.
 
 Every module gives the tests a `db_url`: a database of their own on the test
 server (`pg_database_url`), or on a private server the module starts
-(`cluster`, see pg_cluster.py) when a test restarts the server or needs more
-connections than the shared one should give. The worker processes run the
-end-to-end tests' app (tests/e2e/e2e_app.py) through their helpers.
+(`cluster`, see support/pg_cluster.py) when a test restarts the server or needs
+more connections than the shared one should give. `procs` and `queue`
+(tests/conftest.py) run the end-to-end tests' app (support/e2e_app.py) on it.
 """
 
 from __future__ import annotations
 
 import secrets
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 
-# The process helpers and the app of the end-to-end tests (tests/e2e).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
-
-from e2e_support import Procs, app_queue, postgres_database, running_procs
-from pg_cluster import Cluster
-
-import chit
+from support.pg_cluster import Cluster
+from support.postgres import drop_database, new_database
 
 
 @pytest.fixture
 def pg_database_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A new database on the test server (CHIT_TEST_POSTGRES_URL), dropped after the test."""
-    with postgres_database(request, "chit_pg") as url:
+    with new_database(request, "chit_pg") as url:
         yield url
 
 
@@ -61,19 +54,4 @@ def cluster_database_url(cluster: Cluster) -> Iterator[str]:
         if not cluster.running:
             cluster.start()  # a test that failed with the server down
         with psycopg.connect(cluster.url(), autocommit=True) as admin:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-
-
-@pytest.fixture
-def procs(tmp_path: Path, db_url: str) -> Iterator[Procs]:
-    with running_procs(tmp_path, db_url) as p:
-        yield p
-
-
-@pytest.fixture
-def queue(db_url: str) -> Iterator[chit.Queue]:
-    """The test app's tasks on this test's database, to enqueue and to read jobs."""
-    with app_queue(db_url) as q:
-        yield q
+            drop_database(admin, name)

@@ -15,10 +15,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from e2e_support import Proc, Procs, lines, wait_until
 
 import chit
-from chit.jobs import JobFilter, State
+from chit.jobs import State
+from support.jobs import all_jobs, lines
+from support.processes import Proc, Procs
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -39,16 +41,6 @@ def by_state(q: chit.Queue) -> dict[str, int]:
 def unfinished(q: chit.Queue) -> int:
     counts = by_state(q)
     return counts[State.QUEUED] + counts[State.RUNNING]
-
-
-def all_jobs(q: chit.Queue) -> list[chit.Job]:
-    jobs, cursor = [], None
-    while True:
-        page = q.store.list(JobFilter(), 1000, cursor)
-        jobs += page.jobs
-        cursor = page.next_cursor
-        if cursor is None:
-            return jobs
 
 
 def executions(out: Path, suffix: str = "log") -> Counter[str]:
@@ -155,6 +147,9 @@ def test_sigkill_every_two_seconds_for_a_minute_loses_no_job_and_bounds_duplicat
     drained = time.monotonic() - started - chaos
     for w in live:
         assert w.alive(), f"{w.name} died:\n{w.stderr()[-3000:]}"
+        # A replacement started late in the chaos may not have installed its
+        # signal handlers yet: SIGTERM before then kills it (exit -15).
+        w.wait_started()
         w.signal(signal.SIGTERM)
     for w in live:
         assert w.wait(30) == 0, w.stderr()[-3000:]

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from e2e_support import APP, Procs, get, lines, wait_terminal, wait_until
 
 import chit
 from chit.jobs import AttemptOutcome, State
+from support.jobs import get, lines, wait_terminal
+from support.processes import E2E_APP, Procs
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +34,7 @@ def libfaketime() -> str:
     found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
     if not found:
         pytest.fail(
-            "libfaketime is not installed: apt-get install faketime (.ci/run does)",
+            "libfaketime is not installed: apt-get install faketime (`make test` does)",
             pytrace=False,
         )
     return found[0]
@@ -61,7 +63,7 @@ def test_worker_with_a_skewed_clock_changes_nothing(
     wait_until(lambda: lines(log), 15, what="the long job to start on the right-time worker")
 
     skewed = procs.start(
-        ["-m", "chit", "worker", "--app", APP, "--lease", str(LEASE)],
+        ["-m", "chit", "worker", "--app", E2E_APP, "--lease", str(LEASE)],
         name="skewed",
         extra_env={
             "LD_PRELOAD": libfaketime(),

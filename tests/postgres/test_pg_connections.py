@@ -13,10 +13,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from e2e_support import Procs, wait_until
 
 import chit
 from chit.jobs import State
+from support.processes import E2E_APP, Procs
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +87,7 @@ def test_worker_connections_stay_within_its_pool_across_10000_jobs(
     out = tmp_path / "runs"
     out.mkdir()
     worker = procs.start(
-        ["-m", "chit", "worker", "--app", "e2e_app:queue", "--concurrency", str(CONCURRENCY)],
+        ["-m", "chit", "worker", "--app", E2E_APP, "--concurrency", str(CONCURRENCY)],
         name="worker",
         extra_env={"CHIT_DATABASE_URL": with_application_name(db_url, APPLICATION)},
     )

@@ -13,13 +13,15 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from e2e_support import APP, Procs, get, lines, wait_terminal, wait_until
-from pg_cluster import Cluster
 from psycopg import sql
 
 import chit
 from chit.errors import StoreError
-from chit.jobs import AttemptOutcome, JobFilter, State
+from chit.jobs import AttemptOutcome, State
+from support.jobs import all_jobs, get, lines, wait_terminal
+from support.pg_cluster import Cluster
+from support.processes import E2E_APP, Procs
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -45,16 +47,6 @@ def count(q: chit.Queue, state: State) -> int | None:
 
 def warned_since(proc_stderr: str, mark: int) -> bool:
     return " WARNING " in proc_stderr[mark:]
-
-
-def all_jobs(q: chit.Queue) -> list[chit.Job]:
-    jobs, cursor = [], None
-    while True:
-        page = q.store.list(JobFilter(), 1000, cursor)
-        jobs += page.jobs
-        cursor = page.next_cursor
-        if cursor is None:
-            return jobs
 
 
 @pytest.mark.timeout(180)
@@ -175,7 +167,7 @@ def test_worker_cut_off_past_its_lease_by_a_crash_is_fenced_out_when_it_reconnec
     job_id = queue.enqueue("sleep", {"log": str(log), "seconds": 4}).id
     a_url = db_url.replace("postgresql://postgres@", f"postgresql://{cut_off_role}@", 1)
     a = procs.start(
-        ["-m", "chit", "worker", "--app", APP, "--lease", "2"],
+        ["-m", "chit", "worker", "--app", E2E_APP, "--lease", "2"],
         name="a",
         extra_env={"CHIT_DATABASE_URL": a_url},
     )

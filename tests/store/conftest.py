@@ -18,6 +18,7 @@ from psycopg import sql
 from chit.store.base import Store
 from chit.store.postgres import PostgresStore
 from chit.store.sqlite import SQLiteStore
+from support.postgres import postgres_url
 
 B = TypeVar("B", bound="Backend")
 
@@ -178,7 +179,7 @@ def _postgres_backend(request: pytest.FixtureRequest) -> PostgresBackend:
     return PostgresBackend(
         request.getfixturevalue("postgres_database"),
         request.getfixturevalue("postgres_admin_connection"),
-        request.getfixturevalue("postgres_url_for"),
+        postgres_url,
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 import chit
 from chit.jobs import AttemptOutcome, JobFilter, State, Succeeded
 from chit.worker import Worker
+from support.waiting import wait_until
 
 
 def test_sync_and_async_handlers_run_to_success(queue: chit.Queue) -> None:
@@ -199,9 +200,9 @@ def test_run_stops_on_request_and_returns_zero(queue: chit.Queue) -> None:
     code: list[int] = []
     thread = threading.Thread(target=lambda: code.append(worker.run(install_signals=False)))
     thread.start()
-    deadline = datetime.now(UTC) + timedelta(seconds=10)
-    while queue.store.stats().by_state["succeeded"] < 20 and datetime.now(UTC) < deadline:
-        threading.Event().wait(0.02)
+    wait_until(
+        lambda: queue.store.stats().by_state["succeeded"] == 20, 10, 0.02, what="20 jobs to succeed"
+    )
     worker.stop()
     thread.join(10)
     assert code == [0]
@@ -364,9 +365,7 @@ def test_short_jobs_are_claimed_ahead_but_never_run_beyond_the_concurrency(
     held = queue.store.list(JobFilter(state=State.RUNNING)).jobs
     assert len(held) == 5 and {j.worker for j in held} == {worker.id}
     assert worker.run_once() == 0
-    deadline = time.monotonic() + 10
-    while most != [2] and time.monotonic() < deadline:  # both slots' jobs have started
-        time.sleep(0.01)
+    wait_until(lambda: most == [2], 10, 0.01, what="both slots' jobs to start")
     gate.set()
     assert worker.run_until_idle() == 10
     assert most == [2]
@@ -400,18 +399,17 @@ def test_jobs_claimed_ahead_are_handed_back_at_once_when_the_worker_stops(
     thread = threading.Thread(target=lambda: code.append(worker.run(install_signals=False)))
     thread.start()
     worker.stop()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        queued = queue.store.list(JobFilter(state=State.QUEUED)).jobs
-        if len(queued) == 3:
-            break
-        time.sleep(0.02)
+
+    def handed_back() -> list[chit.Job] | None:
+        jobs = queue.store.list(JobFilter(state=State.QUEUED)).jobs
+        return jobs if len(jobs) == 3 else None
+
+    queued = wait_until(handed_back, 10, 0.02, what="three jobs handed back")
     # The three that never started are back in the queue, their attempt not counted,
     # while the two running ones still have their grace period.
     assert sorted(j.attempts for j in queued) == [0, 0, 0]
     assert len(queue.store.list(JobFilter(state=State.RUNNING)).jobs) == 2
-    while most != [2] and time.monotonic() < deadline:  # both slots' jobs have started
-        time.sleep(0.01)
+    wait_until(lambda: most == [2], 10, 0.01, what="both slots' jobs to start")
     gate.set()
     thread.join(15)
     assert code == [0]

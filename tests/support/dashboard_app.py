@@ -1,14 +1,14 @@
 """Tasks for the dashboard's tests, in-process and in real `chit worker`
-processes (`--app dashboard_app:queue`, with this folder on PYTHONPATH)."""
+processes (`--app support.dashboard_app:queue`, with tests/ on PYTHONPATH)."""
 
 from __future__ import annotations
 
 import os
-import time
 
 from pydantic import BaseModel, Field
 
 import chit
+from support.handlers import in_steps
 
 queue = chit.Queue()  # CHIT_DATABASE_URL and the rest from the environment
 
@@ -29,14 +29,7 @@ def register(q: chit.Queue) -> chit.Queue:
             if body.permanent:
                 raise chit.PermanentError(f"upstream rejected {body.message!r}")
             raise ConnectionError("upstream is down")
-        steps = max(body.steps, 1)
-        for step in range(steps):
-            if job.cancelled:
-                return {"stopped_at": step}
-            time.sleep(body.seconds / steps)
-            if body.steps:
-                job.progress(step + 1, steps)
-        return {"message": body.message, "attempt": job.attempt}
+        return in_steps(job, body.message, body.seconds, body.steps)
 
     @q.task("report")
     def report(job: chit.JobContext, body: dict) -> dict:

@@ -1,14 +1,14 @@
 """Tasks for the API tests, in-process and in real `chit worker` processes
-(`--app app_for_tests:queue`, with this folder on PYTHONPATH)."""
+(`--app support.api_app:queue`, with tests/ on PYTHONPATH)."""
 
 from __future__ import annotations
 
 import os
-import time
 
 from pydantic import BaseModel, Field
 
 import chit
+from support.handlers import in_steps
 
 queue = chit.Queue()  # CHIT_DATABASE_URL and the rest from the environment
 
@@ -32,14 +32,7 @@ def register(q: chit.Queue) -> chit.Queue:
             raise ConnectionError("upstream is down")
         if job.attempt <= body.fail_times:
             raise ConnectionError(f"flaky upstream on attempt {job.attempt}")
-        steps = max(body.steps, 1)
-        for step in range(steps):
-            if job.cancelled:
-                return {"stopped_at": step}
-            time.sleep(body.seconds / steps)
-            if body.steps:
-                job.progress(step + 1, steps)
-        return {"message": body.message, "attempt": job.attempt}
+        return in_steps(job, body.message, body.seconds, body.steps)
 
     @q.task("big")
     def big(job: chit.JobContext, body: dict) -> dict:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -14,8 +13,9 @@ from typing import Any
 
 import chit
 from chit.settings import Settings
+from support.processes import child_env
 
-HERE = Path(__file__).resolve().parent
+APP = "support.cli_app"
 CHIT_VARS = [f"CHIT_{f.name.upper()}" for f in dataclasses.fields(Settings)]
 
 
@@ -31,15 +31,9 @@ class Result:
 
 def forget_app() -> None:
     """Drop the imported cli_app, so the next command imports it with today's environment."""
-    module = sys.modules.pop("cli_app", None)
+    module = sys.modules.pop(APP, None)
     if module is not None:
         module.queue.close()
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ) | extra
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
-    return env
 
 
 def run_cli(*args: str, timeout: float = 30, **env: str) -> Result:

@@ -1,6 +1,6 @@
 """Enqueue `noop` jobs one by one, printing each id once `enqueue` has returned.
 
-    python e2e_writer.py COUNT [GO_FILE]
+    python -m support.e2e_writer COUNT [GO_FILE]   (tests/ on PYTHONPATH)
 
 With GO_FILE, print 'ready' and wait until that file exists, so several
 writers start at once."""
@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from e2e_app import queue
+from support.e2e_app import queue
 
 
 def main() -> None:

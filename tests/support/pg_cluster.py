@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from process_support import free_port
+from support.processes import free_port
 
 
 def _bin_dir() -> Path:

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 
 import chit
-from chit.api import create_app
 from chit.settings import Settings
+from support.api import running_app
 
 ADMIN_KEY = "dash-admin-0123456789"  # bare: the default tenant "", every scope
 READ_KEY = "dash-reader-0123456789"  # the default tenant, read only
@@ -59,11 +59,8 @@ def hidden(html: str, name: str) -> str:
 
 
 async def running_dashboard(queue: chit.Queue, **options: Any) -> AsyncIterator[Browser]:
-    app = create_app(queue, event_interval=0.02, key_cache_seconds=0, **options)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-            yield Browser(http, queue)
+    async for _, http in running_app(queue, **options):
+        yield Browser(http, queue)
 
 
 _queues = iter(range(1_000_000))

@@ -1,16 +1,16 @@
-"""Helpers for the API tests: keys, the in-process app, error checks."""
+"""Helpers for the API tests: keys, the in-process app, error checks. The
+dashboard's tests (support/dashboard.py) run the same app."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from fastapi import FastAPI
 
 import chit
@@ -85,12 +85,21 @@ def bearer(key: str | None) -> dict[str, str]:
     return {} if key is None else {"Authorization": f"Bearer {key}"}
 
 
-async def running_api(queue: chit.Queue, **options: Any) -> AsyncIterator[Api]:
+async def running_app(
+    queue: chit.Queue, **options: Any
+) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """The real app with its lifespan running, and a client through httpx's ASGI
+    transport: no server, no worker process. The event poller ticks every 20 ms."""
     app = create_app(queue, event_interval=0.02, key_cache_seconds=0, **options)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-            yield Api(app, http, queue)
+            yield app, http
+
+
+async def running_api(queue: chit.Queue, **options: Any) -> AsyncIterator[Api]:
+    async for app, http in running_app(queue, **options):
+        yield Api(app, http, queue)
 
 
 def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict:
@@ -103,11 +112,31 @@ def assert_error(response: httpx.Response, status: int, code: str | None = None)
     return body
 
 
-async def until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
-    """Wait for `check`, however busy the machine: never a fixed sleep."""
+@contextmanager
+def stream_started(api: Api, job_id: str) -> Iterator[Callable[[], bool]]:
+    """While inside, a check that holds once a new event stream of `job_id` is
+    watching the job and has read it since: the snapshot its first event is
+    made of, so no change made after can come before that event. (The route
+    reads the job twice, to answer 404 or not and once watched; a stand-in for
+    the store's `get` counts the reads.)"""
+    hub = api.app.state.chit.hub
+    before = hub.listeners
+    store = api.store
+    get = store.get
+    shadowed = "get" in vars(store)  # by a test's own stand-in
+    reads: list[str] = []
+
+    def counting_get(*args: Any) -> Any:
+        job = get(*args)
+        if args[0] == job_id:
+            reads.append(job_id)
+        return job
+
+    store.get = counting_get  # type: ignore[method-assign]
     try:
-        async with asyncio.timeout(timeout):
-            while not check():
-                await asyncio.sleep(0.005)
-    except TimeoutError:
-        pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        yield lambda: hub.listeners > before and len(reads) >= 2
+    finally:
+        if shadowed:
+            store.get = get  # type: ignore[method-assign]
+        else:
+            del store.get

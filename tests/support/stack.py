@@ -1,0 +1,91 @@
+"""A real uvicorn server (`chit.cli.serve.serve`) on a free loopback port and
+two real `chit worker` processes, sharing one SQLite file: the stack the API's
+end-to-end tests and the dashboard's browser tests run against."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from chit.store.sqlite import SQLiteStore
+from support.jobs import poll_job
+from support.processes import Procs, child_env, free_port, stop
+from support.waiting import wait_until
+
+SERVER = (
+    "import importlib; from chit.cli.serve import serve; a = importlib.import_module({module!r}); "
+    "raise SystemExit(serve(a.queue.settings, a.queue, port={port}, log_level='warning'))"
+)
+
+
+@dataclass
+class Server:
+    url: str
+    http: httpx.Client  # signed in with the stack's key
+    tmp: Path
+
+    def until(
+        self, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 15
+    ) -> dict[str, Any]:
+        return poll_job(self.http, job_id, done, timeout)
+
+
+@contextmanager
+def server_with_workers(
+    tmp: Path,
+    module: str,
+    *,
+    key: str,
+    keys: str,
+    worker_flags: tuple[str, ...],
+    **env: str,
+) -> Iterator[Server]:
+    """The server and two workers on `module`'s queue (`support.api_app`, ...),
+    CHIT_API_KEYS=`keys`, each process's output in tmp/NAME.stderr. Yields once
+    the server answers and both workers have started (so SIGTERM at the end is
+    a graceful stop); at the end every process must exit 0."""
+    database = tmp / "chit.db"
+    SQLiteStore(database).close()  # migrated once, before anyone races to do it
+    procs = Procs(
+        tmp,
+        child_env(
+            CHIT_DATABASE_URL=f"sqlite:///{database}",
+            CHIT_API_KEYS=keys,
+            CHIT_POLL_INTERVAL="0.2",
+            PYTHONUNBUFFERED="1",
+            **env,
+        ),
+    )
+    port = free_port()
+    server = procs.start(["-c", SERVER.format(module=module, port=port)], "server")
+    workers = [
+        procs.worker(*worker_flags, app=f"{module}:queue", name=f"worker{i}") for i in range(2)
+    ]
+    url = f"http://127.0.0.1:{port}"
+    codes: list[int | None] = []
+    try:
+        with httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=10
+        ) as http:
+
+            def ready() -> bool:
+                assert server.alive(), server.stderr()
+                try:
+                    return http.get("/readyz").status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            wait_until(ready, 60, what="the API server to answer")
+            for w in workers:
+                w.wait_started()
+            yield Server(url, http, tmp)
+    finally:
+        stop([p.popen for p in procs.all])
+        codes = [p.popen.returncode for p in procs.all]
+        procs.cleanup()
+    assert codes == [0, 0, 0], [p.stderr()[-2000:] for p in procs.all]
