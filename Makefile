@@ -34,6 +34,7 @@ test-deps:
 lint: install
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/ruff format --check src tests examples bench
+	$(BIN)/mypy
 
 # chit against its peers (docs/benchmarks.md, docs/benchmarks.png); about 25 minutes on 2 cores.
 # The peers live in their own venv. `make bench BENCH_ARGS=--quick` for a short run.
