@@ -281,7 +281,9 @@ class Bench:
             ]
             # Growth is read against growth-empty (and process1): as many runs of
             # each, so every figure compared is a best of the same number.
-            repeat = self.repeat if step.workload in ("process", "growth") else 1
+            # A before/after comparison repeats every step: it reads ratios of bests.
+            repeated = step.workload in ("process", "growth") or args.baseline
+            repeat = self.repeat if repeated else 1
             for rep in range(repeat):
                 order = systems[rep % len(systems) :] + systems[: rep % len(systems)]
                 for system in order:
