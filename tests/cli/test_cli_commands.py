@@ -417,7 +417,9 @@ def test_database_url_flag_wins_over_the_environment(cli: Cli, tmp_path: Path) -
 def test_flags_are_not_written_to_the_environment(cli: Cli, tmp_path: Path) -> None:
     before = dict(os.environ)
     other = tmp_path / "other.db"
-    assert cli("migrate", "--database-url", f"sqlite:///{other}", "--app", "support.cli_app").code == 0
+    assert (
+        cli("migrate", "--database-url", f"sqlite:///{other}", "--app", "support.cli_app").code == 0
+    )
     assert dict(os.environ) == before
 
 
