@@ -800,6 +800,46 @@ def test_invariant6_a_released_job_does_not_use_up_an_attempt(store: Store) -> N
     assert again.attempt == 1 and again.max_attempts == 1
 
 
+def test_invariant6_hand_backs_after_the_third_use_up_attempts_and_end_failed(
+    store: Store,
+) -> None:
+    job_id = store.enqueue(new(max_attempts=2)).id
+    for _ in range(3):  # free: the attempt is not counted
+        c = claim_one(store)
+        assert c.attempt == 1
+        assert store.finish([Released(job_id, c.lease_token)]) == [True]
+    c = claim_one(store)
+    assert store.finish([Released(job_id, c.lease_token)]) == [True]
+    got = store.get(job_id)
+    assert got is not None
+    assert (got.state, got.attempts) == (State.QUEUED, 1)  # the fourth counted
+    c = claim_one(store)
+    assert c.attempt == 2
+    assert store.finish([Released(job_id, c.lease_token)]) == [True]
+    got = store.get(job_id)
+    assert got is not None
+    error = "handed back 5 times without finishing"
+    assert (got.state, got.attempts, got.error) == (State.FAILED, 2, error)
+    assert got.finished_at is not None and got.lease_expires_at is None
+    history = store.attempts(job_id)
+    assert [a.outcome for a in history] == [AttemptOutcome.RELEASED] * 4 + [AttemptOutcome.FAILED]
+    assert [a.error for a in history] == [None] * 4 + [error]
+
+
+def test_a_replayed_job_has_its_free_hand_backs_again(store: Store) -> None:
+    job_id = store.enqueue(new(max_attempts=1)).id
+    for _ in range(4):
+        c = claim_one(store)
+        store.finish([Released(job_id, c.lease_token)])
+    assert store.get(job_id).state is State.FAILED  # type: ignore[union-attr]
+    assert store.retry(job_id)
+    c = claim_one(store)
+    store.finish([Released(job_id, c.lease_token)])
+    got = store.get(job_id)
+    assert got is not None
+    assert (got.state, got.attempts) == (State.QUEUED, 0)
+
+
 def test_attempt_history_records_every_outcome_with_worker_and_error(store: Store) -> None:
     job_id = store.enqueue(new(max_attempts=5)).id
 

@@ -38,7 +38,7 @@ HOT_QUERIES: dict[str, tuple[dict[str, object], list[str]]] = {
         {"id": "a", "token": "t", "error": "e", "retry": "+1 seconds", "now": "now"},
         [PRIMARY_KEY],
     ),
-    "release": ({"id": "a", "token": "t", "now": "now"}, [PRIMARY_KEY]),
+    "release": ({"id": "a", "token": "t", "now": "now", "free": 3}, [PRIMARY_KEY]),
     "rescue_expired": ({"now": "now"}, ["chit_jobs_leases (lease_expires_at<?)"]),
     "expire_attempts": ({"ids": '["a"]', "now": "now"}, ["chit_attempts_open (job_id=?)"]),
     "stats_stale": (

@@ -392,8 +392,9 @@ class PostgresStore(SQLStore):
         for kind, query in ((Failed, "fail"), (Released, "release"), (Cancelled, "mark_cancelled")):
             group = [o for o in outcomes if isinstance(o, kind)]
             if group:
-                items = dumps([_fenced(o) for o in group])
-                applied |= {r["id"] for r in conn.execute(Q[query], {"items": items, "now": now})}
+                params = {"items": dumps([_fenced(o) for o in group]), "now": now}
+                rows = conn.execute(Q[query], params | {"free": self.free_hand_backs})
+                applied |= {r["id"] for r in rows}
         return [o.job_id in applied for o in outcomes]
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:

@@ -123,6 +123,9 @@ class SQLStore(FullStore):
     d: ClassVar[Dialect]
     Q: ClassVar[dict[str, str]]
     result_inline_bytes: int
+    # Hand-backs (a worker stopping) of one job that do not use up its attempt
+    # (invariant 6); each later one counts, so a job no deploy lets finish ends failed.
+    free_hand_backs: ClassVar[int] = 3
 
     @abc.abstractmethod
     def _read(self) -> AbstractContextManager[Any]:

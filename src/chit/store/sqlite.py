@@ -267,10 +267,11 @@ class SQLiteStore(SQLStore):
                     return False
                 recorded = "retried" if row[0] == "queued" else row[0]
             case Released():
-                row = conn.execute(Q["release"], fence).fetchone()
+                row = conn.execute(Q["release"], fence | {"free": self.free_hand_backs}).fetchone()
                 if row is None:
                     return False
                 recorded = "released" if row[0] == "queued" else row[0]
+                error = row[1] if recorded == "failed" else None
             case Cancelled():
                 if not conn.execute(Q["mark_cancelled"], fence).rowcount:
                     return False

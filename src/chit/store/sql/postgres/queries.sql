@@ -244,7 +244,8 @@ WITH o AS (
 SELECT id, state FROM done
 
 -- name: release
--- Items: {id, token}. The attempt is handed back, not used up.
+-- Items: {id, token}. The first `free` hand-backs of a job do not use up its
+-- attempt; each later one does, and one that leaves no attempt fails the job.
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS o(id text, token text)
 ), locked AS (
@@ -254,20 +255,30 @@ WITH o AS (
     FOR UPDATE OF j
 ), done AS (
     UPDATE chit_jobs AS j
-    SET state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
-        attempts = j.attempts - 1,
+    SET hand_backs = j.hand_backs + 1,
+        attempts = CASE WHEN j.hand_backs < %(free)s THEN j.attempts - 1 ELSE j.attempts END,
+        state = CASE WHEN j.cancel_requested THEN 'cancelled'
+                     WHEN j.hand_backs >= %(free)s AND j.attempts >= j.max_attempts
+                     THEN 'failed'
+                     ELSE 'queued' END,
+        error = CASE WHEN NOT j.cancel_requested AND j.hand_backs >= %(free)s
+                          AND j.attempts >= j.max_attempts
+                     THEN 'handed back ' || (j.hand_backs + 1) || ' times without finishing'
+                     ELSE j.error END,
         run_at = coalesce(%(now)s::timestamptz, now()),
-        finished_at = CASE WHEN j.cancel_requested THEN coalesce(%(now)s::timestamptz, now()) END,
+        finished_at = CASE WHEN j.cancel_requested
+                                OR (j.hand_backs >= %(free)s AND j.attempts >= j.max_attempts)
+                           THEN coalesce(%(now)s::timestamptz, now()) END,
         lease_token = NULL, lease_expires_at = NULL,
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM locked, o
     WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
-    RETURNING j.id, j.state
+    RETURNING j.id, j.state, j.error
 ), closed AS (
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()),
-        outcome = CASE done.state WHEN 'cancelled' THEN 'cancelled' ELSE 'released' END,
-        error = NULL
+        outcome = CASE done.state WHEN 'queued' THEN 'released' ELSE done.state END,
+        error = CASE done.state WHEN 'failed' THEN done.error END
     FROM done
     WHERE a.job_id = done.id AND a.finished_at IS NULL
 )
@@ -493,7 +504,8 @@ WHERE id IN (
 -- name: replay
 -- By ids: the primary key.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, run_at = now(),
+SET state = 'queued', attempts = 0, hand_backs = 0,
+    run_at = now(),
     error = NULL, result = NULL, result_external = false, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = false,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
@@ -505,7 +517,8 @@ RETURNING j.id
 -- name: replay_failed
 -- Failed jobs by error prefix and time.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, run_at = now(),
+SET state = 'queued', attempts = 0, hand_backs = 0,
+    run_at = now(),
     error = NULL, result = NULL, result_external = false, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = false,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
@@ -518,7 +531,8 @@ RETURNING j.id
 -- name: replay_failed_kind
 -- The same for one kind.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, run_at = now(),
+SET state = 'queued', attempts = 0, hand_backs = 0,
+    run_at = now(),
     error = NULL, result = NULL, result_external = false, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = false,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
@@ -653,7 +667,8 @@ LIMIT %(limit)s
 -- name: replay_failure_group
 -- One group of the failures report: this kind, and this exact first line.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, run_at = now(),
+SET state = 'queued', attempts = 0, hand_backs = 0,
+    run_at = now(),
     error = NULL, result = NULL, result_external = false, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = false,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,

@@ -145,15 +145,26 @@ WHERE id = :id AND lease_token = :token AND state = 'running'
 RETURNING state
 
 -- name: release
+-- The first :free hand-backs of a job do not use up its attempt; each later one
+-- does, and one that leaves no attempt fails the job. SET reads the old row.
 UPDATE chit_jobs
-SET state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
-    attempts = attempts - 1,
+SET hand_backs = hand_backs + 1,
+    attempts = CASE WHEN hand_backs < :free THEN attempts - 1 ELSE attempts END,
+    state = CASE WHEN cancel_requested THEN 'cancelled'
+                 WHEN hand_backs >= :free AND attempts >= max_attempts THEN 'failed'
+                 ELSE 'queued' END,
+    error = CASE WHEN NOT cancel_requested AND hand_backs >= :free
+                      AND attempts >= max_attempts
+                 THEN 'handed back ' || (hand_backs + 1) || ' times without finishing'
+                 ELSE error END,
     run_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
-    finished_at = CASE WHEN cancel_requested THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
+    finished_at = CASE WHEN cancel_requested
+                            OR (hand_backs >= :free AND attempts >= max_attempts)
+                       THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
     lease_token = NULL, lease_expires_at = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING state
+RETURNING state, error
 
 -- name: mark_cancelled
 UPDATE chit_jobs
@@ -336,7 +347,8 @@ WHERE id IN (
 -- name: replay
 -- By ids (a JSON array): the primary key (`+`: not an index on the state or tenant).
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+SET state = 'queued', attempts = 0, hand_backs = 0,
+    run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
     error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = 0,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
@@ -349,7 +361,8 @@ RETURNING id
 -- Failed jobs by error prefix and time: chit_jobs_state_id, {tenant} only checked
 -- on the failed jobs (`+j.tenant`) rather than walking all the tenant's jobs.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+SET state = 'queued', attempts = 0, hand_backs = 0,
+    run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
     error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = 0,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
@@ -362,7 +375,8 @@ RETURNING id
 -- name: replay_failed_kind
 -- The same for one kind: chit_jobs_state_kind, seeking on the tenant too.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+SET state = 'queued', attempts = 0, hand_backs = 0,
+    run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
     error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = 0,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
@@ -500,7 +514,8 @@ LIMIT :limit
 -- name: replay_failure_group
 -- One group of the failures report: this kind, and this exact first line.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+SET state = 'queued', attempts = 0, hand_backs = 0,
+    run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
     error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = 0,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
