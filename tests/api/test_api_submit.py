@@ -209,3 +209,30 @@ async def test_vendor_json_content_type_is_accepted(api: Api) -> None:
         headers={"Content-Type": "application/vnd.chit+json; charset=utf-8"},
     )
     assert response.status_code == 202
+
+
+async def test_two_idempotency_key_headers_are_refused(api: Api) -> None:
+    request = api.http.build_request(
+        "POST",
+        "/jobs",
+        json={"kind": "echo", "payload": {"message": "k"}},
+        headers=[(b"Idempotency-Key", b"first"), (b"Idempotency-Key", b"second")],
+    )
+    body = assert_error(await api.http.send(request), 400, "bad_request")
+    assert "Idempotency-Key" in body["message"]
+    assert stored(api) == []
+
+
+@pytest.mark.parametrize(
+    "field",
+    [{"priority": True}, {"priority": 1.5}, {"priority": "1"}, {"max_attempts": True},
+     {"max_attempts": 2.0}, {"run_at": 0}, {"run_at": 4102444800.5}],
+    ids=["priority-bool", "priority-float", "priority-text", "attempts-bool",
+         "attempts-float", "run-at-zero", "run-at-seconds"],
+)  # fmt: skip
+async def test_loosely_typed_fields_are_refused(api: Api, field: dict) -> None:
+    response = await api.http.post(
+        "/jobs", json={"kind": "echo", "payload": {"message": "k"}} | field
+    )
+    assert_error(response, 422)
+    assert stored(api) == []

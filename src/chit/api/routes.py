@@ -111,6 +111,9 @@ async def submit_job(
 ) -> Response:
     """Answers 202 and `Location` at once; a worker runs the job later."""
     state = api_state(request)
+    if len(request.headers.getlist("Idempotency-Key")) > 1:
+        # Which one the client meant is a guess either way; a proxy may keep another.
+        raise ApiProblem(400, "bad_request", "send one Idempotency-Key header, not several")
     body = SubmitJob.model_validate(await read_json(request, state.settings.max_body_bytes))
     job = JobRequest(
         kind=body.kind,

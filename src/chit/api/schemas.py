@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from chit import bounds
 from chit.jobs import FailureGroup, Job, KindLastHour, State, Stats
@@ -19,7 +19,14 @@ def _in_range(value: datetime) -> datetime:
     return utc
 
 
-Moment = Annotated[AwareDatetime, AfterValidator(_in_range)]
+def _written_out(value: Any) -> Any:
+    # Lax pydantic reads a number as seconds since 1970: `"run_at": 0` is a slip.
+    if isinstance(value, int | float):
+        raise ValueError("a time is ISO 8601 text with a timezone, not a number")
+    return value
+
+
+Moment = Annotated[AwareDatetime, BeforeValidator(_written_out), AfterValidator(_in_range)]
 Name = Annotated[str, Field(min_length=1, max_length=bounds.NAME_MAX)]
 
 
@@ -31,14 +38,16 @@ class SubmitJob(BaseModel):
     kind: Name
     payload: Any = Field(default=None, description="JSON; checked against the task's payload model")
     queue: Name | None = None
+    # Strict: `true` or `1.5` is a slip, not priority 1.
     priority: int | None = Field(
         default=None,
+        strict=True,
         ge=-bounds.PRIORITY_LIMIT,
         le=bounds.PRIORITY_LIMIT,
         description="smaller runs first; default 0",
     )
     run_at: Moment | None = Field(default=None, description="not before this time")
-    max_attempts: int | None = Field(default=None, ge=1, le=bounds.MAX_ATTEMPTS)
+    max_attempts: int | None = Field(default=None, strict=True, ge=1, le=bounds.MAX_ATTEMPTS)
 
 
 class Submitted(BaseModel):
