@@ -48,7 +48,10 @@ class UnknownKind(InvalidRequest):
     def __init__(self, kind: str, known: list[str]) -> None:
         self.kind = kind
         self.known = sorted(known)
-        listed = ", ".join(self.known) if self.known else "none are registered"
+        listed = ", ".join(self.known) or (
+            "none are registered (name the module that registers them: --app module:queue,"
+            " or CHIT_APP)"
+        )
         super().__init__(f"unknown job kind {kind!r}; known kinds: {listed}")
 
 

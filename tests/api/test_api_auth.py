@@ -244,7 +244,8 @@ def test_env_key_formats() -> None:
 
 def test_cli_keys_create_list_revoke(queue: chit.Queue, capsys: pytest.CaptureFixture[str]) -> None:
     assert keys_create(queue.store, tenant="acme", scopes="submit+read", name="ci") == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "first API key, so the API is no longer open" in err
     key = out.splitlines()[0]
     assert key.startswith("chit_") and "shown only now" in out
     [stored] = queue.store.list_api_keys()
@@ -260,6 +261,15 @@ def test_cli_keys_create_list_revoke(queue: chit.Queue, capsys: pytest.CaptureFi
         keys_revoke(queue.store, "nope")
     with pytest.raises(ConfigError, match="scopes"):
         keys_create(queue.store, scopes="root")
+
+
+def test_only_the_key_that_closes_an_open_api_says_so(
+    queue: chit.Queue, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert keys_create(queue.store, env_keys=True) == 0
+    assert capsys.readouterr().err == ""  # CHIT_API_KEYS had closed it already
+    assert keys_create(queue.store) == 0
+    assert capsys.readouterr().err == ""  # the table had a key already
 
 
 def test_serve_refuses_a_public_address_without_keys(queue: chit.Queue) -> None:

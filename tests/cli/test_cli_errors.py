@@ -286,3 +286,13 @@ def test_file_that_is_not_a_database_is_refused_and_untouched(
 
 def test_memory_database_is_refused(cli: Cli) -> None:
     assert_refused(cli("list", "--database-url", "sqlite:///:memory:"), 3, "file path")
+
+
+def test_submit_without_an_app_says_how_to_name_one(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CHIT_APP", raising=False)
+    result = cli("submit", "echo", "{}")
+    assert result.code != 0
+    assert "none are registered" in result.err and "--app module:queue" in result.err
+    assert "Traceback" not in result.err

@@ -75,10 +75,16 @@ def serve(args: argparse.Namespace, setup: Setup) -> int:
 def keys(args: argparse.Namespace, setup: Setup) -> int:
     from chit.cli import keys as key_commands
 
-    store = setup.queue().store
+    queue = setup.queue()
+    store = queue.store
     if args.keys_command == "create":
         return key_commands.keys_create(
-            store, tenant=args.tenant, scopes=args.scopes, name=args.name, as_json=args.json
+            store,
+            tenant=args.tenant,
+            scopes=args.scopes,
+            name=args.name,
+            as_json=args.json,
+            env_keys=bool(queue.settings.api_keys),
         )
     if args.keys_command == "list":
         return key_commands.keys_list(store, include_revoked=args.all, as_json=args.json)

@@ -5,6 +5,7 @@ The key text is printed once, at creation; the database keeps only its SHA-256.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 
 from chit.api.auth import SCOPES, create_key
@@ -20,11 +21,20 @@ def keys_create(
     scopes: str | Iterable[str] = "submit+read",
     name: str = "",
     as_json: bool = False,
+    env_keys: bool = False,
 ) -> int:
     """Scopes as `submit+read` (or a list): any of submit, read, admin; tenant
-    `*` sees every tenant."""
+    `*` sees every tenant. `env_keys`: CHIT_API_KEYS configures keys too."""
     wanted = scopes.split("+") if isinstance(scopes, str) else list(scopes)
+    was_open = not env_keys and not store.list_api_keys()
     key, text = create_key(store, tenant=tenant, scopes=wanted, name=name)
+    if was_open:
+        # Surprising otherwise: every client that sent no key starts getting 401.
+        print(
+            "chit: this is the first API key, so the API is no longer open: within 5 seconds"
+            " every request must send a key (Authorization: Bearer KEY)",
+            file=sys.stderr,
+        )
     if as_json:
         output.print_json({"key": text} | output.to_json(key))
     else:
