@@ -2,16 +2,25 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install up test test-fast test-deps lint bench clean
+.PHONY: install install-dev up test test-fast test-deps lint bench clean
 
+# chit itself: what `make up` and `make bench` need.
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e .
 	touch $(STAMP)
+
+# The test and lint tools besides (pytest, ruff, mypy, schemathesis, playwright).
+install-dev: $(DEV_STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(DEV_STAMP)
 
 # The one-command start: workers (and the HTTP API) on sqlite:///chit.db with the example jobs.
 up: install
@@ -19,19 +28,19 @@ up: install
 
 # The whole suite (6 minutes on 2 cores). First starts PostgreSQL if it is
 # down and installs what is missing from Debian's packages (scripts/test-deps.sh).
-test: install lint test-deps
+test: install-dev lint test-deps
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 # The inner loop: every test not marked slow (no worker processes, no browser,
 # no private PostgreSQL servers, the in-process API and dashboard tests on SQLite
 # only); about a minute on 2 cores.
-test-fast: install test-deps
+test-fast: install-dev test-deps
 	$(BIN)/pytest -q -m 'not slow' $(PYTEST_ARGS)
 
 test-deps:
 	@scripts/test-deps.sh
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/ruff format --check src tests examples bench
 	$(BIN)/mypy
