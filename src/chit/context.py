@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from chit.jobs import Progress
+from chit.jobs import ClaimedJob, Progress
 
 if TYPE_CHECKING:
     from chit.store import Store
@@ -49,6 +49,22 @@ class JobContext:
         self._lost = threading.Event()
         # Set by the worker once the handler's outcome is waiting to be recorded.
         self.finished = False
+
+    @classmethod
+    def of(cls, job: ClaimedJob, store: Store, lease_seconds: float) -> JobContext:
+        """The context of a claimed job, its writes fenced by the claim's token."""
+        return cls(
+            id=job.id,
+            kind=job.kind,
+            queue=job.queue,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            lease_token=job.lease_token,
+            last_checkpoint=job.checkpoint,
+            progress=job.progress,
+            store=store,
+            lease_seconds=lease_seconds,
+        )
 
     def __repr__(self) -> str:
         return f"<JobContext {self.kind} {self.id} attempt {self.attempt}/{self.max_attempts}>"

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 import chit
 from chit import backoff
 from chit.context import JobContext
-from chit.jobs import Cancelled, ClaimedJob, Failed, Progress, Succeeded
+from chit.jobs import Cancelled, ClaimedJob, Failed, Succeeded
 from chit.settings import Settings
 from chit.worker.execute import ERROR_MAX_CHARS, classify, describe, prepare
 
@@ -22,18 +22,7 @@ def claimed(attempt: int = 1, max_attempts: int = 3, kind: str = "k", payload=No
 
 
 def context(job: ClaimedJob) -> JobContext:
-    return JobContext(
-        id=job.id,
-        kind=job.kind,
-        queue=job.queue,
-        attempt=job.attempt,
-        max_attempts=job.max_attempts,
-        lease_token=job.lease_token,
-        last_checkpoint=None,
-        progress=Progress(),
-        store=None,  # type: ignore[arg-type]  # classification never writes
-        lease_seconds=30,
-    )
+    return JobContext.of(job, store=None, lease_seconds=30)  # type: ignore[arg-type]  # classification never writes
 
 
 def test_a_returned_value_succeeds_with_that_result() -> None:

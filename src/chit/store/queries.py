@@ -1,7 +1,8 @@
 """Named SQL blocks: a backend's queries live in `sql/<backend>/queries.sql`,
 each introduced by a `-- name: NAME` line; both backends use the same names.
 `{columns}` in a query is the backend's one list of a job's columns (the block
-`job_columns`), filled in here; other `{...}` are filled in by the store."""
+`job_columns`) and `{replay_reset}` its one reset of a replayed job (the block
+`replay_reset`), both filled in here; other `{...}` are filled in by the store."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from functools import cache
 from importlib import resources
 
 _HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+# Blocks that other queries include, as `{fragment}`: written once per dialect.
+_FRAGMENTS = {"columns": "job_columns", "replay_reset": "replay_reset"}
 
 
 @cache
@@ -21,9 +24,11 @@ def load(backend: str) -> dict[str, str]:
         if name in queries:
             raise ValueError(f"query {name!r} is defined twice in {backend}/queries.sql")
         queries[name] = body.strip().rstrip(";")
-    lines = queries.get("job_columns", "").splitlines()
-    columns = "\n".join(line for line in lines if not line.startswith("--"))
-    return {name: body.replace("{columns}", columns) for name, body in queries.items()}
+    for fragment, block in _FRAGMENTS.items():
+        lines = queries.get(block, "").splitlines()
+        text = "\n".join(line for line in lines if not line.startswith("--"))
+        queries = {name: body.replace(f"{{{fragment}}}", text) for name, body in queries.items()}
+    return queries
 
 
 @cache

@@ -82,7 +82,7 @@ class Slots:
     def hold(self, claimed: list[ClaimedJob], reserved: int) -> None:
         """Take the jobs claimed for `reserved` promised slots: start them, or keep
         them waiting for a slot when they were claimed ahead."""
-        contexts = [(job, self._context(job)) for job in claimed]
+        contexts = [(job, JobContext.of(job, self.store, self.lease_seconds)) for job in claimed]
         run_now = []
         with self._lock:
             self._reserved -= reserved
@@ -97,20 +97,6 @@ class Slots:
                     self._waiting.append((job, ctx))
         for job, ctx in run_now:
             self._start(job, ctx)
-
-    def _context(self, job: ClaimedJob) -> JobContext:
-        return JobContext(
-            id=job.id,
-            kind=job.kind,
-            queue=job.queue,
-            attempt=job.attempt,
-            max_attempts=job.max_attempts,
-            lease_token=job.lease_token,
-            last_checkpoint=job.checkpoint,
-            progress=job.progress,
-            store=self.store,
-            lease_seconds=self.lease_seconds,
-        )
 
     def end(self, outcome: Outcome) -> None:
         """A started job's outcome: keep it for the finishers (unless the job was

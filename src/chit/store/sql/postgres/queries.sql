@@ -26,12 +26,22 @@
 -- that starts with it, which also holds every lease taken since the last vacuum.
 
 -- name: job_columns
--- A job as rows.job reads it; queries.load puts it where a query says `{columns}`.
+-- A job as SQLStore._job reads it; queries.load puts it where a query says `{columns}`.
 j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts,
 j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,
 j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,
 j.error, j.cancel_requested, j.started_at, j.finished_at,
 j.state = 'running' AND j.lease_expires_at < now() AS stale
+
+-- name: replay_reset
+-- A failed or cancelled job made new (replay): queries.load puts it where a
+-- replay query says so. History (attempt records) is kept.
+state = 'queued', attempts = 0, hand_backs = 0,
+    run_at = now(),
+    error = NULL, result = NULL, result_external = false, checkpoint = NULL,
+    progress_done = NULL, progress_total = NULL, cancel_requested = false,
+    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    updated_at = now()
 
 -- name: migrations_table_exists
 SELECT to_regclass('chit_schema_migrations') IS NOT NULL
@@ -504,12 +514,7 @@ WHERE id IN (
 -- name: replay
 -- By ids: the primary key.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, hand_backs = 0,
-    run_at = now(),
-    error = NULL, result = NULL, result_external = false, checkpoint = NULL,
-    progress_done = NULL, progress_total = NULL, cancel_requested = false,
-    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
-    updated_at = now()
+SET {replay_reset}
 WHERE j.id = ANY(%(ids)s::text[]) AND j.state IN ('failed', 'cancelled')
   AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
 RETURNING j.id
@@ -517,12 +522,7 @@ RETURNING j.id
 -- name: replay_failed
 -- Failed jobs by error prefix and time.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, hand_backs = 0,
-    run_at = now(),
-    error = NULL, result = NULL, result_external = false, checkpoint = NULL,
-    progress_done = NULL, progress_total = NULL, cancel_requested = false,
-    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
-    updated_at = now()
+SET {replay_reset}
 WHERE j.state = 'failed' AND {tenant}
   AND (%(error_prefix)s::text IS NULL OR starts_with(j.error, %(error_prefix)s::text))
   AND (%(since)s::timestamptz IS NULL OR j.finished_at >= %(since)s::timestamptz)
@@ -531,12 +531,7 @@ RETURNING j.id
 -- name: replay_failed_kind
 -- The same for one kind.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, hand_backs = 0,
-    run_at = now(),
-    error = NULL, result = NULL, result_external = false, checkpoint = NULL,
-    progress_done = NULL, progress_total = NULL, cancel_requested = false,
-    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
-    updated_at = now()
+SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = %(kind)s::text AND {tenant}
   AND (%(error_prefix)s::text IS NULL OR starts_with(j.error, %(error_prefix)s::text))
   AND (%(since)s::timestamptz IS NULL OR j.finished_at >= %(since)s::timestamptz)
@@ -667,12 +662,7 @@ LIMIT %(limit)s
 -- name: replay_failure_group
 -- One group of the failures report: this kind, and this exact first line.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, hand_backs = 0,
-    run_at = now(),
-    error = NULL, result = NULL, result_external = false, checkpoint = NULL,
-    progress_done = NULL, progress_total = NULL, cancel_requested = false,
-    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
-    updated_at = now()
+SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = %(kind)s::text AND {tenant}
   AND (j.error = %(error)s::text OR starts_with(j.error, %(error)s::text || E'\n'))
 RETURNING j.id

@@ -5,12 +5,22 @@
 -- test_queries.py lists the names only one backend has, and why.
 
 -- name: job_columns
--- A job as rows.job reads it; queries.load puts it where a query says `{columns}`.
+-- A job as SQLStore._job reads it; queries.load puts it where a query says `{columns}`.
 j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts, j.run_at,
 j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at, j.worker,
 j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external, j.error,
 j.cancel_requested, j.started_at, j.finished_at,
 j.state = 'running' AND j.lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
+
+-- name: replay_reset
+-- A failed or cancelled job made new (replay): queries.load puts it where a
+-- replay query says so. History (attempt records) is kept.
+state = 'queued', attempts = 0, hand_backs = 0,
+    run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+    error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
+    progress_done = NULL, progress_total = NULL, cancel_requested = 0,
+    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 
 -- name: migrations_table_exists
 SELECT count(*) > 0 FROM sqlite_master WHERE name = 'chit_schema_migrations'
@@ -347,12 +357,7 @@ WHERE id IN (
 -- name: replay
 -- By ids (a JSON array): the primary key (`+`: not an index on the state or tenant).
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, hand_backs = 0,
-    run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
-    error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
-    progress_done = NULL, progress_total = NULL, cancel_requested = 0,
-    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+SET {replay_reset}
 WHERE j.id IN (SELECT value FROM json_each(:ids)) AND +j.state IN ('failed', 'cancelled')
   AND (:tenant IS NULL OR +j.tenant = :tenant)
 RETURNING id
@@ -361,12 +366,7 @@ RETURNING id
 -- Failed jobs by error prefix and time: chit_jobs_state_id, {tenant} only checked
 -- on the failed jobs (`+j.tenant`) rather than walking all the tenant's jobs.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, hand_backs = 0,
-    run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
-    error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
-    progress_done = NULL, progress_total = NULL, cancel_requested = 0,
-    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+SET {replay_reset}
 WHERE j.state = 'failed' AND {tenant}
   AND (:error_prefix IS NULL OR substr(j.error, 1, length(:error_prefix)) = :error_prefix)
   AND (:since IS NULL OR j.finished_at >= :since)
@@ -375,12 +375,7 @@ RETURNING id
 -- name: replay_failed_kind
 -- The same for one kind: chit_jobs_state_kind, seeking on the tenant too.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, hand_backs = 0,
-    run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
-    error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
-    progress_done = NULL, progress_total = NULL, cancel_requested = 0,
-    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = :kind AND {tenant}
   AND (:error_prefix IS NULL OR substr(j.error, 1, length(:error_prefix)) = :error_prefix)
   AND (:since IS NULL OR j.finished_at >= :since)
@@ -514,12 +509,7 @@ LIMIT :limit
 -- name: replay_failure_group
 -- One group of the failures report: this kind, and this exact first line.
 UPDATE chit_jobs AS j
-SET state = 'queued', attempts = 0, hand_backs = 0,
-    run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
-    error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
-    progress_done = NULL, progress_total = NULL, cancel_requested = 0,
-    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = :kind AND {tenant}
   AND (j.error = :error OR substr(j.error, 1, length(:error) + 1) = :error || char(10))
 RETURNING id
