@@ -28,6 +28,7 @@ def submit_remote(
     priority: int | None = None,
     max_attempts: int | None = None,
     run_at: datetime | None = None,
+    concurrency_key: str | None = None,
     wait: bool = False,
     timeout: float | None = None,
     as_json: bool = False,
@@ -41,6 +42,7 @@ def submit_remote(
             priority=priority,
             run_at=run_at,
             max_attempts=max_attempts,
+            concurrency_key=concurrency_key,
         )
         if not wait:
             if as_json:
