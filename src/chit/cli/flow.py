@@ -1,13 +1,17 @@
 """`chit limits`, `chit limits set|clear KIND`, `chit pause` and `chit resume`:
 flow control (DESIGN.md, "Flow control") from the command line, on the
-database. Values are checked by `Limits.checked`, so a bad one gets the message
+database, or through the HTTP API with `--url` (`chit.cli.remote.RemoteFlow`).
+Values are checked by `Limits.checked`, so a bad one gets the message
 `@queue.task` and the API give, and nothing is stored."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Protocol
 
 from chit.api.schemas import LimitOut, LimitsOut
 from chit.bounds import NAME_MAX
@@ -15,6 +19,30 @@ from chit.cli import output
 from chit.cli.loading import Setup
 from chit.errors import InvalidRequest
 from chit.limits import KindLimits, Limits, Paused
+
+
+class Flow(Protocol):
+    """What the commands call: the store's FlowControl, or RemoteFlow."""
+
+    def limits(self) -> list[KindLimits]: ...
+    def pauses(self) -> list[Paused]: ...
+    def set_limits(self, kind: str, limits: Limits) -> KindLimits: ...
+    def clear_limits(self, kind: str) -> bool: ...
+    def pause(self, queue: str | None = None, kind: str | None = None) -> bool: ...
+    def resume(self, queue: str | None = None, kind: str | None = None) -> bool: ...
+
+
+@contextmanager
+def flow_of(args: argparse.Namespace, setup: Setup) -> Iterator[Flow]:
+    if not args.url:
+        yield setup.queue().store
+        return
+    from chit.cli.remote import RemoteFlow
+    from chit.client import Client
+
+    with Client(args.url, args.api_key or os.environ.get("CHIT_API_KEY") or None) as client:
+        yield RemoteFlow(client)
+
 
 # A whole number as typed; anything else is handed on as text for Limits.checked
 # to refuse by name (30 digits is far beyond any limit, and cheap to convert).
@@ -26,8 +54,8 @@ def limits(args: argparse.Namespace, setup: Setup) -> int:
         return _set(args, setup)
     if args.limits_command == "clear":
         return _clear(args, setup)
-    store = setup.queue().store
-    kinds, pauses = store.limits(), store.pauses()
+    with flow_of(args, setup) as flow:
+        kinds, pauses = flow.limits(), flow.pauses()
     if args.json:
         output.print_json(LimitsOut.of(kinds, pauses).model_dump(mode="json"))
         return 0
@@ -47,14 +75,18 @@ def limits(args: argparse.Namespace, setup: Setup) -> int:
 def _set(args: argparse.Namespace, setup: Setup) -> int:
     kind = _name("kind", args.kind)
     given = Limits.checked(
-        _number(args.concurrency), args.rate, _number(args.key_concurrency), args.key_rate
+        _number(args.limit_concurrency),
+        args.limit_rate,
+        _number(args.limit_key_concurrency),
+        args.limit_key_rate,
     )
     if not given:
         raise InvalidRequest(
             "say which limits to set: --concurrency N, --rate N/s|N/m|N/h, "
             "--key-concurrency M or --key-rate N/m"
         )
-    entry = setup.queue().store.set_limits(kind, given)
+    with flow_of(args, setup) as flow:
+        entry = flow.set_limits(kind, given)
     if args.json:
         output.print_json(LimitOut.of(entry).model_dump(mode="json"))
     else:
@@ -67,7 +99,8 @@ def _set(args: argparse.Namespace, setup: Setup) -> int:
 
 def _clear(args: argparse.Namespace, setup: Setup) -> int:
     kind = _name("kind", args.kind)
-    cleared = setup.queue().store.clear_limits(kind)
+    with flow_of(args, setup) as flow:
+        cleared = flow.clear_limits(kind)
     if args.json:
         output.print_json({"kind": kind, "cleared": cleared})
     elif cleared:
@@ -91,9 +124,9 @@ def _pausing(args: argparse.Namespace, setup: Setup, *, pausing: bool) -> int:
         raise InvalidRequest(f"{verb} what: give a QUEUE or --kind KIND (exactly one)")
     what = "queue" if args.queue is not None else "kind"
     name = _name(what, args.queue if args.queue is not None else args.kind)
-    store = setup.queue().store
-    act = store.pause if pausing else store.resume
-    changed = act(queue=name) if what == "queue" else act(kind=name)
+    with flow_of(args, setup) as flow:
+        act = flow.pause if pausing else flow.resume
+        changed = act(queue=name) if what == "queue" else act(kind=name)
     if args.json:
         output.print_json({what: name, "paused": pausing, "changed": changed})
     elif pausing:

@@ -155,14 +155,38 @@ def build_parser() -> argparse.ArgumentParser:
         "set", parents=[common], help="override a kind's limits (the flags given) until cleared"
     )
     k.add_argument("kind")
-    k.add_argument("--concurrency", help="at most N of the kind running across all workers")
-    k.add_argument("--rate", help="at most N starts per period: N/s, N/m or N/h")
-    k.add_argument("--key-concurrency", help="at most M running per concurrency key")
-    k.add_argument("--key-rate", help="at most N starts per period per concurrency key")
+    # Not dest "concurrency": that is the worker's flag, which Setup reads into Settings.
+    k.add_argument(
+        "--concurrency",
+        dest="limit_concurrency",
+        metavar="N",
+        help="at most N of the kind running across all workers",
+    )
+    k.add_argument(
+        "--rate",
+        dest="limit_rate",
+        metavar="N/s",
+        help="at most N starts per period: N/s, N/m or N/h",
+    )
+    k.add_argument(
+        "--key-concurrency",
+        dest="limit_key_concurrency",
+        metavar="M",
+        help="at most M running per concurrency key",
+    )
+    k.add_argument(
+        "--key-rate",
+        dest="limit_key_rate",
+        metavar="N/m",
+        help="at most N starts per period per concurrency key",
+    )
     k = limits.add_parser(
         "clear", parents=[common], help="drop the operator's limits: the code's apply again"
     )
     k.add_argument("kind")
+    remote_flags(p)
+    for action in limits.choices.values():
+        remote_flags(action)
 
     for name, handler, verb in (
         (
@@ -175,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = command(name, handler, verb)
         p.add_argument("queue", nargs="?", metavar="QUEUE")
         p.add_argument("--kind", help=f"{name} a kind, in every queue")
+        remote_flags(p)
     command("migrate", commands.migrate, "create or upgrade the database schema")
     return parser
 
