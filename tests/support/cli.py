@@ -84,7 +84,14 @@ def snapshot(db_path: Path) -> Any:
     try:
         return [
             conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
-            for table in ("chit_jobs", "chit_attempts", "chit_results", "chit_schema_migrations")
+            for table in (
+                "chit_jobs",
+                "chit_attempts",
+                "chit_results",
+                "chit_limits",
+                "chit_pauses",
+                "chit_schema_migrations",
+            )
         ]
     finally:
         conn.close()

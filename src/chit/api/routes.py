@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPBearer
+from starlette.convertors import Convertor, register_url_convertor
 
 from chit import bounds
 from chit.api import events, metrics
@@ -86,7 +87,24 @@ Reader = Annotated[Principal, Depends(caller("read"))]
 Admin = Annotated[Principal, Depends(caller("admin"))]
 # Limits and pauses hold for every tenant: only a key of every tenant sets them.
 Operator = Annotated[Principal, Depends(caller("admin", every_tenant=True))]
-# `:path`, so that a kind or queue with a "/" in it has its routes too.
+
+
+class _Name(Convertor[str]):
+    """A kind or queue name in a path, whatever it holds: a "/" (sent as %2F,
+    which the server decodes before routing) or a newline (where Starlette's
+    `path` stops)."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("name", _Name())
+
 KindPath = Annotated[str, Path(min_length=1, max_length=bounds.NAME_MAX, description="a task kind")]
 QueuePath = Annotated[
     str, Path(min_length=1, max_length=bounds.NAME_MAX, description="a queue name")
@@ -428,7 +446,7 @@ async def get_limits(request: Request, principal: Operator) -> LimitsOut:
 
 
 @router.put(
-    "/limits/{kind:path}",
+    "/limits/{kind:name}",
     response_model=LimitOut,
     summary="Override a kind's limits (the fields given; the others stay) until cleared",
     responses=documented(400, 413, 415),
@@ -450,7 +468,7 @@ async def set_limits(request: Request, kind: KindPath, principal: Operator) -> L
 
 
 @router.delete(
-    "/limits/{kind:path}",
+    "/limits/{kind:name}",
     response_model=Cleared,
     summary="Drop the operator's override of a kind: the code's limits apply again",
     responses=documented(),
@@ -462,7 +480,7 @@ async def clear_limits(request: Request, kind: KindPath, principal: Operator) ->
 
 
 @router.post(
-    "/queues/{queue:path}/pause",
+    "/queues/{queue:name}/pause",
     response_model=QueuePause,
     summary="Claim no job of a queue until resumed; running jobs finish",
     responses=documented(),
@@ -474,7 +492,7 @@ async def pause_queue(request: Request, queue: QueuePath, principal: Operator) -
 
 
 @router.post(
-    "/queues/{queue:path}/resume",
+    "/queues/{queue:name}/resume",
     response_model=QueuePause,
     summary="Claim a paused queue's jobs again",
     responses=documented(),
@@ -486,7 +504,7 @@ async def resume_queue(request: Request, queue: QueuePath, principal: Operator) 
 
 
 @router.post(
-    "/kinds/{kind:path}/pause",
+    "/kinds/{kind:name}/pause",
     response_model=KindPause,
     summary="Claim no job of a kind, in any queue, until resumed; running jobs finish",
     responses=documented(),
@@ -498,7 +516,7 @@ async def pause_kind(request: Request, kind: KindPath, principal: Operator) -> K
 
 
 @router.post(
-    "/kinds/{kind:path}/resume",
+    "/kinds/{kind:name}/resume",
     response_model=KindPause,
     summary="Claim a paused kind's jobs again",
     responses=documented(),
