@@ -229,6 +229,12 @@ def test_cli_limits_and_pauses_through_the_api(
         out, err = capsys.readouterr()
         return code, out, err
 
+    code, out, _ = chit_cli(
+        "submit", "echo", '{"message": "k"}', "--concurrency-key", "c-9", "--wait", key=KEY
+    )
+    assert code == 0 and json.loads(out) == {"message": "k", "attempt": 1}
+    keyed = stack.client.list(kind="echo", limit=1).jobs[0]
+    assert keyed.concurrency_key == "c-9"
     code, out, _ = chit_cli("limits", "set", "big", "--concurrency", "2", "--rate", "50/s")
     assert code == 0 and out.startswith("big: concurrency 2, rate 50/s")
     code, out, _ = chit_cli("limits")
