@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from chit.jobs import NewJob
 from chit.limits import Limits
 from chit.store.sqlite import SQLiteStore
 from support.dashboard import ADMIN_KEY, GLOBEX_ADMIN, ROOT_KEY
@@ -219,7 +220,10 @@ def test_limits_an_override_a_pause_and_a_job_held_by_its_limit(page: Any, stack
         store.set_limits("report", Limits.checked(concurrency=4, rate="100/m"))
         first = stack.submit({"message": "one", "hold_while_exists": str(hold)}, kind="partner")
         stack.until(first, lambda b: b["state"] == "running")
-        second = stack.submit({"message": "two"}, kind="partner", concurrency_key="cust-7")
+        # As `queue.enqueue(..., concurrency_key=...)` stores it.
+        second = store.enqueue(
+            NewJob("partner", {"message": "two"}, max_attempts=1, concurrency_key="cust-7")
+        ).id
         # No worker claims "emails": the job stays queued whatever the pause does.
         store.pause(queue="emails")
         parked = stack.submit({"message": "mail"}, queue="emails")
