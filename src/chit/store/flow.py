@@ -7,8 +7,8 @@ queued jobs. What holds is read at most once a `FLOW_SECONDS`, so an operator's
 change reaches every claim within about a second. Otherwise `claim` runs, in the
 claim's transaction:
 
-1. Each queue's kinds with queued jobs, one index seek a kind (`next_kind` on
-   `chit_jobs_groups`): a paused kind, or a kind at its limit, is stepped over
+1. Each queue's kinds with queued jobs, one index seek a kind (`queued_kinds`,
+   a loose scan of `chit_jobs_groups`): a paused kind, or a kind at its limit, is stepped over
    whatever its backlog, which no claim scans.
 2. For each limited kind: what is left of its limit, counted from the jobs and
    attempts themselves (`kind_in_use`), so no counter can drift; an outcome
@@ -195,16 +195,12 @@ class FlowClaim:
         """Each kind with queued jobs in the queue and its first group (tenant, key),
         paused kinds left out."""
         found: dict[str, tuple[str, str]] = {}
-        kind = ""
-        while True:
-            r = self.conn.execute(self.Q["next_kind"], {"queue": queue, "kind": kind}).fetchone()
-            if r is None:
-                return found
-            kind = r["kind"]
-            if kind in self.paused_kinds:
+        for r in self.conn.execute(self.Q["queued_kinds"], {"queue": queue}).fetchall():
+            if r["kind"] in self.paused_kinds:
                 self.throttled = True
             else:
-                found[kind] = (r["tenant"], r["concurrency_key"])
+                found[r["kind"]] = (r["tenant"], r["concurrency_key"])
+        return found
 
     # 2. What each limited kind has left
 
