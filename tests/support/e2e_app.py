@@ -69,3 +69,12 @@ def poison(job: chit.JobContext, body: dict[str, Any]) -> None:
     """Kills its own worker process every time it runs."""
     append_line(body["log"], f"claimed {job.id} {job.attempt} {os.getpid()}")
     os._exit(1)
+
+
+@queue.task("stall_first", max_attempts=3)
+def stall_first(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """The first attempt waits body['seconds'] (long enough to be killed in);
+    any later one returns at once."""
+    if job.attempt == 1:
+        threading.Event().wait(body["seconds"])
+    return {"pid": os.getpid(), "attempt": job.attempt}

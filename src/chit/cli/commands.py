@@ -7,17 +7,15 @@ import dataclasses
 import json
 import logging
 import os
-import signal
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from chit import durations
 from chit.cli import output
 from chit.cli.loading import Setup
 from chit.cli.progress import WaitDisplay
+from chit.cli.supervise import Child, Supervisor
 from chit.errors import ConfigError, InvalidRequest, JobNotFound, StoreError
 from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
 from chit.queue import Queue
@@ -99,12 +97,16 @@ def up(args: argparse.Namespace, setup: Setup) -> int:
     # The children read exactly these settings (the flags included), not this
     # process's environment alone.
     env = os.environ | settings.to_env()
-    commands = [[sys.executable, "-m", "chit", "worker"] for _ in range(args.workers)]
+    children = [
+        Child(f"worker {n}", [sys.executable, "-m", "chit", "worker"], fatal=False)
+        for n in range(1, args.workers + 1)
+    ]
     if not args.no_api:
-        from chit.cli.serve import check_bind
+        from chit.cli.serve import check_bind, check_port
 
         check_bind(settings, queue, settings.host)
-        commands.append([sys.executable, "-m", "chit", "serve"])
+        check_port(settings.host, settings.port)
+        children.append(Child("HTTP API", [sys.executable, "-m", "chit", "serve"], fatal=True))
     print(
         f"chit up: {args.workers} worker process(es) x {settings.concurrency} slots on "
         f"{_safe_url(settings.database_url)}; Ctrl-C stops everything",
@@ -114,33 +116,9 @@ def up(args: argparse.Namespace, setup: Setup) -> int:
         base = f"http://{settings.host}:{settings.port}"
         print(f"chit up: HTTP API on {base} (docs: {base}/docs)", flush=True)
         print(f"chit up: dashboard on {base}/ui/", flush=True)
-    # Own sessions: Ctrl-C reaches only this process, which stops the children once, gently.
-    children = [subprocess.Popen(cmd, env=env, start_new_session=True) for cmd in commands]
-    stopping = False
-
-    def stop(signum: int, frame: Any) -> None:
-        nonlocal stopping
-        if stopping:
-            for child in children:
-                if child.poll() is None:
-                    child.kill()
-            return
-        stopping = True
-        print("\nchit up: stopping (again to force)", file=sys.stderr, flush=True)
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-    if args.demo:
-        _submit_demo_jobs(settings.app, queue)
-    while any(c.poll() is None for c in children):
-        if not stopping and any(c.poll() is not None for c in children):
-            print("chit up: a child process exited; stopping the rest", file=sys.stderr)
-            stop(signal.SIGTERM, None)
-        time.sleep(0.2)
-    return 0 if stopping else 1
+    supervisor = Supervisor(children, env)
+    demo = (lambda: _submit_demo_jobs(settings.app, queue)) if args.demo else None
+    return supervisor.run(after_start=demo)
 
 
 def _submit_demo_jobs(app: str | None, queue: Queue) -> None:

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
+import socket
 from types import FrameType
 
 import uvicorn
@@ -53,6 +55,29 @@ def check_bind(settings: Settings, queue: Queue, host: str) -> None:
     )
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse at once, in one line, a port another process listens on (uvicorn
+    would log it inside a child, and `chit up` would run workers regardless).
+    A race with whoever binds next remains; uvicorn then fails as before."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise ConfigError(f"cannot listen on {host}: {e.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        # As uvicorn binds: a port left in TIME_WAIT by a stopped server is free.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise ConfigError(
+                    f"port {port} on {host} is already in use (another chit up or "
+                    "chit serve?); stop it or choose another with --port or CHIT_PORT"
+                ) from None
+            raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+
+
 def serve(
     settings: Settings,
     queue: Queue,
@@ -68,6 +93,7 @@ def serve(
     host = host or settings.host
     port = port or settings.port
     check_bind(settings, queue, host)
+    check_port(host, port)
     app = create_app(queue, settings=settings, allow_open=is_loopback(host))
     config = uvicorn.Config(
         app,
