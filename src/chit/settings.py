@@ -55,6 +55,10 @@ class Settings:
     queues: tuple[str, ...] = ("default",)
     # Finished jobs older than this (e.g. "7d") are deleted by workers; "" keeps them.
     retention: str = ""
+    # A dashboard session ends after this long without a request, and this long
+    # after sign-in whatever happens.
+    session_idle_seconds: float = 3600.0
+    session_max_seconds: float = 12 * 3600.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -103,6 +107,8 @@ class Settings:
         _seconds("CHIT_BACKOFF_MAX", self.backoff_max)
         _seconds("CHIT_POLL_INTERVAL", self.poll_interval)
         _seconds("CHIT_GRACE_SECONDS", self.grace_seconds, zero=True)
+        _seconds("CHIT_SESSION_IDLE_SECONDS", self.session_idle_seconds)
+        _seconds("CHIT_SESSION_MAX_SECONDS", self.session_max_seconds)
         _positive("CHIT_MAX_ATTEMPTS", self.max_attempts)
         if self.max_attempts > MAX_ATTEMPTS:
             raise ConfigError(

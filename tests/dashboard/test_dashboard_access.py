@@ -3,12 +3,18 @@ dashboard can send (in-process, on SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import base64
+import secrets
+from datetime import UTC, datetime, timedelta
+
 import httpx
 import pytest
 
 import chit
-from chit.api.auth import create_key
+from chit.api.auth import create_key, hash_key
+from chit.dashboard.session import session_hash
 from chit.jobs import NewJob, State
+from chit.store.reports import NewSession
 from support.dashboard import (
     ADMIN_KEY,
     GLOBEX_ADMIN,
@@ -200,6 +206,101 @@ async def test_signing_out_and_revoking_the_key_end_the_session(dashboard: Brows
     out = await dashboard.http.post("/ui/logout", data={"csrf_token": token})
     assert out.status_code == 303 and "signed_out" in out.headers["location"]
     assert (await dashboard.http.get("/ui/")).status_code == 303
+
+
+def session_cookie(browser: Browser) -> str:
+    cookie = browser.http.cookies.get("chit_session")
+    assert cookie is not None, "not signed in"
+    return cookie
+
+
+def with_cookie(browser: Browser, value: str) -> None:
+    browser.http.cookies.clear()
+    browser.http.cookies.set("chit_session", value, path="/ui")
+
+
+async def ended(browser: Browser) -> bool:
+    page = await browser.http.get("/ui/jobs")
+    return page.status_code == 303 and "reason=expired" in page.headers["location"]
+
+
+async def test_after_sign_out_the_old_cookie_is_worth_nothing(dashboard: Browser) -> None:
+    await dashboard.sign_in(ADMIN_KEY)
+    cookie = session_cookie(dashboard)
+    out = await dashboard.http.post("/ui/logout", data={"csrf_token": await dashboard.csrf()})
+    assert out.status_code == 303
+    with_cookie(dashboard, cookie)  # as a copy of the cookie taken before would
+    assert await ended(dashboard)
+
+
+async def test_the_cookie_holds_a_random_id_not_the_key_and_a_forged_one_signs_in_no_one(
+    dashboard: Browser,
+) -> None:
+    await dashboard.sign_in(ADMIN_KEY)
+    cookie = session_cookie(dashboard)
+    assert ADMIN_KEY not in cookie
+    assert base64.urlsafe_b64encode(ADMIN_KEY.encode()).decode().rstrip("=")[:20] not in cookie
+    # The table knows it by its hash, and the key by its hash.
+    stored = dashboard.queue.store.touch_session(session_hash(cookie), 3600)
+    assert stored is not None and stored.key_hash == hash_key(ADMIN_KEY)
+    assert dashboard.queue.store.touch_session(cookie, 3600) is None
+    encoded = base64.urlsafe_b64encode(ADMIN_KEY.encode()).decode().rstrip("=")
+    for forged in (
+        f"{secrets.token_urlsafe(16)}.{encoded}",  # what the cookie used to be
+        secrets.token_urlsafe(32),
+        cookie[:-1] + ("A" if cookie[-1] != "A" else "B"),
+        session_hash(cookie),
+        "",
+    ):
+        with_cookie(dashboard, forged)
+        page = await dashboard.http.get("/ui/jobs")
+        assert page.status_code == 303, forged
+        assert "/ui/login" in page.headers["location"]
+
+
+@pytest.mark.parametrize(
+    "age, idle, most, live",
+    [
+        (timedelta(seconds=30), 60, 3600, True),
+        (timedelta(seconds=90), 60, 3600, False),  # idle too long
+        (timedelta(hours=2), 36_000, 3600, False),  # past the absolute expiry
+    ],
+    ids=["live", "idle", "absolute"],
+)
+async def test_a_session_past_its_idle_or_absolute_expiry_is_refused(
+    dashboard: Browser, age: timedelta, idle: float, most: float, live: bool
+) -> None:
+    cookie = secrets.token_urlsafe(32)
+    signed_in = NewSession(session_hash(cookie), hash_key(ADMIN_KEY), idle, most)
+    dashboard.queue.store.create_session(signed_in, now=datetime.now(UTC) - age)
+    with_cookie(dashboard, cookie)
+    page = await dashboard.http.get("/ui/jobs")
+    assert (page.status_code == 200) is live, page.headers.get("location")
+
+
+async def test_a_request_keeps_a_session_alive_but_never_past_its_absolute_expiry(
+    dashboard: Browser,
+) -> None:
+    store = dashboard.queue.store
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=50)
+    cookie = secrets.token_urlsafe(32)
+    store.create_session(NewSession(session_hash(cookie), hash_key(ADMIN_KEY), 60, 100), now=start)
+    with_cookie(dashboard, cookie)
+    assert (await dashboard.http.get("/ui/jobs")).status_code == 200  # idle until now + 60 s
+    later = store.touch_session(session_hash(cookie), 60, now=start + timedelta(seconds=99))
+    assert later is not None and later.idle_expires_at == later.expires_at == start + timedelta(
+        seconds=100
+    )
+    assert store.touch_session(session_hash(cookie), 60, now=start + timedelta(seconds=100)) is None
+
+
+async def test_revoking_a_key_deletes_its_sessions(dashboard: Browser) -> None:
+    stored, key = create_key(dashboard.queue.store, scopes=["read"])
+    await dashboard.sign_in(key)
+    cookie = session_cookie(dashboard)
+    dashboard.queue.store.revoke_api_key(stored.id)
+    assert dashboard.queue.store.touch_session(session_hash(cookie), 3600) is None
+    assert await ended(dashboard)
 
 
 async def test_with_no_key_configured_the_dashboard_is_open_like_the_api(

@@ -99,6 +99,6 @@ def sqlite_or_emptied_postgres(request: pytest.FixtureRequest, tmp_path: Path) -
         if conn.execute("SELECT to_regclass('chit_jobs')").fetchone() != (None,):
             conn.execute(
                 "TRUNCATE chit_jobs, chit_attempts, chit_results, chit_api_keys, "
-                "chit_limits, chit_pauses"
+                "chit_limits, chit_pauses, chit_sessions"
             )
     return url

@@ -29,8 +29,8 @@ from fastapi.routing import APIRoute
 
 from chit import bounds
 from chit.api import events
-from chit.api.auth import Principal
-from chit.api.deps import api_state, blocking, load_job, render_status
+from chit.api.auth import Principal, hash_key
+from chit.api.deps import ApiState, api_state, blocking, load_job, render_status
 from chit.api.deps import authenticate as authenticate_header
 from chit.api.errors import ApiProblem, to_problem
 from chit.dashboard import chart, flow, session
@@ -47,6 +47,7 @@ from chit.jobs import (
     last_hour_by_kind,
 )
 from chit.limits import Paused
+from chit.store.reports import NewSession
 
 log = logging.getLogger("chit.dashboard")
 
@@ -173,20 +174,32 @@ async def static(name: str) -> Response:
 async def current_session(request: Request, *, required: bool = True) -> Session | None:
     """The signed-in session, or a redirect to the login page (None if not required)."""
     cookie = request.cookies.get(session.SESSION_COOKIE)
-    key = None if cookie is None else session.key_of(cookie)
-    if cookie is None or key is None:
+    if cookie is None:
         if required:
             raise Redirect(_login_url(request))
         return None
-    try:
-        principal = await authenticate(request, key)
-    except ApiProblem:
+    principal = await blocking(_resume, api_state(request), cookie)
+    if principal is None:
         if required:
-            raise Redirect(_login_url(request, "expired")) from None
+            raise Redirect(_login_url(request, "expired"))
         return None
     if not principal.allows("read"):
         raise Redirect(_login_url(request, "scope"))
     return Session(principal, session.csrf_token(cookie))
+
+
+def _resume(state: ApiState, cookie: str) -> Principal | None:
+    """Who holds this cookie: its session, if live (which a request keeps
+    alive), and the session's key, if it still authenticates."""
+    stored = state.store.touch_session(
+        session.session_hash(cookie), state.settings.session_idle_seconds
+    )
+    if stored is None:
+        return None
+    try:
+        return state.auth.authenticate_digest(stored.key_hash)
+    except ApiProblem:
+        return None
 
 
 async def authenticate(request: Request, key: str) -> Principal:
@@ -204,7 +217,8 @@ def _login_url(request: Request, reason: str | None = None) -> str:
 
 
 LOGIN_REASONS = {
-    "expired": "Your session ended: the key was revoked or changed. Sign in again.",
+    "expired": "Your session ended (it expired, you signed out, or its key was revoked). "
+    "Sign in again.",
     "scope": "That key has no read scope: the dashboard needs a read or admin key.",
     "signed_out": "Signed out.",
 }
@@ -212,7 +226,7 @@ LOGIN_REASONS = {
 
 @router.get("/login", name="ui_login")
 async def login_page(request: Request, next: str = "", reason: str = "") -> Response:
-    nonce = request.cookies.get(session.LOGIN_COOKIE) or session.new_session_cookie("")
+    nonce = request.cookies.get(session.LOGIN_COOKIE) or session.new_session_id()
     is_open = await blocking(api_state(request).auth.is_open)
     response = render(
         request,
@@ -265,13 +279,18 @@ async def login(request: Request) -> Response:
             error=error,
             is_open=is_open and api_state(request).auth.allow_open,
         )
+    settings = api_state(request).settings
+    cookie = session.new_session_id()
+    signed_in = NewSession(
+        id_hash=session.session_hash(cookie),
+        key_hash=hash_key(key),
+        idle_seconds=settings.session_idle_seconds,
+        max_seconds=settings.session_max_seconds,
+    )
+    await blocking(api_state(request).store.create_session, signed_in)
     response = RedirectResponse(target, status_code=303)
     session.set_cookie(
-        response,
-        request,
-        session.SESSION_COOKIE,
-        session.new_session_cookie(key),
-        session.SESSION_SECONDS,
+        response, request, session.SESSION_COOKIE, cookie, int(settings.session_max_seconds)
     )
     session.clear_cookie(response, request, session.LOGIN_COOKIE)
     return response
@@ -280,6 +299,8 @@ async def login(request: Request) -> Response:
 @router.post("/logout", name="ui_logout")
 async def logout(request: Request) -> Response:
     await checked_form(request)
+    cookie = request.cookies[session.SESSION_COOKIE]  # checked_form found its session
+    await blocking(api_state(request).store.delete_session, session.session_hash(cookie))
     response = RedirectResponse(
         f"{request.url_for('ui_login').path}?reason=signed_out", status_code=303
     )

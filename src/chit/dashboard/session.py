@@ -1,12 +1,19 @@
 """Who is looking at the dashboard, and forms that only the dashboard can send.
 
-The browser keeps the session in one cookie, `chit_session`: a random nonce and
-the API key the person typed, base64url-encoded. It is HttpOnly (no script can
-read it), SameSite=Strict (no other site's page or link makes the browser send
-it), limited to the dashboard's path (API routes never see it, so it grants no
-ambient authority there) and Secure over HTTPS. Each request authenticates the
-key as the API does (so revoking a key ends its sessions within seconds); the
-key never appears in a URL or a page.
+Sessions live on the server (the `chit_sessions` table, `chit.store.Sessions`).
+The browser's `chit_session` cookie holds only a random session id (256 bits);
+the table holds its sha256 and the sha256 of the API key signed in with, so
+neither the cookie nor the table gives away a key. A session ends after
+CHIT_SESSION_IDLE_SECONDS without a request, CHIT_SESSION_MAX_SECONDS after
+sign-in, at sign-out (the row is deleted: the old cookie is worth nothing) and
+when its key is revoked (its rows are deleted; each request also authenticates
+the key as the API does, so a key removed from CHIT_API_KEYS ends its sessions
+too). A forged or guessed cookie names no row.
+
+The cookie is HttpOnly (no script can read it), SameSite=Strict (no other
+site's page or link makes the browser send it), limited to the dashboard's path
+(API routes never see it, so it grants no ambient authority there) and Secure
+over HTTPS.
 
 Every form carries a CSRF token, an HMAC of the session cookie: tied to the
 session, unknowable to another site, checked on every POST together with the
@@ -17,8 +24,6 @@ form, which has no session yet, is tied the same way to a short-lived
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import secrets
@@ -32,7 +37,6 @@ from chit.api.auth import Principal
 
 SESSION_COOKIE = "chit_session"
 LOGIN_COOKIE = "chit_login"
-SESSION_SECONDS = 12 * 3600
 LOGIN_SECONDS = 3600
 
 
@@ -63,20 +67,14 @@ class Session:
         return f"{role}, {tenant}"
 
 
-def new_session_cookie(key: str) -> str:
-    encoded = base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
-    return f"{secrets.token_urlsafe(16)}.{encoded}"
+def new_session_id() -> str:
+    """A session's id, the cookie's whole value; also the login form's nonce."""
+    return secrets.token_urlsafe(32)
 
 
-def key_of(cookie: str) -> str | None:
-    """The API key in a session cookie; None for a malformed cookie."""
-    _, dot, encoded = cookie.partition(".")
-    if not dot:
-        return None
-    try:
-        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
+def session_hash(cookie: str) -> str:
+    """What the sessions table knows a cookie by."""
+    return hashlib.sha256(cookie.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def token_for(cookie: str, purpose: str) -> str:

@@ -1,8 +1,9 @@
-"""What the API, the dashboard and the metrics read, API keys, and flow control
-(limits and pauses): beside the lifecycle (`chit.store.base.Store`), not part of
-it. A worker needs none of this but `declare_limits` when it starts.
+"""What the API, the dashboard and the metrics read, API keys, the dashboard's
+sessions, and flow control (limits and pauses): beside the lifecycle
+(`chit.store.base.Store`), not part of it. A worker needs none of this but
+`declare_limits` when it starts.
 
-`FullStore` is all four interfaces; the concrete stores are FullStores, and
+`FullStore` is all five interfaces; the concrete stores are FullStores, and
 code that reads reports or keys asks for one.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import abc
 import builtins
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from chit.jobs import (
@@ -123,8 +125,49 @@ class ApiKeys(abc.ABC):
 
     @abc.abstractmethod
     def revoke_api_key(self, key_id: str) -> bool:
-        """Revoke for good (the row is kept for the record). False when the id is
-        unknown or the key was already revoked."""
+        """Revoke for good (the row is kept for the record) and end the dashboard
+        sessions signed in with it. False when the id is unknown or the key was
+        already revoked."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewSession:
+    """A dashboard sign-in to store. Hashes only: neither the session id the
+    cookie holds nor the API key is ever stored."""
+
+    id_hash: str
+    key_hash: str
+    idle_seconds: float  # it ends after this long without a request
+    max_seconds: float  # and this long after sign-in, whatever happens
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    key_hash: str
+    created_at: datetime
+    idle_expires_at: datetime
+    expires_at: datetime
+
+
+class Sessions(abc.ABC):
+    """The dashboard's server-side sessions (chit.dashboard.session), by the
+    sha256 of the id its cookie holds. Times are the database's unless a test
+    passes `now`."""
+
+    @abc.abstractmethod
+    def create_session(self, session: NewSession, now: datetime | None = None) -> None:
+        """Store a sign-in; sessions that have expired are deleted on the way."""
+
+    @abc.abstractmethod
+    def touch_session(
+        self, id_hash: str, idle_seconds: float, now: datetime | None = None
+    ) -> StoredSession | None:
+        """The session, its idle expiry moved to `now + idle_seconds` (never past
+        its absolute expiry); None when it is unknown, signed out or expired."""
+
+    @abc.abstractmethod
+    def delete_session(self, id_hash: str) -> bool:
+        """Sign out; False when there was no such session."""
 
 
 class FlowControl(abc.ABC):
@@ -164,5 +207,5 @@ class FlowControl(abc.ABC):
         """What is paused, queues first, by name."""
 
 
-class FullStore(Store, Reports, ApiKeys, FlowControl):
-    """A store with its reports and keys: what `open_store` returns."""
+class FullStore(Store, Reports, ApiKeys, Sessions, FlowControl):
+    """A store with its reports, keys and sessions: what `open_store` returns."""

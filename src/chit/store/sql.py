@@ -51,7 +51,7 @@ from chit.jobs import (
 from chit.limits import KindLimits, Limits, Paused
 from chit.store import queries
 from chit.store.flow import FLOW_SECONDS, Claim, Flow, FlowClaim, limit_params, read_flow
-from chit.store.reports import FullStore
+from chit.store.reports import FullStore, NewSession, StoredSession
 
 # One encoder for every call: json.dumps with options builds a new one each time.
 dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -615,7 +615,47 @@ class SQLStore(FullStore):
 
     def revoke_api_key(self, key_id: str) -> bool:
         with self._write() as conn:
-            return conn.execute(self.Q["revoke_api_key"], {"id": key_id}).rowcount == 1
+            revoked = conn.execute(self.Q["revoke_api_key"], {"id": key_id}).rowcount == 1
+            # Within the transaction on SQLite; on PostgreSQL (autocommit) just
+            # after, which is as safe: a session's key is checked on each request.
+            conn.execute(self.Q["delete_key_sessions"], {"id": key_id})
+            return revoked
+
+    # The dashboard's sessions
+
+    def create_session(self, session: NewSession, now: datetime | None = None) -> None:
+        at = self.d.now(now)
+        with self._write() as conn:
+            conn.execute(self.Q["prune_sessions"], {"now": at})
+            conn.execute(
+                self.Q["create_session"],
+                {
+                    "id_hash": session.id_hash,
+                    "key_hash": session.key_hash,
+                    "now": at,
+                    "idle": self.d.interval(session.idle_seconds),
+                    "max": self.d.interval(session.max_seconds),
+                },
+            )
+
+    def touch_session(
+        self, id_hash: str, idle_seconds: float, now: datetime | None = None
+    ) -> StoredSession | None:
+        params = {"id_hash": id_hash, "idle": self.d.interval(idle_seconds), "now": self.d.now(now)}
+        rows = self._rows(self.Q["touch_session"], params, write=True)
+        if not rows:
+            return None
+        r = rows[0]
+        return StoredSession(
+            key_hash=r["key_hash"],
+            created_at=self._at(r["created_at"]),
+            idle_expires_at=self._at(r["idle_expires_at"]),
+            expires_at=self._at(r["expires_at"]),
+        )
+
+    def delete_session(self, id_hash: str) -> bool:
+        with self._write() as conn:
+            return conn.execute(self.Q["delete_session"], {"id_hash": id_hash}).rowcount == 1
 
     # The dashboard
 

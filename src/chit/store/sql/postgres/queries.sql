@@ -593,6 +593,38 @@ ORDER BY created_at, id
 UPDATE chit_api_keys SET revoked_at = now()
 WHERE id = %(id)s::text AND revoked_at IS NULL
 
+-- name: create_session
+-- The dashboard's sessions (chit.store.Sessions). The idle and max lengths are intervals.
+INSERT INTO chit_sessions (id_hash, key_hash, created_at, idle_expires_at, expires_at)
+VALUES (
+    %(id_hash)s::text, %(key_hash)s::text,
+    coalesce(%(now)s::timestamptz, now()),
+    coalesce(%(now)s::timestamptz, now()) + %(idle)s::interval,
+    coalesce(%(now)s::timestamptz, now()) + %(max)s::interval
+)
+
+-- name: touch_session
+-- The session, if it has not expired, its idle expiry moved on (never past the
+-- absolute one); nothing once either has passed.
+UPDATE chit_sessions
+SET idle_expires_at = least(coalesce(%(now)s::timestamptz, now()) + %(idle)s::interval, expires_at)
+WHERE id_hash = %(id_hash)s::text
+  AND idle_expires_at > coalesce(%(now)s::timestamptz, now())
+  AND expires_at > coalesce(%(now)s::timestamptz, now())
+RETURNING key_hash, created_at, idle_expires_at, expires_at
+
+-- name: delete_session
+DELETE FROM chit_sessions WHERE id_hash = %(id_hash)s::text
+
+-- name: delete_key_sessions
+DELETE FROM chit_sessions
+WHERE key_hash IN (SELECT key_hash FROM chit_api_keys WHERE id = %(id)s::text)
+
+-- name: prune_sessions
+DELETE FROM chit_sessions
+WHERE idle_expires_at <= coalesce(%(now)s::timestamptz, now())
+   OR expires_at <= coalesce(%(now)s::timestamptz, now())
+
 -- The dashboard. {tenant} is `true` (every tenant) or an equality on j.tenant,
 -- so that a tenant's query seeks on the tenant column of the index instead of filtering.
 

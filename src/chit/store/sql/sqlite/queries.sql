@@ -427,6 +427,38 @@ ORDER BY created_at, id
 UPDATE chit_api_keys SET revoked_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 WHERE id = :id AND revoked_at IS NULL
 
+-- name: create_session
+-- The dashboard's sessions (chit.store.Sessions). :idle and :max are offsets ('+600.000 seconds').
+INSERT INTO chit_sessions (id_hash, key_hash, created_at, idle_expires_at, expires_at)
+VALUES (
+    :id_hash, :key_hash,
+    strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    strftime('%Y-%m-%dT%H:%M:%fZ', :now, :idle),
+    strftime('%Y-%m-%dT%H:%M:%fZ', :now, :max)
+)
+
+-- name: touch_session
+-- The session, if it has not expired, its idle expiry moved on (never past the
+-- absolute one); nothing once either has passed. (Times in one format compare as text.)
+UPDATE chit_sessions
+SET idle_expires_at = min(strftime('%Y-%m-%dT%H:%M:%fZ', :now, :idle), expires_at)
+WHERE id_hash = :id_hash
+  AND idle_expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+  AND expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+RETURNING key_hash, created_at, idle_expires_at, expires_at
+
+-- name: delete_session
+DELETE FROM chit_sessions WHERE id_hash = :id_hash
+
+-- name: delete_key_sessions
+DELETE FROM chit_sessions
+WHERE key_hash IN (SELECT key_hash FROM chit_api_keys WHERE id = :id)
+
+-- name: prune_sessions
+DELETE FROM chit_sessions
+WHERE idle_expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+   OR expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+
 -- The dashboard. {tenant} is `1` (every tenant) or an equality on j.tenant, so that a
 -- tenant's query seeks on the tenant column of the index instead of filtering.
 
