@@ -253,17 +253,18 @@ class Stats:
     stale_running: int
 
     @property
-    def failure_ratio(self) -> float | None:
-        """failed / succeeded over the last hour; None when nothing succeeded."""
-        if self.succeeded_last_hour == 0:
-            return None
-        return self.failed_last_hour / self.succeeded_last_hour
-
-    @property
     def failure_rate(self) -> float | None:
-        """failed / (failed + succeeded) over the last hour; None when nothing finished."""
-        finished = self.failed_last_hour + self.succeeded_last_hour
-        return None if finished == 0 else self.failed_last_hour / finished
+        """failed / (failed + succeeded) over the last hour, 0 to 1: chit's one
+        failure figure (the API, the CLI, the dashboard and the metrics give
+        this one). None when nothing finished."""
+        return failure_rate(self.failed_last_hour, self.succeeded_last_hour)
+
+
+def failure_rate(failed: int, succeeded: int) -> float | None:
+    """The share of finished jobs that failed; None when none finished. Never
+    infinite, unlike failed / succeeded, so a kind whose every job fails reads 100 %."""
+    finished = failed + succeeded
+    return None if finished == 0 else failed / finished
 
 
 # The HTTP API: keys and metrics
@@ -338,9 +339,9 @@ class KindLastHour:
     failed: int
 
     @property
-    def failure_ratio(self) -> float | None:
-        """failed / succeeded (as `Stats.failure_ratio`); None when nothing succeeded."""
-        return None if self.succeeded == 0 else self.failed / self.succeeded
+    def failure_rate(self) -> float | None:
+        """failed / (failed + succeeded), as `Stats.failure_rate`."""
+        return failure_rate(self.failed, self.succeeded)
 
 
 def last_hour_by_kind(minutes: list[MinuteCount]) -> list[KindLastHour]:

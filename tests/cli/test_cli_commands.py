@@ -383,19 +383,20 @@ def test_stats_counts_by_state_and_kind(
         "report": {"queued": 1},
     }
     assert (body["failed_last_hour"], body["succeeded_last_hour"]) == (5, 1)
-    assert body["failure_ratio"] == 5.0
+    assert body["failure_rate"] == 5 / 6
+    assert "failure_ratio" not in body  # one failure figure, one name
     assert body["stale_running"] == 0
 
     out = cli("stats").out
     assert "failed     5" in out
-    assert "last hour: 1 succeeded, 5 failed (failed/succeeded 5.000)" in out
+    assert "last hour: 1 succeeded, 5 failed (failure rate 83.3%)" in out
 
 
 def test_stats_of_an_empty_database(cli: Cli) -> None:
     body = cli("stats", "--json").json()
     assert set(body["by_state"].values()) == {0}
-    assert body["failure_ratio"] is None
-    assert "(failed/succeeded -)" in cli("stats").out
+    assert body["failure_rate"] is None
+    assert "(failure rate -)" in cli("stats").out
 
 
 def test_migrate_creates_the_schema_and_can_run_again(cli: Cli, db_path: Path) -> None:

@@ -124,7 +124,7 @@ async def test_failures_are_grouped_and_a_group_is_replayed_after_confirmation(
     assert store.get(other).state is State.FAILED  # type: ignore[union-attr]
 
 
-async def test_stats_and_metrics_give_the_last_hours_failures_and_ratio_per_kind(
+async def test_stats_metrics_and_pages_give_the_last_hours_failure_rate_per_kind(
     dashboard: Browser,
 ) -> None:
     for _ in range(4):
@@ -135,11 +135,20 @@ async def test_stats_and_metrics_give_the_last_hours_failures_and_ratio_per_kind
 
     stats = (await dashboard.http.get("/stats", headers=headers)).json()
     assert stats["last_hour_by_kind"] == {
-        "report": {"succeeded": 4, "failed": 1, "failure_ratio": 0.25},
-        "work": {"succeeded": 0, "failed": 1, "failure_ratio": None},
+        "report": {"succeeded": 4, "failed": 1, "failure_rate": 0.2},
+        "work": {"succeeded": 0, "failed": 1, "failure_rate": 1.0},
     }
+    assert stats["failure_rate"] == 2 / 6
     metrics = (await dashboard.http.get("/metrics", headers=headers)).text
     assert 'chit_jobs_failed_last_hour{kind="report"} 1.0' in metrics
     assert 'chit_jobs_succeeded_last_hour{kind="report"} 4.0' in metrics
-    assert 'chit_jobs_failure_ratio_last_hour{kind="report"} 0.25' in metrics
-    assert 'chit_jobs_failure_ratio_last_hour{kind="work"} +Inf' in metrics
+    assert 'chit_jobs_failure_rate_last_hour{kind="report"} 0.2' in metrics
+    assert 'chit_jobs_failure_rate_last_hour{kind="work"} 1.0' in metrics
+    assert "Inf" not in metrics.replace('le="+Inf"', "")
+    assert "failure_ratio" not in metrics
+    await dashboard.sign_in(ADMIN_KEY)
+    overview = (await dashboard.http.get("/ui/")).text
+    assert "failure rate" in overview and "20.0 %" in overview and "100.0 %" in overview
+    assert "failed / succeeded" not in overview
+    failures = (await dashboard.http.get("/ui/failures")).text
+    assert "report: 1 failed, 4 succeeded (failure rate 20.0 %)" in failures

@@ -145,7 +145,8 @@ class StoreCollector(Collector):
 
     def last_hour(self) -> Iterator[Metric]:
         """Rates to alert on, per kind: jobs that failed and succeeded in the last
-        hour (read from an index of finish times) and their ratio."""
+        hour (read from an index of finish times) and the share that failed. A
+        kind with nothing finished in the hour has no series."""
         failed = GaugeMetricFamily(
             "chit_jobs_failed_last_hour",
             "Jobs that failed for good in the last hour",
@@ -154,19 +155,19 @@ class StoreCollector(Collector):
         succeeded = GaugeMetricFamily(
             "chit_jobs_succeeded_last_hour", "Jobs that succeeded in the last hour", labels=["kind"]
         )
-        ratio = GaugeMetricFamily(
-            "chit_jobs_failure_ratio_last_hour",
-            "failed / succeeded over the last hour (+Inf: failures and no success)",
+        rate = GaugeMetricFamily(
+            "chit_jobs_failure_rate_last_hour",
+            "failed / (failed + succeeded) over the last hour, 0 to 1",
             labels=["kind"],
         )
         for k in last_hour_by_kind(self.store.finished_per_minute(self.tenant)):
             failed.add_metric([k.kind], k.failed)
             succeeded.add_metric([k.kind], k.succeeded)
-            value = k.failure_ratio
-            ratio.add_metric([k.kind], float("inf") if value is None else value)
+            if k.failure_rate is not None:
+                rate.add_metric([k.kind], k.failure_rate)
         yield failed
         yield succeeded
-        yield ratio
+        yield rate
 
 
 def render(store: FullStore, tenant: str | None, listeners: int = 0) -> bytes:

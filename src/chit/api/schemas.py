@@ -292,8 +292,8 @@ class KindPause(BaseModel):
 class KindLastHourOut(BaseModel):
     succeeded: int
     failed: int
-    failure_ratio: float | None = Field(
-        description="failed / succeeded over the last hour; null when nothing succeeded"
+    failure_rate: float | None = Field(
+        description="failed / (failed + succeeded) over the last hour, 0 to 1"
     )
 
 
@@ -302,7 +302,10 @@ class StatsOut(BaseModel):
     by_kind: dict[str, dict[str, int]]
     failed_last_hour: int
     succeeded_last_hour: int
-    failure_rate: float | None = Field(description="failed / finished over the last hour")
+    failure_rate: float | None = Field(
+        description="failed / (failed + succeeded) over the last hour, 0 to 1; "
+        "null when nothing finished"
+    )
     queue_lag_seconds: float | None = Field(description="age of the oldest due queued job")
     stale_running: int
     last_hour_by_kind: dict[str, KindLastHourOut] = Field(
@@ -336,7 +339,7 @@ class StatsOut(BaseModel):
             stale_running=stats.stale_running,
             last_hour_by_kind={
                 k.kind: KindLastHourOut(
-                    succeeded=k.succeeded, failed=k.failed, failure_ratio=k.failure_ratio
+                    succeeded=k.succeeded, failed=k.failed, failure_rate=k.failure_rate
                 )
                 for k in last_hour or ()
             },

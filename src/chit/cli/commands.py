@@ -348,7 +348,6 @@ def stats(args: argparse.Namespace, setup: Setup) -> int:
         "by_kind": s.by_kind,
         "failed_last_hour": s.failed_last_hour,
         "succeeded_last_hour": s.succeeded_last_hour,
-        "failure_ratio": s.failure_ratio,
         "failure_rate": s.failure_rate,
         "oldest_queued_age_seconds": s.oldest_queued_age,
         "stale_running": s.stale_running,
@@ -363,11 +362,11 @@ def stats(args: argparse.Namespace, setup: Setup) -> int:
         rows = [(k, *(v.get(st, 0) for st in states)) for k, v in sorted(s.by_kind.items())]
         print()
         print(output.table(["kind", *states], rows))
-    ratio = "-" if s.failure_ratio is None else f"{s.failure_ratio:.3f}"
+    rate = "-" if s.failure_rate is None else f"{s.failure_rate:.1%}"
     lag = "-" if s.oldest_queued_age is None else f"{s.oldest_queued_age:.1f}s"
     print(
         f"\nlast hour: {s.succeeded_last_hour} succeeded, {s.failed_last_hour} failed "
-        f"(failed/succeeded {ratio}); queue lag {lag}; stale running jobs {s.stale_running}"
+        f"(failure rate {rate}); queue lag {lag}; stale running jobs {s.stale_running}"
     )
     if kinds:
         print()

@@ -142,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     command(
         "stats",
         commands.stats,
-        "counts by state and kind, last hour's failure ratio, limits and pauses",
+        "counts by state and kind, last hour's failure rate, limits and pauses",
     )
 
     p = command(
