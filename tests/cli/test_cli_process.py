@@ -121,6 +121,13 @@ ERRORS = {
         3,
         "cannot open SQLite database '/nonexistent/dir/x.db'",
     ),
+    # Said in a few seconds, not after the pool's 30 s of multi-line warnings.
+    "PostgreSQL with nothing listening": (
+        ["stats", "--database-url", "postgresql://postgres@127.0.0.1:1/test"],
+        {},
+        3,
+        "cannot connect to postgresql://postgres@127.0.0.1:1/test: connection failed: ",
+    ),
     "bad variable": (["stats"], {"CHIT_LEASE_SECONDS": "abc"}, 2, "CHIT_LEASE_SECONDS"),
     "worker with a bad variable": (
         ["worker"],

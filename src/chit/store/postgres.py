@@ -117,6 +117,36 @@ DIALECT = Dialect(
 )
 
 
+# How long a new store tries to reach its server before saying it cannot: a
+# server that is starting refuses for a moment; one that is not there would
+# otherwise hold the caller for the pool's whole timeout, behind multi-line
+# warnings from the pool's background connector.
+REACH_SECONDS = 3.0
+
+
+def _reach(url: str, where: str, seconds: float) -> None:
+    """One direct connection, retried for `seconds`; StoreError in one line
+    (psycopg's own message's first line, never the password) if none succeeds."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            # connect_timeout is whole seconds, at least 2 for libpq to honour it.
+            psycopg.connect(url, connect_timeout=max(2, round(seconds))).close()
+            return
+        except psycopg.Error as e:
+            if time.monotonic() + 0.25 < deadline:
+                time.sleep(0.25)
+                continue
+            reason = (str(e).strip().splitlines() or ["no answer"])[0]
+            password = psycopg.conninfo.conninfo_to_dict(url).get("password")
+            if password:
+                reason = reason.replace(str(password), "***")
+            raise StoreError(
+                f"cannot connect to {where}: {reason}; is the server running and the URL "
+                "(host, port, user, database) right?"
+            ) from None
+
+
 class PostgresStore(SQLStore):
     d = DIALECT
     Q = Q
@@ -139,6 +169,7 @@ class PostgresStore(SQLStore):
         self._listeners = threading.local()
         self._all_listeners: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
+        _reach(url, self.where, min(connect_timeout, REACH_SECONDS))
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             url,
             min_size=1,
