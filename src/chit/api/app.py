@@ -16,9 +16,10 @@ from typing import Any
 import anyio.to_thread
 from fastapi import APIRouter, FastAPI
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException
 
-from chit.api import routes
+from chit.api import reference, routes
 from chit.api.auth import KEY_CACHE_SECONDS, Authenticator, parse_env_keys
 from chit.api.deps import ApiState
 from chit.api.errors import answer_exception
@@ -94,16 +95,37 @@ def create_app(queue: Queue, *, dashboard: bool = True, **options: Any) -> FastA
         version="1",
         description=DESCRIPTION,
         lifespan=lifespan(queue, **options),
+        # Swagger UI and ReDoc load their code from a CDN: `/docs` is rendered here.
+        docs_url=None,
+        redoc_url=None,
     )
     app.include_router(routes.router)
     if dashboard:
         _include_dashboard(app)
+    _add_reference(app)
     # Routing's own 404/405 and anything unexpected answer JSON like the routes do.
     app.add_exception_handler(HTTPException, answer_exception)
     app.add_exception_handler(RequestValidationError, answer_exception)
     app.add_exception_handler(Exception, answer_exception)
     app.openapi = lambda: _openapi_with_tasks(app, queue)  # type: ignore[method-assign]
     return app
+
+
+def _add_reference(app: FastAPI) -> None:
+    """`/docs` (the reference, no script, nothing loaded from elsewhere) and the
+    icon browsers ask every server for."""
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return HTMLResponse(
+            reference.render(app.openapi()),
+            headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"},
+        )
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        icon = dashboard.static_file("favicon.ico")
+        return Response(icon, media_type="image/x-icon", headers={"Cache-Control": "max-age=86400"})
 
 
 def _include_dashboard(target: FastAPI | APIRouter) -> None:

@@ -57,7 +57,11 @@ COUNT_CAP = 10_000
 PAGE_SIZE = bounds.PAGE_SIZE
 STALE_SHOWN = 20
 MAX_FORM_BYTES = 16 * 1024
-STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+STATIC_TYPES = {
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".ico": "image/x-icon",
+}
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
