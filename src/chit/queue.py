@@ -5,15 +5,18 @@ queue = chit.Queue()                      # settings from CHIT_* variables
 @queue.task("sales_report", payload=ReportRequest, max_attempts=3)
 def sales_report(job: chit.JobContext, body: ReportRequest) -> dict: ...
 
-queue.enqueue("sales_report", {"region": "emea"}, idempotency_key="emea-q3")
+job = queue.enqueue("sales_report", {"region": "emea"}, idempotency_key="emea-q3")
+queue.wait(job.id, timeout=60).result     # also queue.get(job.id), queue.cancel(job.id)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,10 +38,11 @@ from chit.errors import (
     IdempotencyConflict,
     InvalidPayload,
     InvalidRequest,
+    JobNotFound,
     PayloadTooLarge,
     UnknownKind,
 )
-from chit.jobs import Enqueued, NewJob
+from chit.jobs import CancelResult, Enqueued, Job, NewJob
 from chit.limits import LimitError, Limits
 from chit.settings import Settings
 from chit.store import FullStore, open_store
@@ -214,6 +218,50 @@ class Queue:
                 assert job.idempotency_key is not None
                 raise IdempotencyConflict(job.idempotency_key, result.id)
         return results
+
+    # Following a job it enqueued: what `chit.Client` does over HTTP, for code
+    # that talks to the database itself.
+
+    def get(self, job_id: str, *, tenant: str | None = None) -> Job:
+        """The job as it is now, its result loaded however large. Raises
+        JobNotFound (also for another tenant's job when `tenant` is given)."""
+        job = self.store.get(job_id, tenant)
+        if job is None:
+            raise JobNotFound(job_id)
+        if job.result_external:
+            _, result = self.store.get_result(job.id, tenant)
+            job = dataclasses.replace(job, result=result)
+        return job
+
+    def cancel(self, job_id: str, *, tenant: str | None = None) -> CancelResult:
+        """A queued job is cancelled at once (CANCELLED); a running one is asked
+        to stop (REQUESTED: its handler sees `job.cancelled` at the next
+        heartbeat); a finished one is left as it is (ALREADY_FINISHED). Raises
+        JobNotFound."""
+        result = self.store.cancel(job_id, tenant)
+        if result is CancelResult.NOT_FOUND:
+            raise JobNotFound(job_id)
+        return result
+
+    def wait(self, job_id: str, timeout: float | None = None, *, tenant: str | None = None) -> Job:
+        """Poll until the job is finished (succeeded, failed or cancelled) and
+        return it as `get` does. Raises TimeoutError after `timeout` seconds
+        (None: no limit) and JobNotFound."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.05
+        while True:
+            job = self.get(job_id, tenant=tenant)
+            if job.state.terminal:
+                return job
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"job {job_id} is still {job.state.value} after {timeout:g} s"
+                    )
+                delay = min(delay, left)
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)  # quick for short jobs, gentle for long ones
 
     def prepare(self, request: JobRequest) -> NewJob:
         """Validate a request against its task and settings; the NewJob to store."""
