@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 from html import escape as html_escape
+from pathlib import Path
 
 import pytest
 
+from chit.store import queries
 from support.api import Api
 
 pytestmark = pytest.mark.anyio
@@ -37,3 +39,24 @@ async def test_the_favicon_answers(api: Api) -> None:
     assert icon.headers["content-type"] == "image/x-icon"
     assert icon.content[:4] == b"\0\0\1\0"  # an ICO file
     assert (await api.http.get("/ui/static/favicon.ico")).content == icon.content
+
+
+HTTP_API_DOC = Path(__file__).parents[2] / "docs" / "http-api.md"
+TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
+async def test_the_http_api_doc_says_what_readyz_and_times_are(api: Api) -> None:
+    """docs/http-api.md against the server: the schema version is the backend's
+    newest migration (not a number the doc can state), times have six decimals."""
+    doc = HTTP_API_DOC.read_text()
+    backend = "sqlite" if api.queue.settings.database_url.startswith("sqlite") else "postgres"
+    ready = (await api.http.get("/readyz")).json()
+    assert ready == {"status": "ready", "schema_version": len(queries.migrations(backend))}
+    assert not re.search(r'"schema_version": \d', doc)
+
+    job_id = api.queue.enqueue("echo", {"message": "hi"}).id
+    job = (await api.http.get(f"/jobs/{job_id}")).json()
+    for field in ("run_at", "created_at", "updated_at"):
+        assert TIME.fullmatch(job[field]), job[field]
+    examples = re.findall(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", doc)
+    assert examples and all(TIME.fullmatch(t) for t in examples), examples
