@@ -29,6 +29,7 @@ arguments are the job's payload, `{"args": [...], "kwargs": {...}}`.
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -36,15 +37,19 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
+from django.db.backends.signals import connection_created
 from django.utils import timezone
 
 from chit.bounds import NAME_MAX
 from chit.contrib.django import framework, results
 from chit.contrib.django.database import chit_url
 from chit.contrib.django.runner import handler_for
+from chit.errors import StoreError
 from chit.jobs import State
 from chit.queue import Queue
 from chit.settings import Settings
+
+log = logging.getLogger("chit.contrib.django")
 
 
 class ChitBackend(framework.BaseTaskBackend):
@@ -91,6 +96,8 @@ class ChitBackend(framework.BaseTaskBackend):
         self.max_attempts: int | None = options.get("MAX_ATTEMPTS")
         self.modules: list[str] = list(options.get("MODULES", []))
         self.queue = _shared_queue(alias, url)
+        if self.join_transaction:
+            _open_with(self.database, self.queue)
 
     # What Django calls
 
@@ -167,8 +174,8 @@ class ChitBackend(framework.BaseTaskBackend):
         connection = connections[self.database]
         if not connection.in_atomic_block and connection.get_autocommit():
             return None
-        # chit's tables must exist before a statement on Django's connection
-        # uses them: opening the store creates them, once, on its own connection.
+        # chit's tables must exist before a statement on Django's connection uses
+        # them: opening the store creates them (once; see _open_with).
         self.queue.store  # noqa: B018
         connection.ensure_connection()
         return connection.connection
@@ -188,6 +195,23 @@ def _shared_queue(alias: str, url: str | None) -> Queue:
             # Settings from CHIT_* (what a worker's flags override), on this database.
             queue = _queues[(alias, url)] = Queue(url, settings=Settings.from_env())
         return queue
+
+
+def _open_with(database: str | None, queue: Queue) -> None:
+    """Open chit's store as Django connects to its database, before Django
+    starts a transaction there: on SQLite, making chit's tables and switching
+    the file to WAL would wait forever behind a Django transaction that
+    already writes (with `transaction_mode` IMMEDIATE, one that has begun)."""
+
+    def opened(sender: Any, connection: Any, **kwargs: Any) -> None:
+        if connection.alias != database:
+            return
+        try:
+            queue.store  # noqa: B018
+        except StoreError as e:  # enqueue will say so; Django's connection is fine
+            log.warning("chit: cannot open the task database yet: %s", e)
+
+    connection_created.connect(opened, weak=False, dispatch_uid=f"chit.contrib.django:{database}")
 
 
 def _aware(run_after: datetime) -> datetime:

@@ -1,0 +1,84 @@
+"""Django tasks run by a real `chit worker --django` process, their results
+read back through Django's API, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from support.processes import Proc
+from support.waiting import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def tasks() -> Any:
+    from django_project.taskapp import tasks
+
+    return tasks
+
+
+def finished(task: Any, result_id: str) -> Any:
+    """The result once the worker has finished the task (never a fixed sleep)."""
+
+    def read() -> Any:
+        result = task.get_result(result_id)
+        return result if result.is_finished else None
+
+    return wait_until(read, 60, 0.05, what=f"task {result_id} to finish")
+
+
+def test_a_committed_task_runs_and_its_result_reads_back(alias: str, django_worker: Proc) -> None:
+    from django.db import transaction
+
+    add = tasks().add.using(backend=alias)
+    with transaction.atomic(using=alias):
+        result = add.enqueue(2, 3)
+    done = finished(add, result.id)
+    assert done.status == "SUCCESSFUL" and done.return_value == 5 and done.errors == []
+    assert done.attempts == 1 and len(done.worker_ids) == 1
+    assert done.enqueued_at <= done.started_at <= done.finished_at
+    assert done.last_attempted_at == done.started_at
+    result.refresh()  # the enqueued TaskResult catches up too
+    assert result.status == "SUCCESSFUL" and result.return_value == 5
+    emails = tasks().send_email.using(backend=alias)  # queue "emails"
+    sent = finished(emails, emails.enqueue("a@example.com", subject="hi").id)
+    assert sent.return_value == {"to": "a@example.com", "subject": "hi"}
+
+
+def test_a_failing_task_shows_its_error(alias: str, django_worker: Proc) -> None:
+    boom = tasks().boom.using(backend=alias)
+    done = finished(boom, boom.enqueue("the printer is on fire").id)
+    assert done.status == "FAILED"
+    with pytest.raises(ValueError, match="failed"):
+        _ = done.return_value
+    [error] = done.errors
+    assert error.exception_class_path == "django_project.taskapp.tasks.TaskBoom"
+    assert error.exception_class is tasks().TaskBoom
+    assert "the printer is on fire" in error.traceback
+    assert "raise TaskBoom(message)" in error.traceback  # the task's own frame
+
+
+def test_aenqueue_an_async_task_and_await_its_result(alias: str, django_worker: Proc) -> None:
+    double = tasks().double.using(backend=alias)
+
+    async def main() -> Any:
+        result = await double.aenqueue(21)
+        while not result.is_finished:
+            await asyncio.sleep(0.05)
+            await result.arefresh()
+        return result
+
+    done = asyncio.run(asyncio.wait_for(main(), 60))
+    assert done.status == "SUCCESSFUL" and done.return_value == 42
+
+
+def test_a_task_that_takes_context_sees_its_result_and_attempt(
+    alias: str, django_worker: Proc
+) -> None:
+    attempt = tasks().attempt.using(backend=alias)
+    result = attempt.enqueue(tag="x")
+    done = finished(attempt, result.id)
+    assert done.return_value == {"attempt": 1, "id": result.id, "tag": "x"}
