@@ -158,3 +158,16 @@ def test_aenqueue_and_aget_result(alias: str, chit_queue: chit.Queue) -> None:
 def test_the_backend_declares_what_it_supports(backend: Any) -> None:
     assert backend.supports_defer and backend.supports_async_task
     assert backend.supports_get_result and backend.supports_priority
+
+
+def test_a_cancelled_job_reads_back_as_failed_with_a_reason(
+    alias: str, chit_queue: chit.Queue
+) -> None:
+    add = tasks().add.using(backend=alias, queue_name="ordered")
+    result = add.enqueue(1, 2)
+    chit_queue.store.cancel(result.id)
+    read = add.get_result(result.id)
+    assert read.status == "FAILED" and read.is_finished  # Django has no "cancelled"
+    [error] = read.errors
+    assert error.exception_class_path == "chit.errors.ChitError"
+    assert issubclass(error.exception_class, chit.ChitError)
