@@ -4,11 +4,14 @@ read back through Django's API, on SQLite and on PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.processes import Proc
+from support.processes import Proc, Procs, child_env
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -82,3 +85,37 @@ def test_a_task_that_takes_context_sees_its_result_and_attempt(
     result = attempt.enqueue(tag="x")
     done = finished(attempt, result.id)
     assert done.return_value == {"attempt": 1, "id": result.id, "tag": "x"}
+
+
+def test_manage_py_chit_worker_runs_tasks_too(
+    alias: str, tmp_path: Path, django_databases: dict[str, str]
+) -> None:
+    """`python -m django` is django-admin, which runs commands as manage.py does."""
+    add = tasks().add.using(backend=alias)
+    result = add.enqueue(20, 22)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CHIT_")}
+    env = child_env(clean, PYTHONUNBUFFERED="1", CHIT_POLL_INTERVAL="0.2") | django_databases
+    procs = Procs(tmp_path, env)
+    try:
+        worker = procs.start(
+            [
+                "-m",
+                "django",
+                "chit_worker",
+                "--settings",
+                "django_project.settings",
+                "--backend",
+                alias,
+                "--queues",
+                "default",
+                "--concurrency",
+                "1",
+            ],
+            "manage-py-worker",
+        )
+        worker.wait_started()
+        assert finished(add, result.id).return_value == 42
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+    finally:
+        procs.cleanup()

@@ -9,7 +9,8 @@ from urllib.parse import urlsplit
 SECRET_KEY = "chit-tests-only"
 USE_TZ = True
 TIME_ZONE = "UTC"
-INSTALLED_APPS = ["django_project.taskapp"]
+# chit.contrib.django: for manage.py chit_worker (the backend needs no app).
+INSTALLED_APPS = ["django_project.taskapp", "chit.contrib.django"]
 try:  # the backport on Django 5.2 is an app of its own (its system checks)
     import django_tasks  # noqa: F401
 
