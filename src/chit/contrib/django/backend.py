@@ -178,7 +178,13 @@ class ChitBackend(framework.BaseTaskBackend):
         # them: opening the store creates them (once; see _open_with).
         self.queue.store  # noqa: B018
         connection.ensure_connection()
-        return connection.connection
+        raw = connection.connection
+        if type(raw).__module__.split(".")[0] not in ("sqlite3", "psycopg"):
+            raise ImproperlyConfigured(
+                f"chit: cannot join a transaction on DATABASES[{self.database!r}]: it is on"
+                f" {type(raw).__module__}, and chit needs sqlite3 or psycopg 3"
+            )
+        return raw
 
 
 # Django makes a backend for each thread (as it does database connections); they
