@@ -19,12 +19,12 @@ import pytest
 from psycopg import sql
 
 import chit
+from support.django_workers import SETTINGS, start_worker
 from support.postgres import drop_database, postgres_admin, postgres_skipped, postgres_url
-from support.processes import Proc, Procs, child_env
+from support.processes import Proc
 
 pytest.importorskip("django", reason="chit[django] is not installed")
 
-SETTINGS = "django_project.settings"
 ALIASES = {"sqlite": "default", "postgres": "pg"}
 
 
@@ -89,26 +89,9 @@ def chit_queue(backend: object) -> chit.Queue:
 
 @pytest.fixture
 def django_worker(tmp_path: Path, alias: str, django_databases: dict[str, str]) -> Iterator[Proc]:
-    """A `chit worker --django` process on the run's backend, started."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("CHIT_")}
-    env = child_env(clean, PYTHONUNBUFFERED="1", CHIT_POLL_INTERVAL="0.2") | django_databases
-    procs = Procs(tmp_path, env)
+    """A worker on the run's backend, serving "default" and "emails"."""
+    procs, proc = start_worker(tmp_path, django_databases, alias, "default,emails")
     try:
-        proc = procs.start(
-            [
-                "-m",
-                "chit",
-                "worker",
-                "--django",
-                f"{SETTINGS}:{alias}",
-                "--queues",
-                "default,emails",
-                "--concurrency",
-                "2",
-            ],
-            f"django-worker-{alias}",
-        )
-        proc.wait_started()
         yield proc
     finally:
         procs.cleanup()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from support.django_workers import start_worker
 from support.processes import Proc, Procs, child_env
 from support.waiting import wait_until
 
@@ -119,3 +120,28 @@ def test_manage_py_chit_worker_runs_tasks_too(
         assert worker.wait(30) == 0
     finally:
         procs.cleanup()
+
+
+def test_a_retried_task_keeps_each_attempts_error(
+    alias: str, tmp_path: Path, django_databases: dict[str, str]
+) -> None:
+    """MAX_ATTEMPTS 2: the first attempt's error stays in `errors` after the second succeeds."""
+    backend = f"{alias}_retrying"
+    flaky = tasks().flaky.using(backend=backend)
+    result = flaky.enqueue()
+    procs, _ = start_worker(
+        tmp_path,
+        django_databases,
+        backend,
+        "retries",
+        CHIT_BACKOFF_BASE="0.05",
+        CHIT_BACKOFF_MAX="0.1",
+    )
+    try:
+        done = finished(flaky, result.id)
+    finally:
+        procs.cleanup()
+    assert done.status == "SUCCESSFUL" and done.return_value == 2
+    assert done.attempts == 2 and len(done.worker_ids) == 2
+    [error] = done.errors
+    assert error.exception_class is tasks().TaskBoom and "attempt 1 fails" in error.traceback

@@ -37,7 +37,7 @@ DATABASES = {
     },
 }
 
-_QUEUES = ["default", "emails", "ordered"]
+_QUEUES = ["default", "emails", "ordered", "retries"]
 TASKS = {
     alias: {
         "BACKEND": "chit.contrib.django.ChitBackend",
@@ -47,6 +47,13 @@ TASKS = {
     }
     for alias in DATABASES
 }
+# Two attempts, for the tests of retries (queue "retries").
+for _alias in DATABASES:
+    TASKS[f"{_alias}_retrying"] = {
+        "BACKEND": "chit.contrib.django.ChitBackend",
+        "QUEUES": ["retries"],
+        "OPTIONS": {"DATABASE": _alias, "MAX_ATTEMPTS": 2},
+    }
 # chit in a database of its own, not joined to Django's transactions: a job is
 # stored at once. (On the SQLite file Django writes to, chit's write would wait
 # for Django's transaction to end, which waits for the enqueue: SQLite has one

@@ -38,3 +38,11 @@ async def double(x: int) -> int:
 @task(takes_context=True)
 def attempt(context: TaskContext, tag: str) -> dict[str, object]:
     return {"attempt": context.attempt, "id": context.task_result.id, "tag": tag}
+
+
+@task(takes_context=True, queue_name="retries")
+def flaky(context: TaskContext) -> int:
+    """Fails its first attempt."""
+    if context.attempt < 2:
+        raise TaskBoom(f"attempt {context.attempt} fails")
+    return context.attempt

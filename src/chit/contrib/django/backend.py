@@ -114,9 +114,10 @@ class ChitBackend(framework.BaseTaskBackend):
 
     def register(self, task: Any) -> None:
         """Make a task's kind runnable by this backend's workers (once a kind)."""
-        if task.module_path not in self.queue.tasks:
-            register = self.queue.task(task.module_path, max_attempts=self.max_attempts)
-            register(handler_for(task, self.get_result))
+        with _queues_lock:  # backends of two threads may meet one new kind at once
+            if task.module_path not in self.queue.tasks:
+                register = self.queue.task(task.module_path, max_attempts=self.max_attempts)
+                register(handler_for(task, self.get_result))
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         self.validate_task(task)
@@ -191,7 +192,7 @@ class ChitBackend(framework.BaseTaskBackend):
 # share one chit Queue per alias and database: one store, one connection pool,
 # one registry of kinds.
 _queues: dict[tuple[str, str | None], Queue] = {}
-_queues_lock = threading.Lock()
+_queues_lock = threading.RLock()
 
 
 def _shared_queue(alias: str, url: str | None) -> Queue:
