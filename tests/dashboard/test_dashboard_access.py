@@ -294,6 +294,18 @@ async def test_a_request_keeps_a_session_alive_but_never_past_its_absolute_expir
     assert store.touch_session(session_hash(cookie), 60, now=start + timedelta(seconds=100)) is None
 
 
+async def test_requests_keep_a_session_alive_beyond_its_first_idle_window(
+    dashboard: Browser,
+) -> None:
+    store = dashboard.queue.store
+    start = datetime.now(UTC).replace(microsecond=0)
+    hashed = session_hash(secrets.token_urlsafe(32))
+    store.create_session(NewSession(hashed, hash_key(ADMIN_KEY), 60, 3600), now=start)
+    for seconds in (50, 100, 150, 200):  # a request every 50 s, each within 60 s of the last
+        assert store.touch_session(hashed, 60, now=start + timedelta(seconds=seconds)), seconds
+    assert store.touch_session(hashed, 60, now=start + timedelta(seconds=300)) is None
+
+
 async def test_revoking_a_key_deletes_its_sessions(dashboard: Browser) -> None:
     stored, key = create_key(dashboard.queue.store, scopes=["read"])
     await dashboard.sign_in(key)

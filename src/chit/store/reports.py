@@ -163,7 +163,8 @@ class Sessions(abc.ABC):
         self, id_hash: str, idle_seconds: float, now: datetime | None = None
     ) -> StoredSession | None:
         """The session, its idle expiry moved to `now + idle_seconds` (never past
-        its absolute expiry); None when it is unknown, signed out or expired."""
+        its absolute expiry; a backend may skip the write while the expiry is
+        within a minute of that); None when it is unknown, signed out or expired."""
 
     @abc.abstractmethod
     def delete_session(self, id_hash: str) -> bool:

@@ -114,6 +114,12 @@ def progressed(progress: Progress | None) -> dict[str, Any]:
     return {"has_progress": True, "done": progress.done, "total": progress.total}
 
 
+# How far a dashboard session's idle expiry may lag behind its last request (or
+# a tenth of the idle time, if less): a session is written at most once this
+# often, not on every page view.
+SESSION_TOUCH_SLACK = 60.0
+
+
 class SQLStore(FullStore):
     d: ClassVar[Dialect]
     Q: ClassVar[dict[str, str]]
@@ -642,7 +648,12 @@ class SQLStore(FullStore):
         self, id_hash: str, idle_seconds: float, now: datetime | None = None
     ) -> StoredSession | None:
         params = {"id_hash": id_hash, "idle": self.d.interval(idle_seconds), "now": self.d.now(now)}
-        rows = self._rows(self.Q["touch_session"], params, write=True)
+        # Moved at most once a SESSION_TOUCH_SLACK: most requests only read.
+        lag = min(SESSION_TOUCH_SLACK, idle_seconds / 10)
+        slack = self.d.interval(idle_seconds - lag)
+        rows = self._rows(self.Q["find_session"], params | {"slack": slack})
+        if rows and not rows[0]["fresh"]:
+            rows = self._rows(self.Q["touch_session"], params, write=True)
         if not rows:
             return None
         r = rows[0]

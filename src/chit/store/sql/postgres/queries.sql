@@ -603,6 +603,17 @@ VALUES (
     coalesce(%(now)s::timestamptz, now()) + %(max)s::interval
 )
 
+-- name: find_session
+-- A live session, and whether its idle expiry is still within the slack of where
+-- a touch would move it (then no write is needed).
+SELECT key_hash, created_at, idle_expires_at, expires_at,
+       idle_expires_at >= least(coalesce(%(now)s::timestamptz, now()) + %(slack)s::interval,
+                                expires_at) AS fresh
+FROM chit_sessions
+WHERE id_hash = %(id_hash)s::text
+  AND idle_expires_at > coalesce(%(now)s::timestamptz, now())
+  AND expires_at > coalesce(%(now)s::timestamptz, now())
+
 -- name: touch_session
 -- The session, if it has not expired, its idle expiry moved on (never past the
 -- absolute one); nothing once either has passed.

@@ -437,6 +437,16 @@ VALUES (
     strftime('%Y-%m-%dT%H:%M:%fZ', :now, :max)
 )
 
+-- name: find_session
+-- A live session, and whether its idle expiry is still within :slack of where a
+-- touch would move it (then no write is needed: a page view costs no write lock).
+SELECT key_hash, created_at, idle_expires_at, expires_at,
+       idle_expires_at >= min(strftime('%Y-%m-%dT%H:%M:%fZ', :now, :slack), expires_at) AS fresh
+FROM chit_sessions
+WHERE id_hash = :id_hash
+  AND idle_expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+  AND expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+
 -- name: touch_session
 -- The session, if it has not expired, its idle expiry moved on (never past the
 -- absolute one); nothing once either has passed. (Times in one format compare as text.)
