@@ -77,14 +77,9 @@ _AS_THEY_ARE: tuple[str, ...] = ("id", "kind", "queue", "priority", "attempts", 
 _AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error")
 
 
-# A new job's columns that are sent as they are; id, payload and run_at are the backend's.
-_NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "tenant", "idempotency_key")
+# A new job's fields that `enqueue` sends as they are.
+_NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "payload", "tenant", "idempotency_key")
 _NEW_JOB += ("request_hash", "max_attempts")
-
-
-def new_job(job: NewJob) -> dict[str, Any]:
-    """The parameters of `enqueue` that every backend sends as they are."""
-    return {name: getattr(job, name) for name in _NEW_JOB}
 
 
 def scalar(cursor: Any) -> Any:
@@ -233,6 +228,33 @@ class SQLStore(FullStore):
 
     def enqueue(self, job: NewJob) -> Enqueued:
         return self.enqueue_many([job])[0]
+
+    def _insert_jobs(self, conn: Any, ids: Sequence[str], jobs: Sequence[NewJob]) -> list[Enqueued]:
+        """Insert `jobs` with `ids` in one statement, the first job with an
+        idempotency key winning; for each job, the one inserted or the one its
+        key matched."""
+        time = self.d.time
+        batch = [
+            {name: getattr(job, name) for name in _NEW_JOB}
+            | {"n": n, "id": job_id, "run_at": None if job.run_at is None else time(job.run_at)}
+            for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
+        ]
+        params = {"jobs": dumps(batch), "now": self.d.now(None)}
+        inserted = {r["id"] for r in conn.execute(self.Q["enqueue"], params)}
+        if len(inserted) == len(jobs):
+            return [Enqueued(job_id, True) for job_id in ids]
+        # Some idempotency keys were taken (by earlier jobs, or earlier in this batch).
+        taken = dumps([item for item in batch if item["id"] not in inserted])
+        existing = {
+            (r["tenant"], r["idempotency_key"]): Enqueued(r["id"], False, r["request_hash"])
+            for r in conn.execute(self.Q["find_by_idempotency_key"], {"jobs": taken})
+        }
+        return [
+            Enqueued(job_id, True)
+            if job_id in inserted
+            else existing[job.tenant, job.idempotency_key]
+            for job_id, job in zip(ids, jobs, strict=True)
+        ]
 
     # Working
 

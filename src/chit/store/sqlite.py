@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from chit.errors import StoreError
-from chit.ids import new_job_id
+from chit.ids import new_job_ids
 from chit.jobs import (
     Cancelled,
     ClaimedJob,
@@ -41,7 +41,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import Claim, Dialect, SQLStore, dumps, new_job, progressed, rescued, scalar
+from chit.store.sql import Claim, Dialect, SQLStore, dumps, progressed, rescued, scalar
 
 Q = queries.load("sqlite")
 BUSY_TIMEOUT_MS = 30_000
@@ -191,30 +191,14 @@ class SQLiteStore(SQLStore):
             cursor = connection.cursor()
             cursor.row_factory = sqlite3.Row
             try:
-                return self._enqueue_many(cursor, jobs)
+                return self._insert_jobs(cursor, new_job_ids(len(jobs)), jobs)
             except sqlite3.Error as e:
                 raise StoreError(f"enqueue on the application's connection failed: {e}") from e
             finally:
                 cursor.close()
         jobs = list(jobs)  # each read (and checked) before other writers wait
         with self._write() as conn:
-            return self._enqueue_many(conn, jobs)
-
-    def _enqueue_many(
-        self, conn: sqlite3.Connection | sqlite3.Cursor, jobs: Sequence[NewJob]
-    ) -> list[Enqueued]:
-        out: list[Enqueued] = []
-        for job in jobs:
-            job_id = new_job_id()
-            run_at = None if job.run_at is None else ts(job.run_at)
-            params = {"id": job_id, "payload": dumps(job.payload), "run_at": run_at, "now": "now"}
-            params |= new_job(job)
-            if conn.execute(Q["enqueue"], params).rowcount:
-                out.append(Enqueued(job_id, True))
-                continue
-            existing = conn.execute(Q["find_by_idempotency_key"], params).fetchone()
-            out.append(Enqueued(existing["id"], False, existing["request_hash"]))
-        return out
+            return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
 
     # Working
 

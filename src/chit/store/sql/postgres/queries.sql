@@ -99,9 +99,11 @@ COPY chit_jobs (
 ) FROM STDIN (FORMAT BINARY)
 
 -- name: find_by_idempotency_key
+-- The jobs holding the keys of the batch `enqueue` did not insert.
 SELECT tenant, idempotency_key, id, request_hash FROM chit_jobs
 WHERE (tenant, idempotency_key) IN (
-    SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[])
+    SELECT tenant, idempotency_key
+    FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(tenant text, idempotency_key text)
 )
 
 -- name: claim

@@ -40,25 +40,37 @@ INSERT INTO chit_schema_migrations (version, name, applied_at)
 VALUES (:version, :name, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 
 -- name: enqueue
+-- A whole batch in one statement. ORDER BY key: with two jobs sharing an
+-- idempotency key in one batch, the first one is inserted. (WHERE true: an
+-- INSERT from a SELECT needs one before ON CONFLICT.)
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, run_at, created_at, updated_at
-) VALUES (
-    :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
-    :max_attempts,
-    coalesce(:run_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
-    strftime('%Y-%m-%dT%H:%M:%fZ', :now),
-    strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 )
+SELECT value ->> 'id', value ->> 'kind', value ->> 'queue', value ->> 'priority',
+       value -> 'payload', value ->> 'tenant', value ->> 'idempotency_key',
+       value ->> 'request_hash', value ->> 'max_attempts',
+       coalesce(value ->> 'run_at', strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
+       strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+       strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+FROM json_each(:jobs)
+WHERE true
+ORDER BY key
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING id
 
 -- name: clock
 -- The database clock read once, for statements that must agree on the time.
 SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS now
 
 -- name: find_by_idempotency_key
-SELECT id, request_hash FROM chit_jobs
-WHERE tenant = :tenant AND idempotency_key = :idempotency_key
+-- The jobs holding the keys of the batch `enqueue` did not insert. A join, not
+-- `(tenant, idempotency_key) IN`, which SQLite would seek on chit_jobs_tenant_id:
+-- every job of the tenant.
+SELECT j.tenant, j.idempotency_key, j.id, j.request_hash
+FROM json_each(:jobs) AS k
+JOIN chit_jobs AS j
+  ON j.tenant = k.value ->> 'tenant' AND j.idempotency_key = k.value ->> 'idempotency_key'
 
 -- name: has_due
 -- INDEXED BY: the same index and order the claim walks (without statistics SQLite
