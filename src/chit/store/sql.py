@@ -170,13 +170,9 @@ class SQLStore(FullStore):
 
     def _claimed(self, r: Any) -> ClaimedJob:
         return ClaimedJob(
-            id=r["id"],
-            kind=r["kind"],
-            queue=r["queue"],
+            **{name: r[name] for name in ("id", "kind", "queue", "max_attempts", "lease_token")},
             payload=self.d.loads(r["payload"]),
             attempt=r["attempts"],
-            max_attempts=r["max_attempts"],
-            lease_token=r["lease_token"],
             checkpoint=self.d.loads(r["checkpoint"]),
             progress=Progress(r["progress_done"], r["progress_total"]),
         )
@@ -316,12 +312,7 @@ class SQLStore(FullStore):
     ) -> HeartbeatResult:
         if not beats:
             return HeartbeatResult(frozenset(), frozenset())
-        items = []
-        for b in beats:
-            item: dict[str, Any] = {"id": b.job_id, "token": b.lease_token}
-            if b.progress is not None:
-                item |= {"p": True, "done": b.progress.done, "total": b.progress.total}
-            items.append(item)
+        items = [{"id": b.job_id, "token": b.lease_token} | progressed(b.progress) for b in beats]
         params = {"lease": self.d.interval(lease_seconds), "now": self.d.now(now)}
         with self._write() as conn:
             rows = conn.execute(self.Q["heartbeat"], params | {"beats": dumps(items)}).fetchall()

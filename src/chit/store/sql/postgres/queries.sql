@@ -150,7 +150,7 @@ SELECT * FROM claimed ORDER BY priority, run_at, id
 -- name: heartbeat
 WITH b AS (
     SELECT * FROM jsonb_to_recordset(%(beats)s::jsonb)
-        AS b(id text, token text, p boolean, done bigint, total bigint)
+        AS b(id text, token text, has_progress boolean, done bigint, total bigint)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN b ON j.id = b.id AND j.lease_token = b.token
     WHERE j.id = ANY(ARRAY(SELECT b.id FROM b))
@@ -160,8 +160,8 @@ WITH b AS (
 UPDATE chit_jobs AS j
 SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     updated_at = coalesce(%(now)s::timestamptz, now()),
-    progress_done = CASE WHEN b.p THEN b.done ELSE j.progress_done END,
-    progress_total = CASE WHEN b.p THEN b.total ELSE j.progress_total END
+    progress_done = CASE WHEN b.has_progress THEN b.done ELSE j.progress_done END,
+    progress_total = CASE WHEN b.has_progress THEN b.total ELSE j.progress_total END
 FROM locked, b
 WHERE j.id = locked.id AND j.id = b.id AND j.lease_token = b.token
 RETURNING j.id, j.cancel_requested

@@ -122,7 +122,8 @@ SET lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now, :lease),
     progress_done = CASE WHEN b.has_progress THEN b.done ELSE j.progress_done END,
     progress_total = CASE WHEN b.has_progress THEN b.total ELSE j.progress_total END
 FROM (
-    SELECT value ->> 'id' AS id, value ->> 'token' AS token, value ->> 'p' AS has_progress,
+    SELECT value ->> 'id' AS id, value ->> 'token' AS token,
+           value ->> 'has_progress' AS has_progress,
            value ->> 'done' AS done, value ->> 'total' AS total
     FROM json_each(:beats)
 ) AS b
