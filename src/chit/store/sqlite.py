@@ -232,36 +232,26 @@ class SQLiteStore(SQLStore):
         return [self._finish_one(conn, outcome, clock) for outcome in outcomes]
 
     def _finish_one(self, conn: sqlite3.Connection, outcome: Outcome, clock: str) -> bool:
+        # Each statement returns the outcome its attempt record closes with, and the error.
         fence: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token, "now": clock}
-        error: str | None = None
         match outcome:
             case Succeeded(result=result, progress=progress):
                 encoded = dumps(result)
                 external = self._is_large(encoded)
                 stored = {"result": None if external else encoded, "result_external": int(external)}
-                if not conn.execute(Q["succeed"], fence | stored | progressed(progress)).rowcount:
-                    return False
-                if external:
+                row = conn.execute(Q["succeed"], fence | stored | progressed(progress)).fetchone()
+                if row is not None and external:
                     conn.execute(Q["store_result"], {"id": outcome.job_id, "result": encoded})
-                recorded = "succeeded"
             case Failed(error=error, retry_in=retry_in):
                 retry = None if retry_in is None else _offset(retry_in)
                 row = conn.execute(Q["fail"], fence | {"error": error, "retry": retry}).fetchone()
-                if row is None:
-                    return False
-                recorded = "retried" if row[0] == "queued" else row[0]
             case Released():
                 row = conn.execute(Q["release"], fence | {"free": self.free_hand_backs}).fetchone()
-                if row is None:
-                    return False
-                recorded = "released" if row[0] == "queued" else row[0]
-                error = row[1] if recorded == "failed" else None
             case Cancelled():
-                if not conn.execute(Q["mark_cancelled"], fence).rowcount:
-                    return False
-                recorded = "cancelled"
-        params = {"job_id": outcome.job_id, "outcome": recorded, "error": error, "now": clock}
-        conn.execute(Q["close_attempt"], params)
+                row = conn.execute(Q["mark_cancelled"], fence).fetchone()
+        if row is None:
+            return False
+        conn.execute(Q["close_attempt"], fence | {"outcome": row["outcome"], "error": row["error"]})
         return True
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:

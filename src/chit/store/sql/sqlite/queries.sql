@@ -110,7 +110,7 @@ VALUES (:job_id, :attempt, :worker, strftime('%Y-%m-%dT%H:%M:%fZ', :now))
 -- name: close_attempt
 UPDATE chit_attempts
 SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now), outcome = :outcome, error = :error
-WHERE job_id = :job_id AND finished_at IS NULL
+WHERE job_id = :id AND finished_at IS NULL
 
 -- name: heartbeat
 -- `+j.state`: SQLite (which has no statistics) would otherwise walk every running
@@ -148,6 +148,7 @@ SET state = 'succeeded', result = :result, result_external = :result_external,
     finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING 'succeeded' AS outcome, NULL AS error
 
 -- name: store_result
 INSERT INTO chit_results (job_id, result) VALUES (:id, :result)
@@ -165,7 +166,7 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled'
     error = :error, lease_token = NULL, lease_expires_at = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING state
+RETURNING CASE state WHEN 'queued' THEN 'retried' ELSE state END AS outcome, error
 
 -- name: release
 -- The first :free hand-backs of a job do not use up its attempt; each later one
@@ -187,7 +188,8 @@ SET hand_backs = hand_backs + 1,
     lease_token = NULL, lease_expires_at = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING state, error
+RETURNING CASE state WHEN 'queued' THEN 'released' ELSE state END AS outcome,
+          CASE state WHEN 'failed' THEN error END AS error
 
 -- name: mark_cancelled
 UPDATE chit_jobs
@@ -195,6 +197,7 @@ SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
     finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING 'cancelled' AS outcome, NULL AS error
 
 -- name: rescue_expired
 -- INDEXED BY: the expired leases only, not every running job by chit_jobs_state_id,
