@@ -280,14 +280,6 @@ class PostgresStore(SQLStore):
 
     # Working
 
-    def _claim_queue(
-        self, conn: Connection, claim: Claim, queue: str, limit: int, now: datetime | None
-    ) -> list[ClaimedJob]:
-        lease = timedelta(seconds=claim.lease_seconds)
-        params = {"queue": queue, "worker": claim.worker, "limit": limit, "lease": lease}
-        rows = conn.execute(Q["claim"], params | {"now": now}).fetchall()
-        return [self._claimed(r) for r in rows]
-
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         if not outcomes:
             return []

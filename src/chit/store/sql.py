@@ -3,7 +3,7 @@
 A backend subclasses `SQLStore` and gives it what truly differs between
 databases: connections and transactions (`_read`, `_write`, `_tx`, `_migrating`,
 `_run_script`), a `Dialect` (how values are sent and read, how a query's
-fragments are filled in), and its hot paths (`_claim_queue`, `_finish`,
+fragments are filled in), and its hot paths (`_finish`, `_opened`,
 enqueue_many, rescue_expired, list, wait_for_jobs). Everything else is here.
 
 Both backends' connections have `execute(query, params)` returning a cursor
@@ -142,17 +142,14 @@ class SQLStore(FullStore):
     def _run_script(self, conn: Any, script: str) -> None:
         """Run a migration file inside the open transaction."""
 
-    # The hot paths run on `conn`, inside whatever transaction it is in, at `now`
-    # as the dialect sends it: `_claim_queue` claims up to `limit` jobs of one
-    # queue, `_finish` records the outcomes.
-
-    @abc.abstractmethod
-    def _claim_queue(
-        self, conn: Any, claim: Claim, queue: str, limit: int, now: Any
-    ) -> list[ClaimedJob]: ...
+    # The hot path runs on `conn`, inside whatever transaction it is in, at `now`
+    # as the dialect sends it: `_finish` records the outcomes.
 
     @abc.abstractmethod
     def _finish(self, conn: Any, outcomes: Sequence[Outcome], now: Any) -> list[bool]: ...
+
+    def _opened(self, conn: Any, claim: Claim, rows: list[Any], now: Any) -> None:
+        """Open the attempts of the jobs `rows` claimed, if the claim did not."""
 
     # Rows to values
 
@@ -280,6 +277,18 @@ class SQLStore(FullStore):
             if len(claimed) >= claim.limit:
                 break
         return claimed
+
+    def _claim_queue(
+        self, conn: Any, claim: Claim, queue: str, limit: int, now: Any
+    ) -> list[ClaimedJob]:
+        """Up to `limit` due jobs of one queue."""
+        params = {"queue": queue, "worker": claim.worker, "limit": limit, "now": now}
+        params["lease"] = self.d.interval(claim.lease_seconds)
+        rows = conn.execute(self.Q["claim"], params).fetchall()
+        # In claim order: SQLite's UPDATE ... RETURNING gives rows in no order.
+        rows.sort(key=lambda r: (r["priority"], r["run_at"], r["id"]))
+        self._opened(conn, claim, rows, now)
+        return [self._claimed(r) for r in rows]
 
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         with self._tx() as conn:

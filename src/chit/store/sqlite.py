@@ -212,19 +212,14 @@ class SQLiteStore(SQLStore):
             ]
         return super()._claim(claim._replace(queues=due), now) if due else []
 
-    def _claim_queue(
-        self, conn: sqlite3.Connection, claim: Claim, queue: str, limit: int, clock: str
-    ) -> list[ClaimedJob]:
-        params = {"queue": queue, "worker": claim.worker, "limit": limit, "now": clock}
-        rows = conn.execute(Q["claim"], params | {"lease": _offset(claim.lease_seconds)}).fetchall()
-        rows.sort(key=lambda r: (r["priority"], r["run_at"], r["id"]))
+    def _opened(self, conn: sqlite3.Connection, claim: Claim, rows: list[Any], clock: str) -> None:
         if rows:
             conn.execute(
                 Q["expire_attempts"], {"ids": dumps([r["id"] for r in rows]), "now": clock}
             )
         for r in rows:
-            conn.execute(Q["open_attempt"], params | {"job_id": r["id"], "attempt": r["attempts"]})
-        return [self._claimed(r) for r in rows]
+            params = {"job_id": r["id"], "attempt": r["attempts"], "worker": claim.worker}
+            conn.execute(Q["open_attempt"], params | {"now": clock})
 
     def _finish(
         self, conn: sqlite3.Connection, outcomes: Sequence[Outcome], clock: str
