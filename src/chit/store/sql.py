@@ -377,12 +377,10 @@ class SQLStore(FullStore):
     def failures(self, tenant: str | None = None) -> list[FailureGroup]:
         return [
             FailureGroup(
-                kind=r["kind"],
+                **{name: r[name] for name in ("kind", "count", "latest_id")},
                 error=r["first_line"],
-                count=r["n"],
                 first_seen=self._at(r["first_seen"]),
                 last_seen=self._at(r["last_seen"]),
-                latest_id=r["latest_id"],
             )
             for r in self._rows(self.Q["failures"], {"tenant": tenant})
         ]

@@ -471,12 +471,12 @@ SELECT state FROM chit_jobs
 WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
 
 -- name: failures
-SELECT kind, split_part(error, E'\n', 1) AS first_line, count(*) AS n,
+SELECT kind, split_part(error, E'\n', 1) AS first_line, count(*) AS count,
        min(finished_at) AS first_seen, max(finished_at) AS last_seen, max(id) AS latest_id
 FROM chit_jobs
 WHERE state = 'failed' AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
 GROUP BY kind, first_line
-ORDER BY n DESC, max(finished_at) DESC
+ORDER BY count DESC, max(finished_at) DESC
 
 -- name: stats_by_state_kind
 SELECT state, kind, count(*) AS n FROM chit_jobs

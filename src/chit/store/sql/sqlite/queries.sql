@@ -323,12 +323,12 @@ SELECT state FROM chit_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :ten
 SELECT kind,
        CASE WHEN instr(error, char(10)) > 0 THEN substr(error, 1, instr(error, char(10)) - 1)
             ELSE error END AS first_line,
-       count(*) AS n, min(finished_at) AS first_seen, max(finished_at) AS last_seen,
+       count(*) AS count, min(finished_at) AS first_seen, max(finished_at) AS last_seen,
        max(id) AS latest_id
 FROM chit_jobs
 WHERE state = 'failed' AND (:tenant IS NULL OR tenant = :tenant)
 GROUP BY kind, first_line
-ORDER BY n DESC, max(finished_at) DESC
+ORDER BY count DESC, max(finished_at) DESC
 
 -- name: stats_by_state_kind
 SELECT state, kind, count(*) AS n FROM chit_jobs
