@@ -358,10 +358,7 @@ class SQLStore(FullStore):
 
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
         rows = self._rows(self.Q["get_result"], {"id": job_id, "tenant": tenant})
-        if not rows:
-            return False, None
-        row = rows[0]
-        return True, self.d.loads(row["external_result" if row["result_external"] else "result"])
+        return (True, self.d.loads(rows[0]["result"])) if rows else (False, None)
 
     def attempts(self, job_id: str) -> list[Attempt]:
         return [
@@ -413,9 +410,7 @@ class SQLStore(FullStore):
         with self._write() as conn:
             row = conn.execute(self.Q["cancel"], params).fetchone()
             if row is not None:
-                if row["state"] == "cancelled":
-                    return CancelResult.CANCELLED
-                return CancelResult.REQUESTED
+                return CancelResult(row["result"])
             exists = conn.execute(self.Q["job_state"], params).fetchone()
         return CancelResult.ALREADY_FINISHED if exists else CancelResult.NOT_FOUND
 

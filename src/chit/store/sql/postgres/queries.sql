@@ -447,7 +447,7 @@ ORDER BY id DESC
 LIMIT %(limit)s
 
 -- name: get_result
-SELECT j.result_external, j.result, r.result AS external_result
+SELECT CASE WHEN j.result_external THEN r.result ELSE j.result END AS result
 FROM chit_jobs AS j LEFT JOIN chit_results AS r ON r.job_id = j.id
 WHERE j.id = %(id)s::text AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
 
@@ -464,7 +464,7 @@ SET state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
     updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND state IN ('queued', 'running')
-RETURNING state
+RETURNING CASE state WHEN 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result
 
 -- name: job_state
 SELECT state FROM chit_jobs

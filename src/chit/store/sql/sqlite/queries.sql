@@ -298,7 +298,7 @@ ORDER BY j.id DESC
 LIMIT :limit
 
 -- name: get_result
-SELECT j.result_external, j.result, r.result AS external_result
+SELECT CASE WHEN j.result_external THEN r.result ELSE j.result END AS result
 FROM chit_jobs AS j LEFT JOIN chit_results AS r ON r.job_id = j.id
 WHERE j.id = :id AND (:tenant IS NULL OR j.tenant = :tenant)
 
@@ -314,7 +314,7 @@ SET state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
                        THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) ELSE finished_at END,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant) AND state IN ('queued', 'running')
-RETURNING state
+RETURNING CASE state WHEN 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result
 
 -- name: job_state
 SELECT state FROM chit_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant)
