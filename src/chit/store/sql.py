@@ -232,8 +232,7 @@ class SQLStore(FullStore):
             | {"n": n, "id": job_id, "run_at": None if job.run_at is None else time(job.run_at)}
             for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
         ]
-        params = {"jobs": dumps(batch), "now": self.d.now(None)}
-        inserted = {r["id"] for r in conn.execute(self.Q["enqueue"], params)}
+        inserted = self._insert(conn, batch)
         if len(inserted) == len(jobs):
             return [Enqueued(job_id, True) for job_id in ids]
         # Some idempotency keys were taken (by earlier jobs, or earlier in this batch).
@@ -248,6 +247,11 @@ class SQLStore(FullStore):
             else existing[job.tenant, job.idempotency_key]
             for job_id, job in zip(ids, jobs, strict=True)
         ]
+
+    def _insert(self, conn: Any, batch: list[dict[str, Any]]) -> set[str]:
+        """Insert the jobs of `batch` in one statement; the ids it inserted."""
+        params = {"jobs": dumps(batch), "now": self.d.now(None)}
+        return {r["id"] for r in conn.execute(self.Q["enqueue"], params)}
 
     # Working
 

@@ -200,6 +200,14 @@ class SQLiteStore(SQLStore):
         with self._write() as conn:
             return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
 
+    def _insert(self, conn: sqlite3.Connection | sqlite3.Cursor, batch: list[Any]) -> set[str]:
+        inserted = set()
+        for item in batch:
+            params = item | {"payload": dumps(item["payload"]), "now": "now"}
+            if conn.execute(Q["enqueue"], params).rowcount:
+                inserted.add(item["id"])
+        return inserted
+
     # Working
 
     def _claim(self, claim: Claim, now: str) -> list[ClaimedJob]:

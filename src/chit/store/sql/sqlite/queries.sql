@@ -40,24 +40,19 @@ INSERT INTO chit_schema_migrations (version, name, applied_at)
 VALUES (:version, :name, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 
 -- name: enqueue
--- A whole batch in one statement. ORDER BY key: with two jobs sharing an
--- idempotency key in one batch, the first one is inserted. (WHERE true: an
--- INSERT from a SELECT needs one before ON CONFLICT.)
+-- One job: a batch read from JSON, as PostgreSQL inserts it, costs SQLite some
+-- 50 us more per job (one job a call: 3,300 jobs/s, 2,000 from JSON).
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, run_at, created_at, updated_at
+) VALUES (
+    :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
+    :max_attempts,
+    coalesce(:run_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
+    strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 )
-SELECT value ->> 'id', value ->> 'kind', value ->> 'queue', value ->> 'priority',
-       value -> 'payload', value ->> 'tenant', value ->> 'idempotency_key',
-       value ->> 'request_hash', value ->> 'max_attempts',
-       coalesce(value ->> 'run_at', strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
-       strftime('%Y-%m-%dT%H:%M:%fZ', :now),
-       strftime('%Y-%m-%dT%H:%M:%fZ', :now)
-FROM json_each(:jobs)
-WHERE true
-ORDER BY key
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id
 
 -- name: clock
 -- The database clock read once, for statements that must agree on the time.
