@@ -12,6 +12,11 @@ PRIORITY_LIMIT = 1_000_000
 # Kinds and queue names: 1 to this many characters.
 NAME_MAX = 200
 IDEMPOTENCY_KEY_MAX = 255
+# A job's concurrency key (flow control): 1 to this many characters.
+CONCURRENCY_KEY_MAX = 200
+# A concurrency limit, and a rate's starts per period, at most: beyond is a slip.
+CONCURRENCY_MAX = 100_000
+RATE_MAX = 1_000_000
 # The default of CHIT_MAX_PAYLOAD_BYTES and CHIT_MAX_BODY_BYTES.
 PAYLOAD_BYTES = 1024 * 1024
 

@@ -50,6 +50,8 @@ class NewJob:
     run_at: datetime | None = None
     idempotency_key: str | None = None
     tenant: str = ""
+    # Flow control: the key a task's key_concurrency and key_rate bound; "" for none.
+    concurrency_key: str = ""
     # Fingerprint of what was asked for, so the same idempotency key with a
     # different request can be told apart from an honest retry.
     request_hash: str | None = None
@@ -102,6 +104,7 @@ class Job:
     finished_at: datetime | None = None
     # Computed by the store with its own clock: running and past the lease.
     stale: bool = False
+    concurrency_key: str = ""  # "" for none
 
 
 @dataclass(frozen=True, slots=True)

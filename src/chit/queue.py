@@ -15,14 +15,20 @@ import inspect
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, overload
 
 import pydantic
 
 from chit import bounds
-from chit.bounds import IDEMPOTENCY_KEY_MAX, MAX_ATTEMPTS, NAME_MAX, PRIORITY_LIMIT
+from chit.bounds import (
+    CONCURRENCY_KEY_MAX,
+    IDEMPOTENCY_KEY_MAX,
+    MAX_ATTEMPTS,
+    NAME_MAX,
+    PRIORITY_LIMIT,
+)
 from chit.encoding import canonical, has_nul
 from chit.errors import (
     ConfigError,
@@ -33,6 +39,7 @@ from chit.errors import (
     UnknownKind,
 )
 from chit.jobs import Enqueued, NewJob
+from chit.limits import LimitError, Limits
 from chit.settings import Settings
 from chit.store import FullStore, open_store
 
@@ -47,6 +54,7 @@ class Task:
     max_attempts: int | None
     queue: str
     priority: int
+    limits: Limits = field(default_factory=Limits)
 
     @property
     def is_async(self) -> bool:
@@ -65,6 +73,7 @@ class JobRequest:
     queue: str | None = None
     max_attempts: int | None = None
     tenant: str = ""
+    concurrency_key: str | None = None
 
 
 class Queue:
@@ -100,7 +109,15 @@ class Queue:
         max_attempts: int | None = None,
         queue: str = "default",
         priority: int = 0,
+        concurrency: int | None = None,
+        rate: str | None = None,
+        key_concurrency: int | None = None,
+        key_rate: str | None = None,
     ) -> Callable[[Handler], Handler]:
+        """Register a handler. `concurrency` and `rate` ("N/s", "N/m", "N/h") limit
+        the kind across every worker; `key_concurrency` and `key_rate` each
+        concurrency key of it. They are the defaults: an operator's
+        `chit limits set` wins until cleared."""
         if not kind or len(kind) > NAME_MAX:
             raise ConfigError(f"task kind {kind!r}: must be 1 to {NAME_MAX} characters")
         if max_attempts is not None and not 1 <= max_attempts <= MAX_ATTEMPTS:
@@ -110,10 +127,16 @@ class Queue:
                 f"task {kind!r}: priority must be from {-PRIORITY_LIMIT:,} to {PRIORITY_LIMIT:,}"
             )
 
+        try:
+            limits = Limits.checked(concurrency, rate, key_concurrency, key_rate)
+        except LimitError as e:
+            raise ConfigError(f"task {kind!r}: {e}") from None
+
         def register(handler: Handler) -> Handler:
             if kind in self.tasks:
                 raise ConfigError(f"task kind {kind!r} is registered twice")
-            self.tasks[kind] = Task(kind, handler, payload, max_attempts, queue, priority)
+            task = Task(kind, handler, payload, max_attempts, queue, priority, limits)
+            self.tasks[kind] = task
             return handler
 
         return register
@@ -150,6 +173,7 @@ class Queue:
         queue: str | None = None,
         max_attempts: int | None = None,
         tenant: str = "",
+        concurrency_key: str | None = None,
         connection: Any = None,
     ) -> Enqueued:
         """Store a job and return `.id` and `.created` (False when the idempotency
@@ -161,7 +185,15 @@ class Queue:
 
         Raises UnknownKind, InvalidPayload, PayloadTooLarge, IdempotencyConflict."""
         request = JobRequest(
-            kind, payload, idempotency_key, run_at, priority, queue, max_attempts, tenant
+            kind,
+            payload,
+            idempotency_key,
+            run_at,
+            priority,
+            queue,
+            max_attempts,
+            tenant,
+            concurrency_key,
         )
         return self.enqueue_many([request], connection=connection)[0]
 
@@ -211,6 +243,9 @@ class Queue:
             )
         run_at = None if request.run_at is None else _in_range(request.run_at)
         queue = request.queue or task.queue
+        concurrency_key = request.concurrency_key
+        if concurrency_key is not None:
+            check_concurrency_key(concurrency_key)
         key = request.idempotency_key
         return NewJob(
             kind=request.kind,
@@ -221,9 +256,12 @@ class Queue:
             run_at=run_at,
             idempotency_key=key,
             tenant=request.tenant,
+            concurrency_key=concurrency_key or "",
             request_hash=None
             if key is None
-            else _request_hash(request.kind, payload, queue, priority, max_attempts, run_at),
+            else _request_hash(
+                request.kind, payload, queue, priority, max_attempts, run_at, concurrency_key
+            ),
             payload_json=encoded,
         )
 
@@ -357,6 +395,17 @@ def check_idempotency_key(key: str) -> None:
         )
 
 
+def check_concurrency_key(key: str) -> None:
+    if (
+        not isinstance(key, str)
+        or not 1 <= len(key) <= CONCURRENCY_KEY_MAX
+        or not key.isprintable()
+    ):
+        raise InvalidRequest(
+            f"concurrency key must be 1 to {CONCURRENCY_KEY_MAX} printable characters"
+        )
+
+
 def _request_hash(
     kind: str,
     payload: dict[str, Any],
@@ -364,6 +413,7 @@ def _request_hash(
     priority: int,
     max_attempts: int,
     run_at: datetime | None,
+    concurrency_key: str | None = None,
 ) -> str:
     """Fingerprint of what was asked for, so the same idempotency key with a
     different request can be told apart from an honest retry."""
@@ -377,4 +427,6 @@ def _request_hash(
         "max_attempts": max_attempts,
         "run_at": None if run_at is None else run_at.isoformat(),
     }
+    if concurrency_key is not None:  # absent: the same fingerprint as before keys existed
+        fingerprint = {**fingerprint, "concurrency_key": concurrency_key}
     return hashlib.sha256(canonical(fingerprint).encode()).hexdigest()

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from chit.store.base import Store
-from chit.store.reports import ApiKeys, FullStore, Reports
+from chit.store.reports import ApiKeys, FlowControl, FullStore, Reports
 
 if TYPE_CHECKING:
     from chit.settings import Settings
 
-__all__ = ["ApiKeys", "FullStore", "Reports", "Store", "open_store"]
+__all__ = ["ApiKeys", "FlowControl", "FullStore", "Reports", "Store", "open_store"]
 
 
 def open_store(settings: Settings) -> FullStore:

@@ -44,6 +44,10 @@ class Store(abc.ABC):
     # Whether two writes from one process run at once (PostgreSQL: two
     # connections) or queue on one lock (SQLite: one writer per file).
     concurrent_writes: bool = False
+    # time.monotonic() of the last claim that left due jobs queued because of a
+    # limit or a pause: a worker that saw one polls again soon, since a slot or a
+    # rate window frees without any write that would wake it.
+    throttled_at: float = float("-inf")
 
     # Schema
 

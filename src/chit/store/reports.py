@@ -1,7 +1,8 @@
-"""What the API, the dashboard and the metrics read, and API keys: beside the
-lifecycle (`chit.store.base.Store`), not part of it. A worker needs none of this.
+"""What the API, the dashboard and the metrics read, API keys, and flow control
+(limits and pauses): beside the lifecycle (`chit.store.base.Store`), not part of
+it. A worker needs none of this but `declare_limits` when it starts.
 
-`FullStore` is all three interfaces; the concrete stores are FullStores, and
+`FullStore` is all four interfaces; the concrete stores are FullStores, and
 code that reads reports or keys asks for one.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import builtins
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from chit.jobs import (
@@ -25,6 +26,7 @@ from chit.jobs import (
     StateKindCount,
     Stats,
 )
+from chit.limits import KindLimits, Limits, Paused
 from chit.store.base import Store
 
 
@@ -125,5 +127,42 @@ class ApiKeys(abc.ABC):
         unknown or the key was already revoked."""
 
 
-class FullStore(Store, Reports, ApiKeys):
+class FlowControl(abc.ABC):
+    """Limits and pauses (DESIGN.md, "Flow control"): kept in the database, so
+    they hold across every worker, and read by claims. Claims see a change
+    within a second."""
+
+    @abc.abstractmethod
+    def declare_limits(self, declared: Mapping[str, Limits]) -> None:
+        """The code's limits of these kinds, as a starting worker knows them
+        (an empty Limits: the code has none). An operator's override stays."""
+
+    @abc.abstractmethod
+    def set_limits(self, kind: str, limits: Limits) -> KindLimits:
+        """An operator's override of the limits given (the others stay as they were)."""
+
+    @abc.abstractmethod
+    def clear_limits(self, kind: str) -> bool:
+        """Drop the operator's override of a kind; False when there was none."""
+
+    @abc.abstractmethod
+    def limits(self, now: datetime | None = None) -> builtins.list[KindLimits]:
+        """Every kind with a declared or overridden limit, by kind, with its
+        running and waiting jobs."""
+
+    @abc.abstractmethod
+    def pause(self, queue: str | None = None, kind: str | None = None) -> bool:
+        """Claim no job of a queue, or of a kind (exactly one is given); running
+        jobs finish. False when it was paused already."""
+
+    @abc.abstractmethod
+    def resume(self, queue: str | None = None, kind: str | None = None) -> bool:
+        """Undo `pause`; False when it was not paused."""
+
+    @abc.abstractmethod
+    def pauses(self) -> builtins.list[Paused]:
+        """What is paused, queues first, by name."""
+
+
+class FullStore(Store, Reports, ApiKeys, FlowControl):
     """A store with its reports and keys: what `open_store` returns."""

@@ -221,13 +221,20 @@ class SQLiteStore(SQLStore):
         return super()._claim(claim._replace(queues=due), now) if due else []
 
     def _opened(self, conn: sqlite3.Connection, claim: Claim, rows: list[Any], clock: str) -> None:
-        if rows:
-            conn.execute(
-                Q["expire_attempts"], {"ids": dumps([r["id"] for r in rows]), "now": clock}
-            )
-        for r in rows:
-            params = {"job_id": r["id"], "attempt": r["attempts"], "worker": claim.worker}
-            conn.execute(Q["open_attempt"], params | {"now": clock})
+        if not rows:
+            return
+        conn.execute(Q["expire_attempts"], {"ids": dumps([r["id"] for r in rows]), "now": clock})
+        conn.executemany(
+            Q["open_attempt"],
+            [
+                {"job_id": r["id"], "attempt": r["attempts"], "worker": claim.worker}
+                | {"now": clock, "kind": r["kind"], "concurrency_key": r["concurrency_key"]}
+                for r in rows
+            ],
+        )
+
+    def _fixed_clock(self, conn: sqlite3.Connection, now: str) -> str:
+        return str(scalar(conn.execute(Q["clock"]))) if now == "now" else now
 
     def _finish(
         self, conn: sqlite3.Connection, outcomes: Sequence[Outcome], clock: str

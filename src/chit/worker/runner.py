@@ -30,7 +30,7 @@ from chit.context import JobContext
 from chit.errors import StoreError
 from chit.jobs import Outcome
 from chit.queue import Queue
-from chit.store import Store
+from chit.store import FlowControl, Store
 from chit.worker.execute import Pipeline
 from chit.worker.finisher import Finisher
 from chit.worker.heartbeat import Heartbeat
@@ -43,6 +43,9 @@ log = logging.getLogger("chit.worker")
 # Idle polling starts fast and backs off to poll_interval; between polls the
 # store's change check (SQLite data_version, PostgreSQL LISTEN) wakes us early.
 FIRST_IDLE_WAIT = 0.05
+# A claim that left due jobs queued for a limit polls again this soon: a slot or
+# a rate window frees without a write that would wake the worker.
+THROTTLED_WAIT = 0.1
 # A failing claim is retried after this, doubling up to MAX_ERROR_WAIT.
 FIRST_ERROR_WAIT = 0.5
 MAX_ERROR_WAIT = 10.0
@@ -96,6 +99,7 @@ class Worker:
         self._stopping = threading.Event()
         self._idle_wait = FIRST_IDLE_WAIT
         self._error_wait = FIRST_ERROR_WAIT
+        self._limits_declared = False
         self.pipeline = Pipeline(
             queue,
             self.settings,
@@ -150,6 +154,8 @@ class Worker:
 
     def run_once(self) -> int:
         """Claim jobs into free slots and start them; returns how many were claimed."""
+        if not self._limits_declared:
+            self.declare_limits()
         free = self.slots.reserve()
         if free <= 0:
             return 0
@@ -160,6 +166,13 @@ class Worker:
             raise
         self.slots.hold(claimed, free)
         return len(claimed)
+
+    def declare_limits(self) -> None:
+        """Tell the store the limits the code gives each kind (none too: a limit
+        taken out of the code ends), before the first claim."""
+        store = self.store if isinstance(self.store, FlowControl) else self.queue.store
+        store.declare_limits({t.kind: t.limits for t in self.queue.tasks.values()})
+        self._limits_declared = True
 
     def tick(self) -> Pause:
         """One turn of the claim loop: claim what fits, and say what to wait for
@@ -181,7 +194,10 @@ class Worker:
         if claimed:
             self._idle_wait = FIRST_IDLE_WAIT
             return Pause("now")
-        pause = Pause("jobs", self._idle_wait)
+        wait = self._idle_wait
+        if time.monotonic() - self.store.throttled_at < 1.0:
+            wait = min(wait, THROTTLED_WAIT)
+        pause = Pause("jobs", wait)
         self._idle_wait = min(self._idle_wait * 2, self.settings.poll_interval)
         return pause
 

@@ -1,0 +1,137 @@
+"""Flow control as plain data: a kind's limits, how they read and print, and
+what `chit limits` shows (see DESIGN.md, "Flow control").
+
+`Rate.parse` and `Limits.checked` are the one place a limit is validated:
+`@queue.task`, the CLI and the HTTP API refuse the same values with the same
+message."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime
+from typing import Any
+
+from chit.bounds import CONCURRENCY_MAX, RATE_MAX
+
+PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_UNIT = {seconds: unit for unit, seconds in PERIODS.items()}
+_RATE = re.compile(r"\s*(\d{1,9})\s*/\s*(s|m|h)\s*")
+
+
+class LimitError(ValueError):
+    """A limit that cannot be: the message says what is wrong and what would do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """At most `count` starts in any window of `seconds` (1, 60 or 3600)."""
+
+    count: int
+    seconds: float
+
+    @classmethod
+    def parse(cls, text: str) -> Rate:
+        if not isinstance(text, str):
+            raise LimitError(f"a rate is text like '10/s', '600/m' or '1000/h', not {text!r}")
+        match = _RATE.fullmatch(text)
+        if match is None:
+            raise LimitError(
+                f"rate {text[:50]!r} is not N/s, N/m or N/h (for example 10/s, 600/m, 1000/h)"
+            )
+        return cls(int(match.group(1)), PERIODS[match.group(2)]).checked()
+
+    def checked(self) -> Rate:
+        if type(self.count) is not int or not 1 <= self.count <= RATE_MAX:
+            raise LimitError(f"a rate allows 1 to {RATE_MAX:,} starts per period, not {self.count}")
+        if self.seconds not in _UNIT:
+            raise LimitError(f"a rate's period is 1 s, 1 m or 1 h, not {self.seconds} seconds")
+        return self
+
+    def __str__(self) -> str:
+        return f"{self.count}/{_UNIT[self.seconds]}"
+
+
+def _concurrency(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int or not 1 <= value <= CONCURRENCY_MAX:
+        raise LimitError(
+            f"{name} is a whole number from 1 to {CONCURRENCY_MAX:,}, not {value!r}"
+            " (to stop a kind, pause it: chit pause --kind KIND)"
+        )
+    return value
+
+
+def _rate(value: Any) -> Rate | None:
+    if value is None or isinstance(value, Rate):
+        return None if value is None else value.checked()
+    return Rate.parse(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """A kind's limits; None means no limit of that sort. `key_*` bound each
+    concurrency key of the kind on its own."""
+
+    concurrency: int | None = None
+    rate: Rate | None = None
+    key_concurrency: int | None = None
+    key_rate: Rate | None = None
+
+    @classmethod
+    def checked(
+        cls,
+        concurrency: Any = None,
+        rate: Any = None,
+        key_concurrency: Any = None,
+        key_rate: Any = None,
+    ) -> Limits:
+        """Limits from what a caller wrote (rates as text or Rate), or LimitError."""
+        return cls(
+            _concurrency("concurrency", concurrency),
+            _rate(rate),
+            _concurrency("key_concurrency", key_concurrency),
+            _rate(key_rate),
+        )
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, f.name) is not None for f in fields(self))
+
+    def over(self, base: Limits) -> Limits:
+        """These limits where set, `base`'s elsewhere: an operator's over the code's."""
+        mine = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(base, **{name: v for name, v in mine.items() if v is not None})
+
+    def as_dict(self) -> dict[str, Any]:
+        """As JSON shows it: rates as text."""
+        return {
+            f.name: (str(v) if isinstance(v, Rate) else v)
+            for f in fields(self)
+            for v in [getattr(self, f.name)]
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class KindLimits:
+    """One kind's limits as `chit limits` and GET /limits show them."""
+
+    kind: str
+    declared: Limits = field(default_factory=Limits)  # by code, when a worker started
+    override: Limits = field(default_factory=Limits)  # by an operator, until cleared
+    running: int = 0  # jobs of the kind running now (held-ahead ones included)
+    waiting: int = 0  # queued and due, not running
+    updated_at: datetime | None = None
+
+    @property
+    def effective(self) -> Limits:
+        return self.override.over(self.declared)
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """A paused queue (`kind=None`) or kind (`queue=None`)."""
+
+    queue: str | None
+    kind: str | None
+    paused_at: datetime
