@@ -50,7 +50,15 @@ from chit.jobs import (
 )
 from chit.limits import KindLimits, Limits, Paused
 from chit.store import queries
-from chit.store.flow import FLOW_SECONDS, Claim, Flow, FlowClaim, limit_params, read_flow
+from chit.store.flow import (
+    FLOW_SECONDS,
+    THROTTLED_POLL,
+    Claim,
+    Flow,
+    FlowClaim,
+    limit_params,
+    read_flow,
+)
 from chit.store.reports import FullStore
 
 # One encoder for every call: json.dumps with options builds a new one each time.
@@ -277,10 +285,11 @@ class SQLStore(FullStore):
         return self._claim(Claim(worker, queues, limit, lease_seconds), self.d.now(now))
 
     def _claim(self, claim: Claim, now: Any) -> list[ClaimedJob]:
+        self.throttled_until = float("-inf")
         flow = self._flow_for(claim)
         if flow is not None:
             if set(claim.queues) <= flow.paused_queues:
-                self.throttled_at = time.monotonic()
+                self.throttled_until = time.monotonic() + THROTTLED_POLL
                 return []
             with self._tx() as conn:
                 return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
@@ -291,6 +300,7 @@ class SQLStore(FullStore):
 
     def _claim_in(self, conn: Any, claim: Claim, now: Any) -> list[ClaimedJob]:
         """Claim inside the transaction open on `conn`."""
+        self.throttled_until = float("-inf")
         flow = self._flow_for(claim)
         if flow is None:
             return self._claim_each(conn, claim, now)

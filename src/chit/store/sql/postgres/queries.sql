@@ -741,7 +741,8 @@ FROM (SELECT k FROM unnest(%(kinds)s::text[]) AS k ORDER BY k) AS sorted
 
 -- name: kind_in_use
 -- A kind's running jobs (a lease not yet expired: a killed worker's free
--- themselves at expiry) and its attempts started within the rate window.
+-- themselves at expiry), its attempts started within the rate window, and in
+-- how many seconds the oldest of those leaves it (NULL without a window).
 SELECT (SELECT count(*) FROM chit_jobs
         WHERE state = 'running' AND kind = %(kind)s::text
           AND lease_expires_at > coalesce(%(now)s::timestamptz, now())) AS running,
@@ -749,7 +750,12 @@ SELECT (SELECT count(*) FROM chit_jobs
        (SELECT count(*) FROM chit_attempts
         WHERE kind = %(kind)s::text
           AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval)
-       END AS started
+       END AS started,
+       extract(epoch FROM (
+           SELECT min(started_at) FROM chit_attempts
+           WHERE kind = %(kind)s::text
+             AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval
+       ) - (coalesce(%(now)s::timestamptz, now()) + %(window)s::interval))::float8 AS frees_in
 
 -- name: key_in_use
 -- The same for one concurrency key of a kind.
@@ -762,7 +768,13 @@ SELECT (SELECT count(*) FROM chit_jobs
         WHERE kind = %(kind)s::text AND concurrency_key = %(key)s::text
           AND concurrency_key <> ''
           AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval)
-       END AS started
+       END AS started,
+       extract(epoch FROM (
+           SELECT min(started_at) FROM chit_attempts
+           WHERE kind = %(kind)s::text AND concurrency_key = %(key)s::text
+          AND concurrency_key <> ''
+             AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval
+       ) - (coalesce(%(now)s::timestamptz, now()) + %(window)s::interval))::float8 AS frees_in
 
 -- name: claim_ids
 -- The jobs a flow claim chose, if still queued and not being claimed by another.

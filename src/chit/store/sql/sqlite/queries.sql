@@ -581,14 +581,19 @@ LIMIT :limit
 
 -- name: kind_in_use
 -- A kind's running jobs (a lease not yet expired: a killed worker's free
--- themselves at expiry) and its attempts started within the rate window.
+-- themselves at expiry), its attempts started within the rate window, and in
+-- how many seconds the oldest of those leaves it (NULL without a window).
 SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_running_kind
         WHERE state = 'running' AND kind = :kind
           AND lease_expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS running,
        CASE WHEN :window IS NULL THEN 0 ELSE
        (SELECT count(*) FROM chit_attempts INDEXED BY chit_attempts_starts
         WHERE kind = :kind AND started_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window))
-       END AS started
+       END AS started,
+       (julianday((SELECT min(started_at) FROM chit_attempts INDEXED BY chit_attempts_starts
+                   WHERE kind = :kind
+                     AND started_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window)))
+        - julianday(strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window))) * 86400.0 AS frees_in
 
 -- name: key_in_use
 -- The same for one concurrency key of a kind.
@@ -599,7 +604,11 @@ SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_running_kind
        (SELECT count(*) FROM chit_attempts INDEXED BY chit_attempts_key_starts
         WHERE kind = :kind AND concurrency_key = :key AND concurrency_key <> ''
           AND started_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window))
-       END AS started
+       END AS started,
+       (julianday((SELECT min(started_at) FROM chit_attempts INDEXED BY chit_attempts_key_starts
+                   WHERE kind = :kind AND concurrency_key = :key AND concurrency_key <> ''
+                     AND started_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window)))
+        - julianday(strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window))) * 86400.0 AS frees_in
 
 -- name: claim_ids
 -- The jobs a flow claim chose (a JSON array of ids), if still queued.
