@@ -120,7 +120,8 @@ def postgres_plans(url: str, batch: int) -> str:
         claim_once(store, batch)  # the first claim of a store reads limits and pauses
         notices.clear()
         jobs = store.claim("bench", [QUEUE], batch, 60.0)
-        plans = [n.strip() for n in notices]
+        # The queries' own comments left out: the plans are long enough.
+        plans = [_without_comments(n) for n in notices]
         store.finish([Succeeded(j.id, j.lease_token) for j in jobs])
     finally:
         store.close()
@@ -139,15 +140,30 @@ def sqlite_plans(store: FullStore, batch: int) -> str:
     finally:
         conn.set_trace_callback(None)
     store.finish([Succeeded(j.id, j.lease_token) for j in jobs])
+    counts: dict[str, int] = {}
+    for sql in seen:
+        body = _without_comments(sql)
+        if body.upper().startswith(("SELECT", "WITH", "UPDATE", "INSERT", "DELETE")):
+            counts[body] = counts.get(body, 0) + 1
     out = []
-    verbs = ("SELECT", "WITH", "UPDATE", "INSERT", "DELETE")
-    statements = [s for s in seen if s.lstrip().upper().startswith(verbs)]
-    for sql in statements:
+    no_plan = 0
+    for sql, times in counts.items():
         rows = conn.execute(f"EXPLAIN QUERY PLAN {sql}").fetchall()
+        if not rows:  # INSERT ... VALUES: nothing to search
+            no_plan += times
+            continue
         plan = "\n".join(f"  {'  ' * _depth(rows, r)}{r[3]}" for r in rows)
-        out.append(f"{_one_line(sql)}\n{plan}")
-    head = f"{len(statements)} statements ran by one throttled claim that got {len(jobs)} jobs"
+        out.append(f"{_one_line(sql)}{f'  (×{times})' if times > 1 else ''}\n{plan}")
+    head = (
+        f"{sum(counts.values())} statements ran by one throttled claim that got {len(jobs)} "
+        f"jobs; {no_plan} of them one-row INSERTs (no search), the others:"
+    )
     return head + "\n\n" + "\n\n".join(out)
+
+
+def _without_comments(sql: str) -> str:
+    lines = [line for line in sql.strip().splitlines() if not line.lstrip().startswith("--")]
+    return "\n".join(lines).strip()
 
 
 def _depth(rows: list[Any], row: Any) -> int:

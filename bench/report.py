@@ -345,14 +345,26 @@ def flow_markdown(res: Results, heading: str = "#") -> str:
     if heading == "#":
         add(f"Measured by `bench/run.py --steps flow` on {meta['date']}, chit "
             f"{meta['chit']['tree']}, in {meta.get('seconds', 0):.0f} s.\n")  # fmt: skip
+    sizes = meta["sizes"]
     add(
-        "Run alone with `make bench BENCH_ARGS=--steps=flow` (a minute or two): a kind with "
-        "`concurrency=8` over 2 worker processes against PgQueuer's `concurrency_limit=8` "
-        "(same jobs, handler and workers as *process, 2 workers*; PgQueuer enforces its "
-        "limit across workers in its dequeue statement, as chit does in its claim); "
-        '`rate="1000/s"` over 2 workers, read from the attempts\' start times in '
-        "`chit_attempts`; and `store.claim` timed directly behind a backlog of throttled "
-        "jobs (`bench/flow_claim.py`).\n"
+        "Run alone with `make bench BENCH_ARGS=--steps=flow` (a minute or two): "
+        f"{sizes.get('flow_jobs', 0):,} jobs of a kind with `concurrency=8` over 2 worker "
+        "processes against PgQueuer's `concurrency_limit=8` (the handler and the workers of "
+        "*process, 2 workers*; PgQueuer enforces its limit across workers in its dequeue "
+        "statement, as chit does in its claim); "
+        f'{sizes.get("rate_jobs", 0):,} jobs of a kind with `rate="1000/s"` over 2 workers, '
+        "read from the attempts' start times in `chit_attempts` (the mean over the whole "
+        "seconds after the first, and the most starts in any 1 s window); and "
+        "`store.claim` timed directly behind a backlog of throttled jobs "
+        "(`bench/flow_claim.py`).\n"
+    )
+    add(
+        "PgQueuer under a limit: a job's slot frees when its worker's completion buffer "
+        "is flushed (every 0.1 s, or at 10 completions, its batch size), and a worker that "
+        "found its entrypoint at the limit polls again after 0.1 s "
+        "(`min_dequeue_poll_interval`); these are its defaults and are not settings of "
+        "`run`. chit frees a slot in the transaction that records the outcome, and the "
+        "same call claims the next job.\n"
     )
     rows: list[list[str]] = []
     chit, _ = res.rate_or_capped("chit-postgres", "flow-concurrency")
