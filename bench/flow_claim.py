@@ -5,10 +5,10 @@
 
 Started by run.py (`--steps flow-claim`) in chit's virtual environment, with
 three fresh, empty databases of one backend. Each holds one running job of the
-kind `throttled`, claimed with an hour's lease, and as many queued `noop` jobs
+kind `capped`, claimed with an hour's lease, and as many queued `noop` jobs
 as the claims take:
 
-- backlog: `throttled` limited to `concurrency=1`, so at its limit, with
+- backlog: `capped` limited to `concurrency=1`, so at its limit, with
   `--backlog` more of its jobs queued ahead of the no-op ones (enqueued first,
   same priority, and the kind sorts first);
 - empty:   the same limits, no throttled job queued;
@@ -40,6 +40,8 @@ from chit.limits import Limits
 from chit.store import FullStore
 
 QUEUE = "default"
+# The limited kind: it sorts before `noop`, so a walk of the queue's kinds meets it first.
+THROTTLED = "capped"
 LEASE = 3600.0  # the throttled job stays running, its kind at its limit, throughout
 WARMUP = 10  # claims of each database before timing: connections, caches, the limits read
 CHUNK = 10_000  # jobs per enqueue_many
@@ -49,7 +51,7 @@ def build(url: str, limited: bool, backlog: int, noop_jobs: int) -> chit.Queue:
     """One database, filled as the module docstring says."""
     queue = chit.Queue(url)
 
-    @queue.task("throttled", concurrency=1 if limited else None)
+    @queue.task(THROTTLED, concurrency=1 if limited else None)
     def throttled(job: chit.JobContext, body: Any) -> None: ...
 
     @queue.task("noop")
@@ -57,11 +59,11 @@ def build(url: str, limited: bool, backlog: int, noop_jobs: int) -> chit.Queue:
 
     store = queue.store
     if limited:
-        store.declare_limits({"throttled": Limits(concurrency=1), "noop": Limits()})
-    queue.enqueue("throttled", {"i": -1})
+        store.declare_limits({THROTTLED: Limits(concurrency=1), "noop": Limits()})
+    queue.enqueue(THROTTLED, {"i": -1})
     held = store.claim("holder", [QUEUE], 1, LEASE)
-    assert [j.kind for j in held] == ["throttled"], held
-    enqueue(queue, "throttled", backlog)
+    assert [j.kind for j in held] == [THROTTLED], held
+    enqueue(queue, THROTTLED, backlog)
     enqueue(queue, "noop", noop_jobs)
     return queue
 

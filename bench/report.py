@@ -204,7 +204,7 @@ def markdown(res: Results) -> str:
     add("")
 
     if any(run["step"].startswith("flow-") for run in res.runs) or meta.get("flow_claim"):
-        add(flow_markdown(res, heading="##"))
+        add(flow_markdown(res, heading="##", standalone=False))
 
     lim = meta.get("limits", {})
     if lim:
@@ -335,14 +335,17 @@ RATE_TOLERANCE = 0.05
 BEFORE_FLOW_CONTROL = "db9aeaa"  # 80663f9~1, the commit before flow control
 
 
-def flow_markdown(res: Results, heading: str = "#") -> str:
-    """The flow-control section: docs/benchmarks.md's, or flow.md of a run of
-    the flow steps alone (then with the versions it ran)."""
+FLOW_HEADING = "Flow control (issue 12)"
+
+
+def flow_markdown(res: Results, heading: str = "#", standalone: bool = True) -> str:
+    """The flow-control section: part of docs/benchmarks.md, or from a run of
+    the flow steps alone (`standalone`: then with its own date and versions)."""
     meta = res.meta
     out: list[str] = []
     add = out.append
-    add(f"{heading} Flow control (issue 12)\n")
-    if heading == "#":
+    add(f"{heading} {FLOW_HEADING}\n")
+    if standalone:
         add(f"Measured by `bench/run.py --steps flow` on {meta['date']}, chit "
             f"{meta['chit']['tree']}, in {meta.get('seconds', 0):.0f} s.\n")  # fmt: skip
     sizes = meta["sizes"]
@@ -420,8 +423,8 @@ def flow_markdown(res: Results, heading: str = "#") -> str:
     if claims:
         add(
             "The claim: three fresh databases, each with one running job of a kind "
-            "`throttled` (an hour's lease) and the no-op jobs the claims take. *backlog*: "
-            "`throttled` limited to `concurrency=1`, so at its limit, with its queued jobs "
+            "`capped` (an hour's lease) and the no-op jobs the claims take. *backlog*: "
+            "`capped` limited to `concurrency=1`, so at its limit, with its queued jobs "
             "ahead of the no-op ones in the same queue; *empty*: the same limits, none of "
             "them queued; *plain*: no limits declared at all, the claim as it was before "
             "flow control. The claims take turns between the databases, each asking for "
@@ -453,8 +456,8 @@ def flow_markdown(res: Results, heading: str = "#") -> str:
                 add("```\n")
                 add("</details>\n")
     add(
-        "Unlimited kinds lose nothing: the process figures above are those of kinds with "
-        "no limit. Against the commit before flow control, in one run taking turns:\n"
+        "Unlimited kinds lose nothing: the enqueue, process and latency steps run a kind "
+        "with no limit. Against the commit before flow control, in one run taking turns:\n"
     )
     add("```sh")
     add(f"make bench BENCH_ARGS='--baseline {BEFORE_FLOW_CONTROL} --systems chit-sqlite,"
@@ -464,7 +467,7 @@ def flow_markdown(res: Results, heading: str = "#") -> str:
         "prints a before/after table (`before-after.md` in the results folder). The flow "
         "steps never run the baseline: it has no limits.\n"
     )
-    if heading == "#":
+    if standalone:
         chit_meta = meta["chit"]
         add(
             f"Versions: chit {chit_meta['versions'].get('chit', '?')} at {chit_meta['tree']}; "
@@ -473,6 +476,24 @@ def flow_markdown(res: Results, heading: str = "#") -> str:
             f"{meta['machine']['cores']} cores.\n"
         )
     return "\n".join(out)
+
+
+def splice_flow(md: Path, section: str) -> None:
+    """Put a flow-control section (from a run of the flow steps alone) into
+    docs/benchmarks.md in place of the one there, or before the stores' limits."""
+    text = md.read_text() if md.exists() else ""
+    head = f"## {FLOW_HEADING}\n"
+    section = section.rstrip() + "\n\n"
+    if head in text:
+        start = text.index(head)
+        end = text.find("\n## ", start + len(head))
+        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+    else:
+        anchor = next((a for a in ("## The stores' own limits", "## How each system ran")
+                       if a in text), None)  # fmt: skip
+        at = text.index(anchor) if anchor else len(text)
+        text = text[:at] + section + text[at:]
+    md.write_text(text)
 
 
 def targets(res: Results) -> list[list[str]]:

@@ -28,7 +28,8 @@ worker processes against PgQueuer's `concurrency_limit=8`; `flow-rate`,
 1 s window); `flow-claim`, one claim behind 100,000 throttled jobs against one
 on an empty backlog, with the plans of a throttled claim (bench/flow_claim.py).
 They run chit from the tree only, never the --baseline. A run of flow steps
-alone leaves docs/ alone and writes flow.md in its results folder.
+alone writes flow.md in its results folder and rewrites only the flow-control
+section of docs/benchmarks.md (unless --no-docs).
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ QUICK = Sizes(2_000, 50, 100_000, 10_000, 2_000, 1.0, 2, 1_000, 3_000, 10_000, 1
 
 # The flow-control steps: what `--steps flow` stands for.
 FLOW_STEPS = ("flow-concurrency", "flow-rate", "flow-claim")
+# flow_claim.py's name of each backend, and the chit system that runs on it.
+BACKENDS = {"SQLite": ("sqlite", "chit-sqlite"), "PostgreSQL": ("postgres", "chit-postgres")}
 # Steps that are no drive.py workload of every system, but measured apart.
 APART = ("limits", "flow-claim")
 KIND_CONCURRENCY = 8
@@ -348,17 +351,21 @@ class Bench:
         self.save(meta)
         print(f"done in {meta['seconds']:.0f} s")
         if set(chosen) & set(FLOW_STEPS):
-            flow = report.flow_markdown(report.Results(self.runs_json(), meta))
+            results = report.Results(self.runs_json(), meta)
+            flow = report.flow_markdown(results)
             (self.dir / "flow.md").write_text(flow)
             print(f"\n{flow}")
             print(versions(meta))
-        if flow_only:
-            print(f"flow steps alone: docs/ left alone; see {self.dir / 'flow.md'}")
-        elif args.baseline:
+            if flow_only and not args.no_docs:
+                # The rest of the page stays as the last full run left it.
+                md = ROOT / "docs" / "benchmarks.md"
+                report.splice_flow(md, report.flow_markdown(results, heading="##"))
+                print(f"wrote its section of {md.relative_to(ROOT)}")
+        if args.baseline and not flow_only:
             table = before_after(self.runs, args.baseline, meta["chit"]["tree"])
             (self.dir / "before-after.md").write_text(table)
             print(table)
-        elif not args.no_docs:
+        elif not args.no_docs and not flow_only:
             md, png = report.write(self.runs_json(), meta, ROOT / "docs")
             print(f"wrote {md.relative_to(ROOT)} and {png.relative_to(ROOT)}")
 
@@ -380,9 +387,9 @@ class Bench:
                 urls = [self.pg.fresh(n) for n in names]
             else:
                 urls = [f"sqlite:///{self.dir / n}.db" for n in names]
-            plans = self.dir / f"flow-claim-plans-{backend.lower()}.txt"
-            log = self.logs / f"flow-claim-{backend.lower()}.log"
-            cmd = [str(PYTHONS["chit"]), str(HERE / "flow_claim.py"), backend.lower(), *urls,
+            plans = self.dir / f"flow-claim-plans-{BACKENDS[backend][0]}.txt"
+            log = self.logs / f"flow-claim-{BACKENDS[backend][0]}.log"
+            cmd = [str(PYTHONS["chit"]), str(HERE / "flow_claim.py"), BACKENDS[backend][0], *urls,
                    "--backlog", str(self.sizes.backlog), "--claims", str(self.sizes.claims),
                    "--plans", str(plans)]  # fmt: skip
             if not self.args.no_wait:
@@ -585,7 +592,7 @@ def before_after(runs: list[Run], ref: str, tree: str) -> str:
 
 
 def claim_line(backend: str, r: dict[str, Any]) -> str:
-    head = f"{'flow-claim':<17}{'chit-' + backend.lower():<14}"
+    head = f"{'flow-claim':<14} {BACKENDS[backend][1]:<14}"
     if "error" in r:
         return f"{head} FAILED: {r['error']}"
     return (
