@@ -467,6 +467,16 @@ def flow_markdown(res: Results, heading: str = "#", standalone: bool = True) -> 
         "prints a before/after table (`before-after.md` in the results folder). The flow "
         "steps never run the baseline: it has no limits.\n"
     )
+    busy = [f"{r['system']} {r['step']} ({r['busy_before']:.0%})" for r in res.runs
+            if r["step"].startswith("flow-") and r.get("busy_before", 0) > 0.25]  # fmt: skip
+    busy += [f"flow-claim on {b} ({c['busy_before']:.0%})" for b, c in claims.items()
+             if c.get("busy_before", 0) > 0.25]  # fmt: skip
+    if busy:
+        add(
+            "Started while other processes kept the machine more than 25 % busy: "
+            + ", ".join(busy)
+            + ".\n"
+        )
     if standalone:
         chit_meta = meta["chit"]
         add(

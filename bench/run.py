@@ -392,8 +392,7 @@ class Bench:
             cmd = [str(PYTHONS["chit"]), str(HERE / "flow_claim.py"), BACKENDS[backend][0], *urls,
                    "--backlog", str(self.sizes.backlog), "--claims", str(self.sizes.claims),
                    "--plans", str(plans)]  # fmt: skip
-            if not self.args.no_wait:
-                services.wait_quiet()
+            busy = services.wait_quiet() if not self.args.no_wait else 0.0
             try:
                 with log.open("ab") as err:
                     self.current = subprocess.Popen(
@@ -412,7 +411,7 @@ class Bench:
                 else:
                     result = json.loads(out.decode().strip().splitlines()[-1])
                     result["plans"] = plans.read_text() if plans.exists() else ""
-                    figures[backend] = result
+                    figures[backend] = result | {"busy_before": busy}
             except subprocess.TimeoutExpired:
                 figures[backend] = {"error": "killed: no answer after 300 s"}
             finally:
@@ -600,6 +599,7 @@ def claim_line(backend: str, r: dict[str, Any]) -> str:
         f"throttled jobs, {r['empty']['median_ms']:.2f} ms with none: {r['ratio']:.2f}x "
         f"({'within' if r['ratio'] <= 1.2 else 'NOT within'} 1.2); no limits at all "
         f"{r['plain']['median_ms']:.2f} ms"
+        + (f"  (machine {r['busy_before']:.0%} busy before)" if r["busy_before"] > 0.25 else "")
     )
 
 
@@ -622,19 +622,19 @@ def line(run: Run) -> str:
         return f"{head} {'—':>9}  ({r['skipped']})"
     if "median_ms" in r:
         return f"{head} median {r['median_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
+    busy = f"  (machine {run.busy_before:.0%} busy before)" if run.busy_before > 0.25 else ""
     if "mean_rate" in r:
         held = "held" if rate_held(r) else "NOT held"
         return (
             f"{head} {r['mean_rate']:>9,.1f} starts/s for {r['kind_rate']} over "
-            f"{r['steady_periods']} s, worst 1 s window {r['worst_window']:,} ({held})"
+            f"{r['steady_periods']} s, worst 1 s window {r['worst_window']:,} ({held}){busy}"
         )
     if "most_overlapping" in r:
         return (
             f"{head} {r['jobs_per_s']:>9,.0f} jobs/s with concurrency={r['kind_concurrency']}, "
-            f"at most {r['most_overlapping']} handlers at once"
+            f"at most {r['most_overlapping']} handlers at once{busy}"
         )
     extra = f"  seeded in {r['seed_seconds']:.0f} s" if "seed_seconds" in r else ""
-    busy = f"  (machine {run.busy_before:.0%} busy before)" if run.busy_before > 0.25 else ""
     return f"{head} {r['jobs_per_s']:>9,.0f} jobs/s{extra}{busy}"
 
 
