@@ -14,9 +14,10 @@ Workloads:
             just before the enqueue call to the handler's first line
   growth    --finished F done jobs and N queued jobs seeded by bulk SQL (then
             ANALYZE with --analyze), one worker; jobs/s over the first --measure jobs
-  rate      process, with the kind limited by --kind-rate: the attempts' start
-            times from the store -> the mean rate over the whole seconds after the
-            first, and the most starts in any window of the rate's period
+  rate      process, with the kind limited by --kind-rate N/period: the attempts'
+            start times from the store -> the rate held (N over the mean time from
+            a start to the N-th after it, after the first N) and the most starts
+            in any window of the period
 
 --kind-concurrency N and --kind-rate N/s limit the no-op kind (a task's
 `concurrency` and `rate`, PgQueuer's `concurrency_limit`); a process run then
@@ -183,16 +184,16 @@ def worst_window(starts: list[float], seconds: float) -> int:
     return most
 
 
-def steady_rate(starts: list[float], seconds: float) -> tuple[float, int]:
-    """Starts per `seconds` over the whole periods after the first one (which
-    holds the workers' start-up), and how many periods that is."""
-    periods = int((starts[-1] - starts[0]) / seconds) - 1
-    if periods < 1:
-        return len(starts) / seconds, 0
-    begin = starts[0] + seconds
-    end = begin + periods * seconds
-    inside = sum(1 for t in starts if begin <= t < end)
-    return inside / periods, periods
+def steady_rate(starts: list[float], limit: int, seconds: float) -> tuple[float, float]:
+    """The rate held, in starts per `seconds`: `limit` over the mean time from a
+    start to the `limit`-th start after it (exactly `seconds` while the limit is
+    reached; a window limit never lets it be less), over the starts after the
+    first `limit` (the workers' start-up); and how many seconds that covers.
+    Bursts and gaps between them count as they fall, wherever a window begins."""
+    gaps = [starts[i + limit] - starts[i] for i in range(limit, len(starts) - limit)]
+    if not gaps:
+        return 0.0, 0.0
+    return limit * seconds / statistics.fmean(gaps), starts[-1] - starts[limit]
 
 
 def check_once(records: list[Record], expected: range) -> dict[str, Any]:
@@ -274,7 +275,7 @@ def run(args: argparse.Namespace, system: System, rec_dir: Path) -> dict[str, An
         starts = system.attempt_starts()
         if starts is None:
             return out | {"skipped": "the store keeps no attempt start times"}
-        mean, periods = steady_rate(starts, period)
+        mean, steady = steady_rate(starts, int(count), period)
         handler_starts = sorted(r.started_at for r in records.records)
         out |= throughput(records.records, n) | check_once(records.records, range(n))
         out |= {
@@ -283,7 +284,7 @@ def run(args: argparse.Namespace, system: System, rec_dir: Path) -> dict[str, An
             "period_seconds": period,
             "attempts": len(starts),
             "mean_rate": mean,
-            "steady_periods": periods,
+            "steady_seconds": steady,
             "worst_window": worst_window(starts, period),
             # The same read from the handlers' clocks: a held-ahead job starts
             # its handler later than its attempt, so bursts may shift.

@@ -627,7 +627,7 @@ def line(run: Run) -> str:
         held = "held" if rate_held(r) else "NOT held"
         return (
             f"{head} {r['mean_rate']:>9,.1f} starts/s for {r['kind_rate']} over "
-            f"{r['steady_periods']} s, worst 1 s window {r['worst_window']:,} ({held}){busy}"
+            f"{r['steady_seconds']:.0f} s, worst 1 s window {r['worst_window']:,} ({held}){busy}"
         )
     if "most_overlapping" in r:
         return (
