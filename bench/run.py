@@ -80,8 +80,8 @@ class Sizes:
     claims: int  # flow-claim: timed claims of each database
 
 
-FULL = Sizes(10_000, 200, 1_000_000, 100_000, 10_000, 3.0, 5, 2_000, 10_000, 100_000, 400)
-QUICK = Sizes(2_000, 50, 100_000, 10_000, 2_000, 1.0, 2, 1_000, 3_000, 10_000, 100)
+FULL = Sizes(10_000, 200, 1_000_000, 100_000, 10_000, 3.0, 5, 1_500, 10_000, 100_000, 400)
+QUICK = Sizes(2_000, 50, 100_000, 10_000, 2_000, 1.0, 2, 500, 3_000, 10_000, 100)
 
 # The flow-control steps: what `--steps flow` stands for.
 FLOW_STEPS = ("flow-concurrency", "flow-rate", "flow-claim")
