@@ -319,5 +319,8 @@ def test_claims_never_exceed_a_limit_and_take_what_the_limits_leave(backend: Bac
             stateful_step_count=30,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],
+            # One failure shrunk, not each: a broken claim breaks several
+            # assertions, and shrinking them all outlasts the test's timeout.
+            report_multiple_bugs=False,
         ),
     )
