@@ -1358,7 +1358,9 @@ def test_get_many_reads_every_existing_job_in_one_call(store: Store) -> None:
 def test_attempt_stats_count_outcomes_and_bucket_durations(store: Store) -> None:
     t = later(1).replace(microsecond=0)
     store.enqueue_many([new("a"), new("a"), new("a"), new("b", tenant="t")])
-    a1, a2, a3, b1 = store.claim("w1", ["default"], 4, LEASE, now=t)
+    claimed = store.claim("w1", ["default"], 4, LEASE, now=t)
+    # Sorted: tenants take turns in a claim (flow control), so b's job comes second.
+    a1, a2, a3, b1 = sorted(claimed, key=lambda j: (j.kind, j.id))
     store.finish([Succeeded(a1.id, a1.lease_token)], now=t + timedelta(seconds=0.5))
     store.finish([Succeeded(a2.id, a2.lease_token)], now=t + timedelta(seconds=3))
     store.finish([Failed(b1.id, b1.lease_token, "x")], now=t + timedelta(seconds=20))

@@ -28,6 +28,7 @@ ONLY_POSTGRES = {
     "list": "its WHERE clause is built from the filters, for the planner's statistics",
     "list_merged": "finished, queued and running jobs each by their own index",
     "listen": "SQLite checks PRAGMA data_version instead",
+    "lock_kinds": "SQLite's write lock already runs claims one at a time",
 }
 
 

@@ -61,7 +61,8 @@ PRUNE_BATCH = 5_000
 COPY_FROM = 100
 # The payload goes as bytes already in jsonb's binary form (`_copy_jobs`): psycopg's
 # jsonb dumper, in Python, cost a fifth of a copied job's client time.
-_COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"] + ["timestamptz"] * 3
+_COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"]
+_COPY_TYPES += ["timestamptz"] * 3 + ["text"]
 
 Connection = psycopg.Connection[dict[str, Any]]
 
@@ -265,7 +266,7 @@ class PostgresStore(SQLStore):
                 payload = b"\x01" + text.encode()  # jsonb's binary format: a version byte, the text
                 write(
                     (job_id, job.kind, job.queue, job.priority, payload, job.tenant,
-                     job.max_attempts, run_at, now, now)
+                     job.max_attempts, run_at, now, now, job.concurrency_key)
                 )  # fmt: skip
         if keyed:
             inserted = self._insert_jobs(conn, [ids[n] for n in keyed], [jobs[n] for n in keyed])
@@ -330,6 +331,7 @@ class PostgresStore(SQLStore):
             len(claim.queues) == 1
             and len(succeeded) == len(outcomes)
             and self._one_statement(outcomes, encoded)
+            and self._flow_for(claim) is None
         ):
             # The busy worker's path: one statement, one round trip, one commit.
             params = claim._asdict() | {
@@ -345,7 +347,11 @@ class PostgresStore(SQLStore):
             return [o.job_id in done for o in outcomes], claimed
         with self._tx() as conn:
             applied = self._finish(conn, outcomes, now, encoded)
-            return applied, self._claim_each(conn, claim, now)
+            return applied, self._claim_in(conn, claim, now)
+
+    def _lock_kinds(self, conn: Connection, kinds: Sequence[str]) -> bool:
+        conn.execute(Q["lock_kinds"], {"kinds": list(kinds)})
+        return True
 
     def _one_statement(self, outcomes: Sequence[Outcome], encoded: dict[str, str]) -> bool:
         """Whether `_finish` records these outcomes in a single statement: one

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import abc
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
-from typing import Any, ClassVar, NamedTuple
+from functools import cached_property
+from typing import Any, ClassVar
 
 from chit.errors import StoreError
 from chit.ids import id_prefix_range
@@ -46,7 +48,9 @@ from chit.jobs import (
     StateKindCount,
     Stats,
 )
+from chit.limits import KindLimits, Limits, Paused
 from chit.store import queries
+from chit.store.flow import FLOW_SECONDS, Claim, Flow, FlowClaim, limit_params, read_flow
 from chit.store.reports import FullStore
 
 # One encoder for every call: json.dumps with options builds a new one each time.
@@ -74,12 +78,12 @@ class Dialect:
 
 # A job's columns that are read as they come, in both dialects.
 _AS_THEY_ARE: tuple[str, ...] = ("id", "kind", "queue", "priority", "attempts", "max_attempts")
-_AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error")
+_AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error", "concurrency_key")
 
 
 # A new job's columns that are sent as they are; id, payload and run_at are the backend's.
 _NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "tenant", "idempotency_key")
-_NEW_JOB += ("request_hash", "max_attempts")
+_NEW_JOB += ("request_hash", "max_attempts", "concurrency_key")
 
 
 def new_job(job: NewJob) -> dict[str, Any]:
@@ -110,15 +114,6 @@ def progressed(progress: Progress | None) -> dict[str, Any]:
     return {"has_progress": True, "done": progress.done, "total": progress.total}
 
 
-class Claim(NamedTuple):
-    """A worker asking for up to `limit` due jobs of `queues`, leased for `lease_seconds`."""
-
-    worker: str
-    queues: Sequence[str]
-    limit: int
-    lease_seconds: float
-
-
 class SQLStore(FullStore):
     d: ClassVar[Dialect]
     Q: ClassVar[dict[str, str]]
@@ -126,6 +121,9 @@ class SQLStore(FullStore):
     # Hand-backs (a worker stopping) of one job that do not use up its attempt
     # (invariant 6); each later one counts, so a job no deploy lets finish ends failed.
     free_hand_backs: ClassVar[int] = 3
+    # Flow control's view (store/flow.py): limits and pauses, whether each queue
+    # holds more than one group of queued jobs, and where its turns stand.
+    _flow: Flow = Flow()
 
     @abc.abstractmethod
     def _read(self) -> AbstractContextManager[Any]:
@@ -158,6 +156,20 @@ class SQLStore(FullStore):
 
     @abc.abstractmethod
     def _finish(self, conn: Any, outcomes: Sequence[Outcome], now: Any) -> list[bool]: ...
+
+    # Flow control's hooks (store/flow.py)
+
+    def _lock_kinds(self, conn: Any, kinds: Sequence[str]) -> bool:
+        """Make claims of these limited kinds wait for each other, if the backend
+        runs claims side by side; whether it locked."""
+        return False
+
+    def _fixed_clock(self, conn: Any, now: Any) -> Any:
+        """`now` as one instant for every statement of a transaction."""
+        return now
+
+    def _opened(self, conn: Any, claim: Claim, rows: list[Any], now: Any) -> None:
+        """Open the attempts of jobs `claim_ids` claimed, if it did not."""
 
     # Rows to values
 
@@ -249,10 +261,24 @@ class SQLStore(FullStore):
         return self._claim(Claim(worker, queues, limit, lease_seconds), self.d.now(now))
 
     def _claim(self, claim: Claim, now: Any) -> list[ClaimedJob]:
+        flow = self._flow_for(claim)
+        if flow is not None:
+            if set(claim.queues) <= flow.paused_queues:
+                self.throttled_at = time.monotonic()
+                return []
+            with self._tx() as conn:
+                return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
         # One queue: one statement. Several: one transaction, so a failure part
         # way leaves no job claimed by a worker that never heard of it.
         with self._tx() if len(claim.queues) > 1 else self._write() as conn:
             return self._claim_each(conn, claim, now)
+
+    def _claim_in(self, conn: Any, claim: Claim, now: Any) -> list[ClaimedJob]:
+        """Claim inside the transaction open on `conn`."""
+        flow = self._flow_for(claim)
+        if flow is None:
+            return self._claim_each(conn, claim, now)
+        return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
 
     def _claim_each(self, conn: Any, claim: Claim, now: Any) -> list[ClaimedJob]:
         """Queue by queue, in the order given, until `claim.limit` jobs are claimed."""
@@ -287,7 +313,117 @@ class SQLStore(FullStore):
         self, outcomes: Sequence[Outcome], claim: Claim, now: Any
     ) -> tuple[list[bool], list[ClaimedJob]]:
         with self._tx() as conn:
-            return self._finish(conn, outcomes, now), self._claim_each(conn, claim, now)
+            return self._finish(conn, outcomes, now), self._claim_in(conn, claim, now)
+
+    # Flow control
+
+    def _flow_for(self, claim: Claim) -> Flow | None:
+        """The flow a claim must heed, or None while the one-statement claim
+        will do: no limit, no pause, one group of queued jobs in each queue."""
+        flow = self._flow
+        if time.monotonic() - flow.read_at > FLOW_SECONDS:
+            with self._read() as conn:
+                flow = self._flow = read_flow(self, conn)
+        if flow.kinds or flow.paused or any(self._is_mixed(q) for q in claim.queues):
+            return flow
+        return None
+
+    def _is_mixed(self, queue: str) -> bool:
+        """Whether the queue's queued jobs are of more than one kind, tenant or key."""
+        mixed = self._mixed
+        read_at, answer = mixed.get(queue, (float("-inf"), False))
+        if time.monotonic() - read_at <= FLOW_SECONDS:
+            return answer
+        with self._read() as conn:
+            first = conn.execute(self.Q["next_kind"], {"queue": queue, "kind": ""}).fetchone()
+            answer = first is not None and bool(
+                conn.execute(
+                    self.Q["next_group"],
+                    {"queue": queue, "kind": first["kind"], "tenant": first["tenant"]}
+                    | {"key": first["concurrency_key"]},
+                ).fetchone()
+                or conn.execute(
+                    self.Q["next_kind"], {"queue": queue, "kind": first["kind"]}
+                ).fetchone()
+            )
+        mixed[queue] = (time.monotonic(), answer)
+        return answer
+
+    @cached_property
+    def _mixed(self) -> dict[str, tuple[float, bool]]:
+        return {}
+
+    @cached_property
+    def _cursors(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """Per queue and kind, the group (tenant, key) the last claim ended on."""
+        return {}
+
+    @cached_property
+    def _turns(self) -> dict[str, int]:
+        return {}
+
+    def _next_turn(self, queue: str) -> int:
+        self._turns[queue] = turn = self._turns.get(queue, -1) + 1
+        return turn
+
+    def _claim_ids(self, conn: Any, claim: Claim, ids: Sequence[str], now: Any) -> list[ClaimedJob]:
+        params = {"ids": self.d.array(list(ids)), "worker": claim.worker, "now": now}
+        params["lease"] = self.d.interval(claim.lease_seconds)
+        rows = conn.execute(self.Q["claim_ids"], params).fetchall()
+        self._opened(conn, claim, rows, now)
+        order = {job_id: n for n, job_id in enumerate(ids)}
+        rows.sort(key=lambda r: order[r["id"]])
+        return [self._claimed(r) for r in rows]
+
+    def declare_limits(self, declared: Mapping[str, Limits]) -> None:
+        with self._write() as conn:
+            for kind, limits in declared.items():
+                name = "declare_limits" if limits else "forget_declared_limits"
+                conn.execute(self.Q[name], limit_params(kind, limits))
+        self._flow = Flow()
+
+    def set_limits(self, kind: str, limits: Limits) -> KindLimits:
+        with self._write() as conn:
+            conn.execute(self.Q["set_limits"], limit_params(kind, limits))
+        self._flow = Flow()
+        return next(k for k in self.limits() if k.kind == kind)
+
+    def clear_limits(self, kind: str) -> bool:
+        with self._write() as conn:
+            cleared = conn.execute(self.Q["clear_limits"], {"kind": kind}).rowcount == 1
+        self._flow = Flow()
+        return cleared
+
+    def limits(self, now: datetime | None = None) -> list[KindLimits]:
+        with self._read() as conn:
+            flow = read_flow(self, conn)
+            rows = conn.execute(self.Q["limit_usage"], {"now": self.d.now(now)}).fetchall()
+        usage = {r["kind"]: (r["running"], r["waiting"]) for r in rows}
+        return [
+            replace(k, running=usage.get(kind, (0, 0))[0], waiting=usage.get(kind, (0, 0))[1])
+            for kind, k in flow.kinds.items()
+        ]
+
+    def pause(self, queue: str | None = None, kind: str | None = None) -> bool:
+        return self._pausing("pause", queue, kind)
+
+    def resume(self, queue: str | None = None, kind: str | None = None) -> bool:
+        return self._pausing("resume", queue, kind)
+
+    def _pausing(self, query: str, queue: str | None, kind: str | None) -> bool:
+        if (queue is None) == (kind is None):
+            raise ValueError("name a queue or a kind, not both")
+        params = (
+            {"scope": "queue", "name": queue} if kind is None else {"scope": "kind", "name": kind}
+        )
+        with self._write() as conn:
+            changed = conn.execute(self.Q[query], params).rowcount == 1
+        self._flow = Flow()
+        return bool(changed)
+
+    def pauses(self) -> list[Paused]:
+        with self._read() as conn:
+            return list(read_flow(self, conn).paused)
 
     def heartbeat(
         self, beats: Sequence[Beat], lease_seconds: float, now: datetime | None = None

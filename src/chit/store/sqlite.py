@@ -234,13 +234,24 @@ class SQLiteStore(SQLStore):
         params = {"queue": queue, "worker": claim.worker, "limit": limit, "now": clock}
         rows = conn.execute(Q["claim"], params | {"lease": _offset(claim.lease_seconds)}).fetchall()
         rows.sort(key=lambda r: (r["priority"], r["run_at"], r["id"]))
-        if rows:
-            conn.execute(
-                Q["expire_attempts"], {"ids": dumps([r["id"] for r in rows]), "now": clock}
-            )
-        for r in rows:
-            conn.execute(Q["open_attempt"], params | {"job_id": r["id"], "attempt": r["attempts"]})
+        self._opened(conn, claim, rows, clock)
         return [self._claimed(r) for r in rows]
+
+    def _opened(self, conn: sqlite3.Connection, claim: Claim, rows: list[Any], clock: str) -> None:
+        if not rows:
+            return
+        conn.execute(Q["expire_attempts"], {"ids": dumps([r["id"] for r in rows]), "now": clock})
+        conn.executemany(
+            Q["open_attempt"],
+            [
+                {"job_id": r["id"], "attempt": r["attempts"], "worker": claim.worker}
+                | {"now": clock, "kind": r["kind"], "concurrency_key": r["concurrency_key"]}
+                for r in rows
+            ],
+        )
+
+    def _fixed_clock(self, conn: sqlite3.Connection, now: str) -> str:
+        return str(scalar(conn.execute(Q["clock"]))) if now == "now" else now
 
     def _finish(
         self, conn: sqlite3.Connection, outcomes: Sequence[Outcome], clock: str

@@ -30,7 +30,7 @@
 j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts,
 j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,
 j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,
-j.error, j.cancel_requested, j.started_at, j.finished_at,
+j.error, j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key,
 j.state = 'running' AND j.lease_expires_at < now() AS stale
 
 -- name: replay_reset
@@ -69,16 +69,18 @@ INSERT INTO chit_schema_migrations (version, name) VALUES (%(version)s, %(name)s
 -- idempotency key in one batch, the first one is inserted.
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
-    max_attempts, run_at, created_at, updated_at
+    max_attempts, run_at, created_at, updated_at, concurrency_key
 )
 SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key,
        j.request_hash, j.max_attempts,
        coalesce(j.run_at, coalesce(%(now)s::timestamptz, now())),
        coalesce(%(now)s::timestamptz, now()),
-       coalesce(%(now)s::timestamptz, now())
+       coalesce(%(now)s::timestamptz, now()),
+       j.concurrency_key
 FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(
     n integer, id text, kind text, queue text, priority integer, payload jsonb, tenant text,
-    idempotency_key text, request_hash text, max_attempts integer, run_at timestamptz
+    idempotency_key text, request_hash text, max_attempts integer, run_at timestamptz,
+    concurrency_key text
 )
 ORDER BY j.n
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -95,7 +97,8 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now
 -- one, and the server inserts while rows arrive (10,000 jobs: 370 ms to 200 ms on
 -- a 2-core test machine, most of it updating this table's indexes).
 COPY chit_jobs (
-    id, kind, queue, priority, payload, tenant, max_attempts, run_at, created_at, updated_at
+    id, kind, queue, priority, payload, tenant, max_attempts, run_at, created_at, updated_at,
+    concurrency_key
 ) FROM STDIN (FORMAT BINARY)
 
 -- name: find_by_idempotency_key
@@ -126,7 +129,8 @@ WITH due AS (
     FROM due
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
-              j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total
+              j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
+              j.concurrency_key
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -139,8 +143,10 @@ WITH due AS (
 ), opened AS (
     -- The count makes `stray` run to its end before the first insert (an InitPlan);
     -- sibling WITH statements otherwise run in no promised order.
-    INSERT INTO chit_attempts (job_id, attempt, worker, started_at)
-    SELECT id, attempts, %(worker)s::text, coalesce(%(now)s::timestamptz, now()) FROM claimed
+    INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
+    SELECT id, attempts, %(worker)s::text, coalesce(%(now)s::timestamptz, now()), kind,
+           concurrency_key
+    FROM claimed
     WHERE (SELECT count(*) FROM stray) >= 0
 )
 SELECT * FROM claimed ORDER BY priority, run_at, id
@@ -370,7 +376,8 @@ due AS (
     FROM due
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
-              j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total
+              j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
+              j.concurrency_key
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -383,8 +390,10 @@ due AS (
 ), opened AS (
     -- The count makes `stray` run to its end before the first insert (an InitPlan);
     -- sibling WITH statements otherwise run in no promised order.
-    INSERT INTO chit_attempts (job_id, attempt, worker, started_at)
-    SELECT id, attempts, %(worker)s::text, coalesce(%(now)s::timestamptz, now()) FROM claimed
+    INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
+    SELECT id, attempts, %(worker)s::text, coalesce(%(now)s::timestamptz, now()), kind,
+           concurrency_key
+    FROM claimed
     WHERE (SELECT count(*) FROM stray) >= 0
 )
 SELECT f.finished, c.* FROM (SELECT array_agg(id) AS finished FROM done) AS f
@@ -666,3 +675,188 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = %(kind)s::text AND {tenant}
   AND (j.error = %(error)s::text OR starts_with(j.error, %(error)s::text || E'\n'))
 RETURNING j.id
+
+-- Flow control (store/flow.py; DESIGN.md, "Flow control")
+
+-- name: flow_limits
+SELECT kind, source, concurrency, rate, rate_seconds, key_concurrency, key_rate,
+       key_rate_seconds, updated_at
+FROM chit_limits ORDER BY kind, source
+
+-- name: flow_pauses
+SELECT scope, name, paused_at FROM chit_pauses ORDER BY scope DESC, name
+
+-- name: queued_kinds
+-- Each kind with queued jobs in the queue, with its first group (tenant, key):
+-- a loose scan of chit_jobs_groups, one seek a kind whatever its backlog.
+WITH RECURSIVE kinds AS (
+    (SELECT kind, tenant, concurrency_key FROM chit_jobs
+     WHERE state = 'queued' AND queue = %(queue)s::text
+     ORDER BY kind, tenant, concurrency_key
+     LIMIT 1)
+    UNION ALL
+    SELECT following.* FROM kinds, LATERAL (
+        SELECT kind, tenant, concurrency_key FROM chit_jobs
+        WHERE state = 'queued' AND queue = %(queue)s::text AND kind > kinds.kind
+        ORDER BY kind, tenant, concurrency_key
+        LIMIT 1
+    ) AS following
+)
+SELECT kind, tenant, concurrency_key FROM kinds
+
+-- name: next_kind
+-- The first group (kind, tenant, key) of the first kind after :kind with queued
+-- jobs in the queue: one seek of chit_jobs_groups, whatever that kind's backlog.
+SELECT kind, tenant, concurrency_key FROM chit_jobs
+WHERE state = 'queued' AND queue = %(queue)s::text AND kind > %(kind)s::text
+ORDER BY kind, tenant, concurrency_key
+LIMIT 1
+
+-- name: next_group
+-- The group of the kind's queued jobs after (:tenant, :key): one seek.
+SELECT tenant, concurrency_key FROM chit_jobs
+WHERE state = 'queued' AND queue = %(queue)s::text AND kind = %(kind)s::text
+  AND (tenant, concurrency_key) > (%(tenant)s::text, %(key)s::text)
+ORDER BY tenant, concurrency_key
+LIMIT 1
+
+-- name: group_jobs
+-- A group's due jobs in claim order.
+SELECT id, kind, tenant, concurrency_key, priority, run_at FROM chit_jobs
+WHERE state = 'queued' AND queue = %(queue)s::text AND kind = %(kind)s::text
+  AND tenant = %(tenant)s::text AND concurrency_key = %(key)s::text
+  AND run_at <= coalesce(%(now)s::timestamptz, now())
+ORDER BY priority, run_at, id
+LIMIT %(limit)s
+
+-- name: lock_kinds
+-- Claims of a limited kind count and claim one after another: a transaction
+-- lock per kind, taken in kind order so that two claims cannot deadlock. The
+-- counts that follow run as later statements, so they see every claim that
+-- committed while this one waited.
+SELECT count(pg_advisory_xact_lock(hashtextextended('chit limit ' || k, 0)))
+FROM (SELECT k FROM unnest(%(kinds)s::text[]) AS k ORDER BY k) AS sorted
+
+-- name: kind_in_use
+-- A kind's running jobs (a lease not yet expired: a killed worker's free
+-- themselves at expiry) and its attempts started within the rate window.
+SELECT (SELECT count(*) FROM chit_jobs
+        WHERE state = 'running' AND kind = %(kind)s::text
+          AND lease_expires_at > coalesce(%(now)s::timestamptz, now())) AS running,
+       CASE WHEN %(window)s::interval IS NULL THEN 0 ELSE
+       (SELECT count(*) FROM chit_attempts
+        WHERE kind = %(kind)s::text
+          AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval)
+       END AS started
+
+-- name: key_in_use
+-- The same for one concurrency key of a kind.
+SELECT (SELECT count(*) FROM chit_jobs
+        WHERE state = 'running' AND kind = %(kind)s::text
+          AND concurrency_key = %(key)s::text
+          AND lease_expires_at > coalesce(%(now)s::timestamptz, now())) AS running,
+       CASE WHEN %(window)s::interval IS NULL THEN 0 ELSE
+       (SELECT count(*) FROM chit_attempts
+        WHERE kind = %(kind)s::text AND concurrency_key = %(key)s::text
+          AND concurrency_key <> ''
+          AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval)
+       END AS started
+
+-- name: claim_ids
+-- The jobs a flow claim chose, if still queued and not being claimed by another.
+WITH due AS (
+    SELECT id FROM chit_jobs
+    WHERE id = ANY(%(ids)s::text[]) AND state = 'queued'
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE chit_jobs AS j
+    SET state = 'running',
+        attempts = j.attempts + 1,
+        lease_token = gen_random_uuid()::text,
+        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+        worker = %(worker)s::text,
+        started_at = coalesce(j.started_at, coalesce(%(now)s::timestamptz, now())),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM due
+    WHERE j.id = due.id
+    RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
+              j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
+              j.concurrency_key
+), stray AS (
+    UPDATE chit_attempts AS a
+    SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',
+        error = 'lease expired: worker lost'
+    FROM claimed
+    WHERE a.job_id = claimed.id AND a.finished_at IS NULL
+    RETURNING a.job_id
+), opened AS (
+    INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
+    SELECT id, attempts, %(worker)s::text, coalesce(%(now)s::timestamptz, now()), kind,
+           concurrency_key
+    FROM claimed
+    WHERE (SELECT count(*) FROM stray) >= 0
+)
+SELECT * FROM claimed
+
+-- name: declare_limits
+INSERT INTO chit_limits (
+    kind, source, concurrency, rate, rate_seconds, key_concurrency, key_rate,
+    key_rate_seconds
+) VALUES (
+    %(kind)s::text, 'code', %(concurrency)s::integer, %(rate)s::integer,
+    %(rate_seconds)s::float8, %(key_concurrency)s::integer, %(key_rate)s::integer,
+    %(key_rate_seconds)s::float8
+)
+ON CONFLICT (kind, source) DO UPDATE
+SET concurrency = excluded.concurrency, rate = excluded.rate,
+    rate_seconds = excluded.rate_seconds, key_concurrency = excluded.key_concurrency,
+    key_rate = excluded.key_rate, key_rate_seconds = excluded.key_rate_seconds,
+    updated_at = excluded.updated_at
+WHERE (chit_limits.concurrency, chit_limits.rate, chit_limits.rate_seconds,
+       chit_limits.key_concurrency, chit_limits.key_rate, chit_limits.key_rate_seconds)
+      IS DISTINCT FROM (excluded.concurrency, excluded.rate, excluded.rate_seconds,
+                        excluded.key_concurrency, excluded.key_rate, excluded.key_rate_seconds)
+
+-- name: forget_declared_limits
+DELETE FROM chit_limits WHERE kind = %(kind)s::text AND source = 'code'
+
+-- name: set_limits
+-- An operator's values over the ones they set before: a NULL leaves one as it was.
+INSERT INTO chit_limits (
+    kind, source, concurrency, rate, rate_seconds, key_concurrency, key_rate,
+    key_rate_seconds
+) VALUES (
+    %(kind)s::text, 'operator', %(concurrency)s::integer, %(rate)s::integer,
+    %(rate_seconds)s::float8, %(key_concurrency)s::integer, %(key_rate)s::integer,
+    %(key_rate_seconds)s::float8
+)
+ON CONFLICT (kind, source) DO UPDATE
+SET concurrency = coalesce(excluded.concurrency, chit_limits.concurrency),
+    rate = coalesce(excluded.rate, chit_limits.rate),
+    rate_seconds = coalesce(excluded.rate_seconds, chit_limits.rate_seconds),
+    key_concurrency = coalesce(excluded.key_concurrency, chit_limits.key_concurrency),
+    key_rate = coalesce(excluded.key_rate, chit_limits.key_rate),
+    key_rate_seconds = coalesce(excluded.key_rate_seconds, chit_limits.key_rate_seconds),
+    updated_at = excluded.updated_at
+
+-- name: clear_limits
+DELETE FROM chit_limits WHERE kind = %(kind)s::text AND source = 'operator'
+
+-- name: limit_usage
+-- Each limited kind's running jobs, and its queued jobs that are due.
+SELECT k.kind,
+       (SELECT count(*) FROM chit_jobs AS j
+        WHERE j.state = 'running' AND j.kind = k.kind
+          AND j.lease_expires_at > coalesce(%(now)s::timestamptz, now())) AS running,
+       (SELECT count(*) FROM chit_jobs AS j
+        WHERE j.state = 'queued' AND j.kind = k.kind
+          AND j.run_at <= coalesce(%(now)s::timestamptz, now())) AS waiting
+FROM (SELECT DISTINCT kind FROM chit_limits) AS k
+
+-- name: pause
+INSERT INTO chit_pauses (scope, name) VALUES (%(scope)s::text, %(name)s::text)
+ON CONFLICT (scope, name) DO NOTHING
+
+-- name: resume
+DELETE FROM chit_pauses WHERE scope = %(scope)s::text AND name = %(name)s::text

@@ -9,7 +9,7 @@
 j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts, j.run_at,
 j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at, j.worker,
 j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external, j.error,
-j.cancel_requested, j.started_at, j.finished_at,
+j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key,
 j.state = 'running' AND j.lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
 
 -- name: replay_reset
@@ -42,10 +42,10 @@ VALUES (:version, :name, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 -- name: enqueue
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
-    max_attempts, run_at, created_at, updated_at
+    max_attempts, concurrency_key, run_at, created_at, updated_at
 ) VALUES (
     :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
-    :max_attempts,
+    :max_attempts, :concurrency_key,
     coalesce(:run_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     strftime('%Y-%m-%dT%H:%M:%fZ', :now)
@@ -89,11 +89,11 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
-          checkpoint, progress_done, progress_total
+          checkpoint, progress_done, progress_total, concurrency_key
 
 -- name: open_attempt
-INSERT INTO chit_attempts (job_id, attempt, worker, started_at)
-VALUES (:job_id, :attempt, :worker, strftime('%Y-%m-%dT%H:%M:%fZ', :now))
+INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
+VALUES (:job_id, :attempt, :worker, strftime('%Y-%m-%dT%H:%M:%fZ', :now), :kind, :concurrency_key)
 
 -- name: close_attempt
 UPDATE chit_attempts
@@ -513,3 +513,153 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = :kind AND {tenant}
   AND (j.error = :error OR substr(j.error, 1, length(:error) + 1) = :error || char(10))
 RETURNING id
+
+-- Flow control (store/flow.py; DESIGN.md, "Flow control")
+
+-- name: flow_limits
+SELECT kind, source, concurrency, rate, rate_seconds, key_concurrency, key_rate,
+       key_rate_seconds, updated_at
+FROM chit_limits ORDER BY kind, source
+
+-- name: flow_pauses
+SELECT scope, name, paused_at FROM chit_pauses ORDER BY scope DESC, name
+
+-- name: queued_kinds
+-- Each kind with queued jobs in the queue, with its first group (tenant, key):
+-- a loose scan of chit_jobs_groups, one seek a kind whatever its backlog.
+WITH RECURSIVE kinds(kind) AS (
+    SELECT (SELECT kind FROM chit_jobs INDEXED BY chit_jobs_groups
+            WHERE state = 'queued' AND queue = :queue ORDER BY kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.kind FROM chit_jobs AS j INDEXED BY chit_jobs_groups
+            WHERE j.state = 'queued' AND j.queue = :queue AND j.kind > kinds.kind
+            ORDER BY j.kind LIMIT 1)
+    FROM kinds WHERE kinds.kind IS NOT NULL
+)
+SELECT k.kind, g.tenant, g.concurrency_key
+FROM kinds AS k JOIN chit_jobs AS g
+  ON g.rowid = (SELECT j.rowid FROM chit_jobs AS j INDEXED BY chit_jobs_groups
+                WHERE j.state = 'queued' AND j.queue = :queue AND j.kind = k.kind
+                ORDER BY j.tenant, j.concurrency_key LIMIT 1)
+WHERE k.kind IS NOT NULL
+
+-- name: next_kind
+-- The first group (kind, tenant, key) of the first kind after :kind with queued
+-- jobs in the queue: one seek of chit_jobs_groups, whatever that kind's backlog.
+SELECT kind, tenant, concurrency_key FROM chit_jobs INDEXED BY chit_jobs_groups
+WHERE state = 'queued' AND queue = :queue AND kind > :kind
+ORDER BY kind, tenant, concurrency_key
+LIMIT 1
+
+-- name: next_group
+-- The group of the kind's queued jobs after (:tenant, :key): one seek.
+SELECT tenant, concurrency_key FROM chit_jobs INDEXED BY chit_jobs_groups
+WHERE state = 'queued' AND queue = :queue AND kind = :kind
+  AND (tenant, concurrency_key) > (:tenant, :key)
+ORDER BY tenant, concurrency_key
+LIMIT 1
+
+-- name: group_jobs
+-- A group's due jobs in claim order.
+SELECT id, kind, tenant, concurrency_key, priority, run_at
+FROM chit_jobs INDEXED BY chit_jobs_groups
+WHERE state = 'queued' AND queue = :queue AND kind = :kind AND tenant = :tenant
+  AND concurrency_key = :key AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+ORDER BY priority, run_at, id
+LIMIT :limit
+
+-- name: kind_in_use
+-- A kind's running jobs (a lease not yet expired: a killed worker's free
+-- themselves at expiry) and its attempts started within the rate window.
+SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_running_kind
+        WHERE state = 'running' AND kind = :kind
+          AND lease_expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS running,
+       CASE WHEN :window IS NULL THEN 0 ELSE
+       (SELECT count(*) FROM chit_attempts INDEXED BY chit_attempts_starts
+        WHERE kind = :kind AND started_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window))
+       END AS started
+
+-- name: key_in_use
+-- The same for one concurrency key of a kind.
+SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_running_kind
+        WHERE state = 'running' AND kind = :kind AND concurrency_key = :key
+          AND lease_expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS running,
+       CASE WHEN :window IS NULL THEN 0 ELSE
+       (SELECT count(*) FROM chit_attempts INDEXED BY chit_attempts_key_starts
+        WHERE kind = :kind AND concurrency_key = :key AND concurrency_key <> ''
+          AND started_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window))
+       END AS started
+
+-- name: claim_ids
+-- The jobs a flow claim chose (a JSON array of ids), if still queued.
+UPDATE chit_jobs
+SET state = 'running',
+    attempts = attempts + 1,
+    lease_token = lower(hex(randomblob(12))),
+    lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now, :lease),
+    worker = :worker,
+    started_at = coalesce(started_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
+RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
+          checkpoint, progress_done, progress_total, concurrency_key
+
+-- name: declare_limits
+INSERT INTO chit_limits (
+    kind, source, concurrency, rate, rate_seconds, key_concurrency, key_rate,
+    key_rate_seconds, updated_at
+) VALUES (
+    :kind, 'code', :concurrency, :rate, :rate_seconds, :key_concurrency, :key_rate,
+    :key_rate_seconds, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+)
+ON CONFLICT (kind, source) DO UPDATE
+SET concurrency = excluded.concurrency, rate = excluded.rate,
+    rate_seconds = excluded.rate_seconds, key_concurrency = excluded.key_concurrency,
+    key_rate = excluded.key_rate, key_rate_seconds = excluded.key_rate_seconds,
+    updated_at = excluded.updated_at
+WHERE (concurrency, rate, rate_seconds, key_concurrency, key_rate, key_rate_seconds)
+      IS NOT (excluded.concurrency, excluded.rate, excluded.rate_seconds,
+              excluded.key_concurrency, excluded.key_rate, excluded.key_rate_seconds)
+
+-- name: forget_declared_limits
+DELETE FROM chit_limits WHERE kind = :kind AND source = 'code'
+
+-- name: set_limits
+-- An operator's values over the ones they set before: a NULL leaves one as it was.
+INSERT INTO chit_limits (
+    kind, source, concurrency, rate, rate_seconds, key_concurrency, key_rate,
+    key_rate_seconds, updated_at
+) VALUES (
+    :kind, 'operator', :concurrency, :rate, :rate_seconds, :key_concurrency, :key_rate,
+    :key_rate_seconds, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+)
+ON CONFLICT (kind, source) DO UPDATE
+SET concurrency = coalesce(excluded.concurrency, concurrency),
+    rate = coalesce(excluded.rate, rate),
+    rate_seconds = coalesce(excluded.rate_seconds, rate_seconds),
+    key_concurrency = coalesce(excluded.key_concurrency, key_concurrency),
+    key_rate = coalesce(excluded.key_rate, key_rate),
+    key_rate_seconds = coalesce(excluded.key_rate_seconds, key_rate_seconds),
+    updated_at = excluded.updated_at
+
+-- name: clear_limits
+DELETE FROM chit_limits WHERE kind = :kind AND source = 'operator'
+
+-- name: limit_usage
+-- Each limited kind's running jobs, and its queued jobs that are due.
+SELECT k.kind,
+       (SELECT count(*) FROM chit_jobs AS j INDEXED BY chit_jobs_running_kind
+        WHERE j.state = 'running' AND j.kind = k.kind
+          AND j.lease_expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS running,
+       (SELECT count(*) FROM chit_jobs AS j INDEXED BY chit_jobs_state_kind
+        WHERE j.state = 'queued' AND j.kind = k.kind
+          AND j.run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS waiting
+FROM (SELECT DISTINCT kind FROM chit_limits) AS k
+
+-- name: pause
+INSERT INTO chit_pauses (scope, name, paused_at)
+VALUES (:scope, :name, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+ON CONFLICT (scope, name) DO NOTHING
+
+-- name: resume
+DELETE FROM chit_pauses WHERE scope = :scope AND name = :name

@@ -1,0 +1,43 @@
+-- Flow control (DESIGN.md): limits per kind and per concurrency key, pauses.
+
+-- The key a kind's key_concurrency and key_rate bound ('' for none).
+ALTER TABLE chit_jobs ADD COLUMN concurrency_key TEXT NOT NULL DEFAULT '';
+-- Who started when, by kind and key, for rate windows: without them a rate
+-- count would join every attempt of the window to its job.
+ALTER TABLE chit_attempts ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE chit_attempts ADD COLUMN concurrency_key TEXT NOT NULL DEFAULT '';
+
+-- The groups a fair claim takes in turn, and each group's jobs in claim order:
+-- a loose scan finds the groups, a paused or full kind is stepped over in one seek.
+CREATE INDEX chit_jobs_groups ON chit_jobs
+    (queue, kind, tenant, concurrency_key, priority, run_at, id) WHERE state = 'queued';
+-- Running jobs per kind and key, counted against a limit.
+CREATE INDEX chit_jobs_running_kind ON chit_jobs (kind, concurrency_key, lease_expires_at)
+    WHERE state = 'running';
+-- Starts per kind (and key) within a rate window.
+CREATE INDEX chit_attempts_starts ON chit_attempts (kind, started_at);
+CREATE INDEX chit_attempts_key_starts ON chit_attempts (kind, concurrency_key, started_at)
+    WHERE concurrency_key <> '';
+
+-- A kind's limits: one row the code declares (a worker, when it starts) and one
+-- an operator sets, which wins field by field until cleared. NULL: no limit.
+CREATE TABLE chit_limits (
+    kind             TEXT NOT NULL,
+    source           TEXT NOT NULL CHECK (source IN ('code', 'operator')),
+    concurrency      INTEGER,
+    rate             INTEGER,
+    rate_seconds     REAL,
+    key_concurrency  INTEGER,
+    key_rate         INTEGER,
+    key_rate_seconds REAL,
+    updated_at       TEXT NOT NULL,
+    PRIMARY KEY (kind, source)
+);
+
+-- A paused queue or kind: claims take none of its jobs.
+CREATE TABLE chit_pauses (
+    scope     TEXT NOT NULL CHECK (scope IN ('queue', 'kind')),
+    name      TEXT NOT NULL,
+    paused_at TEXT NOT NULL,
+    PRIMARY KEY (scope, name)
+);
