@@ -163,3 +163,11 @@ def test_a_key_rate_counts_each_keys_starts(store: FullStore) -> None:
     store.finish([Succeeded(j.id, j.lease_token) for j in first], now=now)
     assert claim(store, 10, now + timedelta(seconds=30)) == []
     assert len(claim(store, 10, now + timedelta(seconds=61))) == 4
+
+
+def test_one_job_claims_take_tenants_in_turn(store: FullStore) -> None:
+    store.enqueue_many(jobs("k", 20, tenant="big"))
+    store.enqueue_many(jobs("k", 2, tenant="small"))
+    now = t0()
+    tenants = [store.get(claim(store, 1, now)[0].id).tenant for _ in range(4)]  # type: ignore[union-attr]
+    assert sorted(tenants) == ["big", "big", "small", "small"]

@@ -244,18 +244,27 @@ class FlowClaim:
         # Every kind's next group, so that priority orders kinds as before; more
         # groups (tenants, keys) up to what a claim can take one job from each.
         groups_left = max(want, 2)
+        visited: dict[str, list[tuple[str, str]]] = {}
         for kind in open_kinds[turn:] + open_kinds[:turn]:
-            groups = self._groups(queue, kind, kinds[kind], max(1, groups_left))
+            groups = visited[kind] = self._groups(queue, kind, kinds[kind], max(1, groups_left))
             groups_left -= len(groups)
             for tenant, key in groups:
                 candidates += self._jobs(queue, kind, tenant, key, want)
-        return self._merge(candidates, want)
+        picked = self._merge(candidates, want)
+        # The next claim starts after the last group served (or, if none was,
+        # after the last one looked at), so every group comes first in turn.
+        chosen = set(picked)
+        served = {(c.kind, c.tenant, c.key) for c in candidates if c.id in chosen}
+        for kind, groups in visited.items():
+            ended = [g for g in groups if (kind, *g) in served] or groups
+            self.store._cursors[queue, kind] = ended[-1]
+        return picked
 
     def _groups(
         self, queue: str, kind: str, first: tuple[str, str], most: int
     ) -> list[tuple[str, str]]:
         """Up to `most` groups of the kind, starting after the one the last claim
-        of this queue and kind ended on, and wrapping around."""
+        of this queue and kind ended on (`_pick` moves it on), and wrapping around."""
         cursor = self.store._cursors.get((queue, kind))
         start = first if cursor is None else (self._next_group(queue, kind, cursor) or first)
         groups = [start]
@@ -264,7 +273,6 @@ class FlowClaim:
             if following == start:
                 break
             groups.append(following)
-        self.store._cursors[queue, kind] = groups[-1]
         return groups
 
     def _next_group(self, queue: str, kind: str, after: tuple[str, str]) -> tuple[str, str] | None:
