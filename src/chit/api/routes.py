@@ -124,6 +124,7 @@ async def submit_job(
         queue=body.queue,
         max_attempts=body.max_attempts,
         tenant=principal.submit_tenant,
+        timeout=body.timeout,
     )
     [result] = await blocking(state.queue.enqueue_many, [job])
     url = _path(request, "get_job", result.id)

@@ -78,12 +78,12 @@ class Dialect:
 
 # A job's columns that are read as they come, in both dialects.
 _AS_THEY_ARE: tuple[str, ...] = ("id", "kind", "queue", "priority", "attempts", "max_attempts")
-_AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error", "concurrency_key")
+_AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error", "concurrency_key", "timeout")
 
 
 # A new job's columns that are sent as they are; id, payload and run_at are the backend's.
 _NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "tenant", "idempotency_key")
-_NEW_JOB += ("request_hash", "max_attempts", "concurrency_key")
+_NEW_JOB += ("request_hash", "max_attempts", "concurrency_key", "timeout")
 
 
 def new_job(job: NewJob) -> dict[str, Any]:
@@ -196,6 +196,7 @@ class SQLStore(FullStore):
             lease_token=r["lease_token"],
             checkpoint=self.d.loads(r["checkpoint"]),
             progress=Progress(r["progress_done"], r["progress_total"]),
+            timeout=r["timeout"],
         )
 
     def _api_key(self, r: Any) -> ApiKey:
