@@ -55,7 +55,8 @@ class Slots:
         self._active: dict[str, JobContext] = {}
         self._started: dict[str, float] = {}
         # Held jobs claimed ahead, waiting for a slot; `_running` holds the others'
-        # ids until their handler returns, and `_lingering` those no longer held.
+        # ids until their handler returns, and `_lingering` those whose outcome
+        # went to be recorded before it returned.
         self._waiting: collections.deque[tuple[ClaimedJob, JobContext]] = collections.deque()
         self._running: set[str] = set()
         self._lingering: set[str] = set()
@@ -70,7 +71,10 @@ class Slots:
     def count(self) -> int:
         """Jobs held, and slots taken by handlers past their recorded outcome."""
         with self._lock:
-            return len(self._active) + len(self._lingering)
+            return len(self._active) + self._lingering_unheld()
+
+    def _lingering_unheld(self) -> int:
+        return sum(1 for job_id in self._lingering if job_id not in self._active)
 
     def reserve(self, finishing: Sequence[Outcome] = ()) -> int:
         """Promise a claim the slots free once the `finishing` outcomes are recorded
@@ -81,9 +85,12 @@ class Slots:
         with self._lock:
             short = self._mean_seconds is not None and self._mean_seconds < PREFETCH_BELOW_SECONDS
             ahead = self.prefetch if short else 0
-            freed = sum(1 for o in finishing if o.job_id not in self._running)
-            taken = len(self._active) + len(self._lingering) + self._reserved
-            free = self.concurrency + ahead - taken + freed
+            # A handler still running keeps its slot past its outcome: `free` says
+            # when it is free (and wakes the claim loop to fill it).
+            still = {o.job_id for o in finishing if o.job_id in self._running}
+            self._lingering |= still
+            taken = len(self._active) + self._lingering_unheld() + self._reserved
+            free = self.concurrency + ahead - taken + len(finishing) - len(still)
             if free <= 0:
                 return 0
             self._reserved += free
