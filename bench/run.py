@@ -45,6 +45,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import limits  # noqa: E402
+import pools  # noqa: E402
 import report  # noqa: E402
 import services  # noqa: E402
 from systems import INFO  # noqa: E402
@@ -256,8 +257,9 @@ class Bench:
             chit_systems = [s for s in wanted if INFO[s].venv == "chit"]
             wanted += [f"{s}@{args.baseline}" for s in chit_systems]
         all_steps = steps(self.sizes)
-        chosen = args.steps.split(",") if args.steps else [s.key for s in all_steps] + ["limits"]
-        unknown = set(chosen) - {s.key for s in all_steps} - {"limits"}
+        extra = ["limits", "pools"]  # not drive.py workloads
+        chosen = args.steps.split(",") if args.steps else [s.key for s in all_steps] + extra
+        unknown = set(chosen) - {s.key for s in all_steps} - set(extra)
         if unknown:
             raise SystemExit(f"unknown steps {sorted(unknown)}")
 
@@ -291,6 +293,8 @@ class Bench:
                     self.runs.append(run)
                     print(line(run), flush=True)
                     self.save(meta)
+        if "pools" in chosen:
+            meta["pools"] = pools.run(self.dir, self.sizes.jobs // 5)
         limit_figures = self.limits() if "limits" in chosen else {}
         meta["limits"] = limit_figures
         meta["seconds"] = time.monotonic() - started
@@ -485,7 +489,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2,000 jobs, smaller tables")
     parser.add_argument("--systems", help=f"comma-separated, from: {', '.join(INFO)}")
     parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, process2, "
-                        "latency, growth-empty, growth, growth-analyze, limits")  # fmt: skip
+                        "latency, growth-empty, growth, growth-analyze, limits, pools")  # fmt: skip
     parser.add_argument(
         "--repeat", type=int, help="runs of each process and growth step (2; 1 with --quick)"
     )
