@@ -95,6 +95,20 @@ def test_max_jobs_per_child_recycles_children(procs: Procs, pool_queue: chit.Que
 
 
 @pytest.mark.timeout(90)
+def test_max_memory_per_child_replaces_a_child_that_grew_past_it(
+    procs: Procs, pool_queue: chit.Queue
+) -> None:
+    # Run in claim order, one at a time: two small jobs, one that leaks 300 MB, one more.
+    ids = [pool_queue.enqueue("whoami").id for _ in range(2)]
+    ids.append(pool_queue.enqueue("leak", {"mb": 300}).id)
+    ids.append(pool_queue.enqueue("whoami").id)
+    flags = ["--pool", "process", "--concurrency", "1", "--max-memory-per-child", "200"]
+    procs.worker(*flags, app=POOL_APP)
+    pids = [wait_terminal(pool_queue, job_id, 60).result["pid"] for job_id in ids]
+    assert pids[0] == pids[1] == pids[2] != pids[3]
+
+
+@pytest.mark.timeout(90)
 def test_a_sigkilled_child_fails_only_its_attempt(procs: Procs, pool_queue: chit.Queue) -> None:
     worker = procs.worker("--pool", "process", "--concurrency", "2", app=POOL_APP)
     others = [pool_queue.enqueue("whoami").id for _ in range(4)]

@@ -34,6 +34,16 @@ def whoami(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
     return {"pid": os.getpid(), "attempt": job.attempt}
 
 
+LEAKED: list[bytes] = []
+
+
+@queue.task("leak")
+def leak(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """Keeps body['mb'] MB alive in its process (written, so it is resident)."""
+    LEAKED.append(b"x" * (body["mb"] << 20))
+    return {"pid": os.getpid()}
+
+
 @queue.task("die_first", max_attempts=3)
 def die_first(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
     """Its first attempt SIGKILLs its own process; the next one succeeds."""

@@ -106,8 +106,6 @@ class ProcessPool:
             queue_mod.SimpleQueue()
         )
         self._closing = threading.Event()
-        self._lock = threading.Lock()
-        self._children: dict[int, _Child] = {}
         children = []
         try:
             for _ in range(size):
@@ -125,11 +123,6 @@ class ProcessPool:
 
     def submit(self, call: Call, report: Report, free: Free) -> None:
         self._calls.put((call, report, free))
-
-    def pids(self) -> list[int]:
-        """The children's process ids now."""
-        with self._lock:
-            return sorted(self._children)
 
     def close(self) -> None:
         """Stop every child (those still running a job too: the worker handed the
@@ -312,8 +305,6 @@ class ProcessPool:
                 raise ChildFailed(f"a child cannot load the app {self.app!r}: {message[1]}")
             reason = self._death(child) if ready else f"not ready after {START_SECONDS:.0f}s"
             raise ChildFailed(reason)
-        with self._lock:
-            self._children[child.pid] = child
         log.debug("child process %d started", child.pid)
         return child
 
@@ -335,8 +326,6 @@ class ProcessPool:
         child.to_child.close()
         child.from_child.close()
         process.close()
-        with self._lock:
-            self._children = {pid: c for pid, c in self._children.items() if c is not child}
 
     @staticmethod
     def _death(child: _Child) -> str:
