@@ -49,7 +49,8 @@ def _label(text: str) -> str:
     return "long" if len(text) > 8 else "short"
 
 
-@queue.task("classify", payload=ClassifyRequest, max_attempts=5)
+# At most two at once across every worker: say the model fits in memory twice.
+@queue.task("classify", payload=ClassifyRequest, max_attempts=5, concurrency=2)
 def classify(job: chit.JobContext, body: ClassifyRequest) -> dict:
     state = job.last_checkpoint or {"next": 0, "labels": {}}
     labels: dict[str, int] = state["labels"]

@@ -4,6 +4,8 @@
     job = client.submit("sales_report", {"region": "emea"}, idempotency_key="emea-q3")
     status = client.wait(job.job_id, timeout=600)   # polls, honouring Retry-After
     print(status.state, status.result)
+    client.set_limits("call_partner", concurrency=3, rate="20/s")   # an admin key of every tenant
+    client.pause(queue="emails")
 
 Errors the server answers raise `APIError` subclasses that are also the
 matching local exceptions, so `except chit.JobNotFound` works either way:
@@ -28,14 +30,20 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterat
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel
 
 from chit.api.schemas import (
+    Cleared,
     Failures,
     JobList,
     JobStatus,
+    KindPause,
+    LimitOut,
+    LimitsOut,
+    QueuePause,
     Replayed,
     StatsOut,
     Submitted,
@@ -50,6 +58,7 @@ from chit.errors import (
     StoreError,
 )
 from chit.jobs import State
+from chit.limits import Rate
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -171,6 +180,7 @@ def _result(job_id: str) -> _Call[Any]:
 _CANCEL_OK = (200, 202)
 _FAILURES = _Call("GET", "/failures", _model(Failures))
 _STATS = _Call("GET", "/stats", _model(StatsOut))
+_LIMITS = _Call("GET", "/limits", _model(LimitsOut))
 
 
 def _submit(
@@ -181,9 +191,15 @@ def _submit(
     priority: int | None,
     run_at: datetime | None,
     max_attempts: int | None,
+    concurrency_key: str | None = None,
 ) -> _Call[Submitted]:
     body: dict[str, Any] = {"kind": kind, "payload": payload}
-    for name, value in (("queue", queue), ("priority", priority), ("max_attempts", max_attempts)):
+    for name, value in (
+        ("queue", queue),
+        ("priority", priority),
+        ("max_attempts", max_attempts),
+        ("concurrency_key", concurrency_key),
+    ):
         if value is not None:
             body[name] = value
     if run_at is not None:
@@ -227,6 +243,42 @@ def _replay(
         body["since"] = since.isoformat()
     return _Call(
         "POST", "/jobs/replay", lambda r: Replayed.model_validate_json(r.content).replayed, body
+    )
+
+
+def _segment(name: str) -> str:
+    """A kind or queue as one path segment: "/" and "%" in it are escaped."""
+    return quote(name, safe="")
+
+
+def _set_limits(kind: str, limits: dict[str, int | str | Rate | None]) -> _Call[LimitOut]:
+    # None: leave as it is. The server checks the values (and that one is given).
+    body = {k: str(v) if isinstance(v, Rate) else v for k, v in limits.items() if v is not None}
+    return _Call("PUT", f"/limits/{_segment(kind)}", _model(LimitOut), body)
+
+
+def _clear_limits(kind: str) -> _Call[bool]:
+    return _Call(
+        "DELETE",
+        f"/limits/{_segment(kind)}",
+        lambda r: Cleared.model_validate_json(r.content).cleared,
+    )
+
+
+def _pausing(action: str, queue: str | None, kind: str | None) -> _Call[bool]:
+    if (queue is None) == (kind is None):
+        raise InvalidRequest(f"{action}: give a queue or a kind (exactly one)")
+    if queue is not None:
+        return _Call(
+            "POST",
+            f"/queues/{_segment(queue)}/{action}",
+            lambda r: QueuePause.model_validate_json(r.content).changed,
+        )
+    assert kind is not None
+    return _Call(
+        "POST",
+        f"/kinds/{_segment(kind)}/{action}",
+        lambda r: KindPause.model_validate_json(r.content).changed,
     )
 
 
@@ -370,9 +422,19 @@ class Client:
         priority: int | None = None,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        concurrency_key: str | None = None,
     ) -> Submitted:
         return self._send(
-            _submit(kind, payload, idempotency_key, queue, priority, run_at, max_attempts)
+            _submit(
+                kind,
+                payload,
+                idempotency_key,
+                queue,
+                priority,
+                run_at,
+                max_attempts,
+                concurrency_key,
+            )
         )
 
     def get(self, job_id: str) -> JobStatus:
@@ -416,6 +478,42 @@ class Client:
 
     def stats(self) -> StatsOut:
         return self._send(_STATS)
+
+    def limits(self) -> LimitsOut:
+        """Every kind's limits with its running and waiting jobs, and what is paused.
+        Limits and pauses need an admin key of every tenant."""
+        return self._send(_LIMITS)
+
+    def set_limits(
+        self,
+        kind: str,
+        *,
+        concurrency: int | None = None,
+        rate: str | Rate | None = None,
+        key_concurrency: int | None = None,
+        key_rate: str | Rate | None = None,
+    ) -> LimitOut:
+        """Override the limits given (rates "N/s", "N/m", "N/h") until `clear_limits`;
+        the others stay as they were."""
+        limits = {
+            "concurrency": concurrency,
+            "rate": rate,
+            "key_concurrency": key_concurrency,
+            "key_rate": key_rate,
+        }
+        return self._send(_set_limits(kind, limits))
+
+    def clear_limits(self, kind: str) -> bool:
+        """Drop the operator's override; False when there was none."""
+        return self._send(_clear_limits(kind))
+
+    def pause(self, queue: str | None = None, *, kind: str | None = None) -> bool:
+        """Claim no job of the queue (or kind) until resumed; False when paused already."""
+        return self._send(_pausing("pause", queue, kind))
+
+    def resume(self, queue: str | None = None, *, kind: str | None = None) -> bool:
+        """Undo `pause`; False when it was not paused."""
+        return self._send(_pausing("resume", queue, kind))
 
     def wait(
         self,
@@ -511,9 +609,19 @@ class AsyncClient:
         priority: int | None = None,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        concurrency_key: str | None = None,
     ) -> Submitted:
         return await self._send(
-            _submit(kind, payload, idempotency_key, queue, priority, run_at, max_attempts)
+            _submit(
+                kind,
+                payload,
+                idempotency_key,
+                queue,
+                priority,
+                run_at,
+                max_attempts,
+                concurrency_key,
+            )
         )
 
     async def get(self, job_id: str) -> JobStatus:
@@ -555,6 +663,35 @@ class AsyncClient:
 
     async def stats(self) -> StatsOut:
         return await self._send(_STATS)
+
+    async def limits(self) -> LimitsOut:
+        return await self._send(_LIMITS)
+
+    async def set_limits(
+        self,
+        kind: str,
+        *,
+        concurrency: int | None = None,
+        rate: str | Rate | None = None,
+        key_concurrency: int | None = None,
+        key_rate: str | Rate | None = None,
+    ) -> LimitOut:
+        limits = {
+            "concurrency": concurrency,
+            "rate": rate,
+            "key_concurrency": key_concurrency,
+            "key_rate": key_rate,
+        }
+        return await self._send(_set_limits(kind, limits))
+
+    async def clear_limits(self, kind: str) -> bool:
+        return await self._send(_clear_limits(kind))
+
+    async def pause(self, queue: str | None = None, *, kind: str | None = None) -> bool:
+        return await self._send(_pausing("pause", queue, kind))
+
+    async def resume(self, queue: str | None = None, *, kind: str | None = None) -> bool:
+        return await self._send(_pausing("resume", queue, kind))
 
     async def wait(
         self,

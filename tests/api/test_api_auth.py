@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +46,13 @@ ROUTES = [
     ("GET", "/failures", "admin"),
     ("GET", "/stats", "admin"),
     ("GET", "/metrics", "admin"),
+    ("GET", "/limits", "admin"),
+    ("PUT", "/limits/echo", "admin"),
+    ("DELETE", "/limits/echo", "admin"),
+    ("POST", "/queues/default/pause", "admin"),
+    ("POST", "/queues/default/resume", "admin"),
+    ("POST", "/kinds/echo/pause", "admin"),
+    ("POST", "/kinds/echo/resume", "admin"),
 ]
 JOB_ROUTES = [r for r in ROUTES if "{id}" in r[1]]
 # A key of the same tenant that lacks the scope each route needs.
@@ -62,13 +70,19 @@ async def call(api: Api, route: tuple[str, str, str], job_id: str, key: str | No
         body = {"kind": "echo", "payload": {"message": "intruder"}}
     elif path == "/jobs/replay":
         body = {"ids": [job_id]}
+    elif method == "PUT":
+        body = {"concurrency": 2}
     headers = bearer(key) | kw.pop("headers", {})
     return await api.http.request(method, path.format(id=job_id), json=body, headers=headers, **kw)
 
 
-def snapshot(api: Api) -> list[tuple[str, str, int, str]]:
+def snapshot(api: Api) -> list[Any]:
     jobs = api.store.list(JobFilter(), limit=1000).jobs
-    return [(j.id, j.state.value, j.attempts, j.tenant) for j in jobs]
+    return [
+        *((j.id, j.state.value, j.attempts, j.tenant) for j in jobs),
+        *((k.kind, k.override) for k in api.store.limits()),
+        *((p.queue, p.kind) for p in api.store.pauses()),
+    ]
 
 
 @pytest.fixture

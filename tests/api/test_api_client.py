@@ -4,6 +4,7 @@ end to end against a real server in test_api_e2e.py)."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable
 
 import httpx
@@ -20,7 +21,8 @@ from chit.client import (
     SSEParser,
     poll_delay,
 )
-from chit.jobs import Failed, Progress, State, Succeeded
+from chit.jobs import Failed, JobFilter, Progress, State, Succeeded
+from chit.limits import Rate
 from support.api import Api, stream_started
 from support.waiting import until
 
@@ -159,3 +161,89 @@ def test_sse_parser() -> None:
     lines = ["retry: 2000", "", ": keepalive", "", "id: 1", "event: state", "data: {}", ""]
     events = [e for line in lines if (e := parser.feed(line))]
     assert [(e.id, e.event, e.data) for e in events] == [("1", "state", "{}")]
+
+
+# Flow control
+
+
+async def test_submit_with_a_concurrency_key(api: Api, client: AsyncClient) -> None:
+    submitted = await client.submit("echo", {"message": "k"}, concurrency_key="customer-7")
+    assert api.job(submitted.job_id).concurrency_key == "customer-7"
+    assert (await client.get(submitted.job_id)).concurrency_key == "customer-7"
+    with pytest.raises(chit.InvalidRequest, match="concurrency_key"):
+        await client.submit("echo", {"message": "k"}, concurrency_key="")
+    assert len(api.store.list(JobFilter()).jobs) == 1
+
+
+async def test_limits_set_read_back_and_clear(api: Api, client: AsyncClient) -> None:
+    assert (await client.limits()).limits == []
+    entry = await client.set_limits("echo", concurrency=3, rate="10/s")
+    assert (entry.kind, entry.concurrency, entry.rate) == ("echo", 3, "10/s")
+    merged = await client.set_limits("echo", key_concurrency=1, key_rate=Rate.parse("5/m"))
+    assert (merged.concurrency, merged.key_concurrency, merged.key_rate) == (3, 1, "5/m")
+    [listed] = (await client.limits()).limits
+    assert listed == merged
+    assert (await client.stats()).limits == [merged]
+    assert await client.clear_limits("echo") is True
+    assert await client.clear_limits("echo") is False
+    assert (await client.limits()).limits == []
+
+
+async def test_limits_of_kinds_that_need_escaping(api: Api, client: AsyncClient) -> None:
+    for kind in ("reports/daily", "50% off", "a?b#c", "ünïcode kind"):
+        assert (await client.set_limits(kind, concurrency=2)).kind == kind
+        assert await client.pause(kind=kind) is True
+    assert sorted(k.kind for k in api.store.limits()) == sorted(
+        ["reports/daily", "50% off", "a?b#c", "ünïcode kind"]
+    )
+    assert [p.kind for p in (await client.limits()).paused] == sorted(
+        ["reports/daily", "50% off", "a?b#c", "ünïcode kind"]
+    )
+    assert await client.resume(kind="a?b#c") is True
+    assert await client.clear_limits("reports/daily") is True
+
+
+@pytest.mark.parametrize(
+    ("limits", "says"),
+    [
+        ({}, "say which limits to set"),
+        ({"rate": "0/s"}, "not 0"),
+        ({"rate": "abc"}, "rate 'abc' is not N/s"),
+        ({"concurrency": -1}, "not -1"),
+        ({"concurrency": 10**12}, "not 1000000000000"),
+        ({"key_rate": "1/d"}, "is not N/s"),
+    ],
+)
+async def test_bad_limits_raise_the_servers_message_and_store_nothing(
+    api: Api, client: AsyncClient, limits: dict, says: str
+) -> None:
+    with pytest.raises(chit.InvalidRequest, match=re.escape(says)) as raised:
+        await client.set_limits("echo", **limits)
+    assert isinstance(raised.value, APIInvalidRequest) and raised.value.status == 422
+    assert api.store.limits() == []
+
+
+async def test_pause_and_resume(api: Api, client: AsyncClient) -> None:
+    assert await client.pause("emails") is True
+    assert await client.pause("emails") is False
+    assert await client.pause(kind="echo") is True
+    assert [(p.queue, p.kind) for p in (await client.limits()).paused] == [
+        ("emails", None),
+        (None, "echo"),
+    ]
+    assert [(p.queue, p.kind) for p in (await client.stats()).paused] == [
+        ("emails", None),
+        (None, "echo"),
+    ]
+    assert await client.resume("emails") is True
+    assert await client.resume("emails") is False
+    assert await client.resume(kind="echo") is True
+    assert api.store.pauses() == []
+
+
+@pytest.mark.parametrize("given", [{}, {"queue": "q", "kind": "k"}])
+async def test_pause_needs_a_queue_or_a_kind(api: Api, client: AsyncClient, given: dict) -> None:
+    for action in (client.pause, client.resume):
+        with pytest.raises(chit.InvalidRequest, match="exactly one"):
+            await action(**given)
+    assert api.store.pauses() == []

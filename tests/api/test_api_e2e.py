@@ -17,12 +17,16 @@ import httpx
 import pytest
 
 import chit
+from chit.cli.main import main
 from chit.cli.remote import submit_remote, wait_remote
+from chit.client import APIError
 from support.stack import Server, server_with_workers
 
 pytestmark = pytest.mark.slow
 
 KEY = "e2e-key-0123456789abcdef"
+# Limits and pauses need an admin key of every tenant.
+ROOT_KEY = "e2e-root-0123456789abcdef"
 
 
 @dataclass
@@ -42,7 +46,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             tmp_path_factory.mktemp("e2e"),
             "support.api_app",
             key=KEY,
-            keys=KEY,
+            keys=f"{KEY},*:admin:{ROOT_KEY}",
             worker_flags=("--concurrency", "4", "--lease", "5", "--grace", "2"),
             CHIT_BACKOFF_BASE="0.05",
             CHIT_BACKOFF_MAX="0.1",
@@ -158,6 +162,26 @@ def test_the_blocking_client_waits_for_the_result(stack: Stack) -> None:
     assert result.result_url is not None and len(result.result["blob"]) == 100_000
 
 
+def test_the_blocking_client_sets_limits_and_pauses(stack: Stack) -> None:
+    keyed = stack.client.submit("echo", {"message": "k"}, concurrency_key="customer-1")
+    assert stack.client.wait(keyed.job_id, timeout=15).concurrency_key == "customer-1"
+    with pytest.raises(APIError) as refused:
+        stack.client.limits()  # KEY is bound to the default tenant
+    assert refused.value.status == 403 and "every tenant" in str(refused.value)
+    with chit.Client(stack.url, api_key=ROOT_KEY) as root:
+        entry = root.set_limits("big", concurrency=2, rate="100/s")
+        assert (entry.concurrency, entry.rate) == (2, "100/s")
+        with pytest.raises(chit.InvalidRequest, match="rate 'fast' is not N/s"):
+            root.set_limits("big", rate="fast")
+        assert root.pause("nightly") is True and root.pause(kind="big") is True
+        listing = root.limits()
+        assert [(k.kind, k.concurrency) for k in listing.limits] == [("big", 2)]
+        assert [(p.queue, p.kind) for p in listing.paused] == [("nightly", None), (None, "big")]
+        assert root.resume("nightly") is True and root.resume(kind="big") is True
+        assert root.clear_limits("big") is True
+        assert root.limits().paused == []
+
+
 def test_keys_are_required_over_the_wire(stack: Stack) -> None:
     response = httpx.get(f"{stack.url}/jobs", timeout=5)
     assert response.status_code == 401 and "Bearer" in response.json()["message"]
@@ -195,3 +219,35 @@ def test_cli_submit_and_wait_through_the_api(
         wait_remote(stack.url, "wrong-key-0123456789", job_id)
     with pytest.raises(chit.StoreError, match="cannot reach the chit API"):
         wait_remote("http://127.0.0.1:9", KEY, job_id)
+
+
+def test_cli_limits_and_pauses_through_the_api(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def chit_cli(*args: str, key: str = ROOT_KEY) -> tuple[int, str, str]:
+        code = main([*args, "--url", stack.url, "--api-key", key])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, _ = chit_cli(
+        "submit", "echo", '{"message": "k"}', "--concurrency-key", "c-9", "--wait", key=KEY
+    )
+    assert code == 0 and json.loads(out) == {"message": "k", "attempt": 1}
+    keyed = stack.client.list(kind="echo", limit=1).jobs[0]
+    assert keyed.concurrency_key == "c-9"
+    code, out, _ = chit_cli("limits", "set", "big", "--concurrency", "2", "--rate", "50/s")
+    assert code == 0 and out.startswith("big: concurrency 2, rate 50/s")
+    code, out, _ = chit_cli("limits")
+    assert code == 0 and out.splitlines()[1].split()[:3] == ["big", "2", "50/s"]
+    code, out, _ = chit_cli("limits", "--json")
+    assert [k["kind"] for k in json.loads(out)["limits"]] == ["big"]
+    assert chit_cli("pause", "--kind", "big")[1].startswith("paused kind big")
+    assert "paused: kind big" in chit_cli("limits")[1]
+    assert chit_cli("resume", "--kind", "big")[1] == "resumed kind big\n"
+    assert "cleared" in chit_cli("limits", "clear", "big")[1]
+    # Refused by the server or here: one line, exit 2, nothing stored.
+    code, out, err = chit_cli("limits", "set", "big", "--rate", "0/s")
+    assert (code, out) == (2, "") and err.startswith("chit: error: a rate allows 1 to")
+    code, _, err = chit_cli("pause", "nightly", key=KEY)
+    assert code == 2 and "every tenant" in err and err.count("\n") == 1
+    assert json.loads(chit_cli("limits", "--json")[1]) == {"limits": [], "paused": []}

@@ -9,23 +9,9 @@ from pathlib import Path
 import pytest
 
 import chit
-from support.cli import Result, forget_app, run_jobs, snapshot
+from support.cli import Result, assert_refused, forget_app, run_jobs, snapshot
 
 Cli = Callable[..., Result]
-
-
-def assert_refused(result: Result, code: int, *phrases: str) -> str:
-    """The error is one line starting 'chit: error:' (argparse: its usage line, then that)."""
-    assert result.code == code, result
-    assert "Traceback" not in result.err
-    assert result.out == ""
-    error_lines = [line for line in result.err.splitlines() if "error:" in line]
-    assert len(error_lines) == 1, result.err
-    line = error_lines[0]
-    assert line.startswith("chit"), line
-    for phrase in phrases:
-        assert phrase in line, f"{phrase!r} not in {line!r}"
-    return line
 
 
 @pytest.fixture

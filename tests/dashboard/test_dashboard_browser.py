@@ -2,8 +2,9 @@
 Playwright), against a real uvicorn server on a free loopback port and two
 real `chit worker` processes sharing one SQLite file: sign in, read the
 counts, retry a failed job and watch it succeed, replay a failure group,
-watch a progress bar move by Server-Sent Events; and what a stranger, another
-tenant and another site cannot do. Each page's screenshot is saved in
+watch a progress bar move by Server-Sent Events; see a limit, an operator's
+override, a paused queue and a job held by its kind's limit; and what a
+stranger, another tenant and another site cannot do. Each page's screenshot is saved in
 tests/dashboard/screenshots/."""
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from typing import Any
 
 import pytest
 
-from support.dashboard import ADMIN_KEY, GLOBEX_ADMIN
+from chit.jobs import NewJob
+from chit.limits import Limits
+from chit.store.sqlite import SQLiteStore
+from support.dashboard import ADMIN_KEY, GLOBEX_ADMIN, ROOT_KEY
 from support.stack import Server, server_with_workers
+from support.waiting import wait_until
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -37,12 +42,12 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-KEYS = f"{ADMIN_KEY},globex:admin:{GLOBEX_ADMIN}"
+KEYS = f"{ADMIN_KEY},globex:admin:{GLOBEX_ADMIN},*:admin:{ROOT_KEY}"
 
 
 class Stack(Server):
-    def submit(self, payload: dict[str, Any], **extra: Any) -> str:
-        body = {"kind": "work", "payload": payload, **extra}
+    def submit(self, payload: dict[str, Any], kind: str = "work", **extra: Any) -> str:
+        body = {"kind": kind, "payload": payload, **extra}
         response = self.http.post("/jobs", json=body)
         assert response.status_code == 202, response.text
         return str(response.json()["job_id"])
@@ -199,6 +204,63 @@ def test_a_progress_bar_moves_by_server_sent_events(page: Any, stack: Stack) -> 
     assert page.is_visible("#live")
     screenshot(page, "job-progress")
     page.wait_for_selector("#result", timeout=15_000)  # reloaded when it finished
+
+
+def test_limits_an_override_a_pause_and_a_job_held_by_its_limit(page: Any, stack: Stack) -> None:
+    # The store the workers and the server share: an operator's changes, as
+    # `chit limits set` and `chit pause` make them.
+    store = SQLiteStore(stack.tmp / "chit.db")
+    hold = stack.tmp / "partner-hold"
+    hold.touch()
+    try:
+        # The workers declared `partner` (concurrency=1) before their first claim.
+        wait_until(
+            lambda: any(k.kind == "partner" for k in store.limits()), 10, what="declared limits"
+        )
+        store.set_limits("report", Limits.checked(concurrency=4, rate="100/m"))
+        first = stack.submit({"message": "one", "hold_while_exists": str(hold)}, kind="partner")
+        stack.until(first, lambda b: b["state"] == "running")
+        # As `queue.enqueue(..., concurrency_key=...)` stores it.
+        second = store.enqueue(
+            NewJob("partner", {"message": "two"}, max_attempts=1, concurrency_key="cust-7")
+        ).id
+        # No worker claims "emails": the job stays queued whatever the pause does.
+        store.pause(queue="emails")
+        parked = stack.submit({"message": "mail"}, queue="emails")
+
+        sign_in(page, stack, key=ROOT_KEY)
+        partner = page.locator('tr[data-limit-kind="partner"]')
+        assert partner.locator('[data-limit="concurrency"]').inner_text().strip() == "1"
+        assert partner.locator('[data-limit="source"]').inner_text().strip() == "code"
+        assert partner.locator('[data-limit="running"]').inner_text().strip() == "1"
+        assert partner.locator('[data-limit="waiting"]').inner_text().strip() == "1"
+        report = page.locator('tr[data-limit-kind="report"]')
+        assert "operator" in report.locator('[data-limit="concurrency"]').inner_text()
+        assert report.locator('[data-limit="rate"]').inner_text().startswith("100/m")
+        assert page.is_visible('[data-paused-queue="emails"] .badge.paused')
+        screenshot(page, "overview-limits")
+
+        page.goto(f"{stack.url}/ui/jobs/{second}")
+        assert page.inner_text("[data-held]") == "waiting on a limit: concurrency 1, 1 running"
+        assert page.inner_text("#concurrency-key") == "cust-7"
+        screenshot(page, "job-held")
+        page.goto(f"{stack.url}/ui/jobs/{parked}")
+        assert page.inner_text("[data-held]") == "waiting: queue emails is paused"
+
+        hold.unlink()  # the first finishes, freeing the slot: the second runs
+        stack.until(second, lambda b: b["state"] == "succeeded")
+        page.goto(f"{stack.url}/ui/jobs/{second}")
+        assert page.locator("[data-held]").count() == 0
+        store.resume(queue="emails")
+        page.goto(f"{stack.url}/ui/jobs/{parked}")
+        assert page.locator("[data-held]").count() == 0  # nothing holds it now
+        page.goto(f"{stack.url}/ui/")
+        assert page.locator(".badge.paused").count() == 0
+    finally:
+        hold.unlink(missing_ok=True)
+        store.resume(queue="emails")
+        store.clear_limits("report")
+        store.close()
 
 
 def test_without_a_key_or_with_another_tenants_key_nothing_is_shown(

@@ -137,3 +137,37 @@ def test_a_full_kind_holds_back_no_other_kind(store: FullStore) -> None:
     store.enqueue_many(jobs("fast", 3))
     got = claim(store, 5, now, "w2")
     assert [j.kind for j in got] == ["fast"] * 3
+
+
+def test_a_kinds_limit_holds_across_the_queues_of_one_claim(store: FullStore) -> None:
+    store.declare_limits({"k": Limits(concurrency=3)})
+    store.enqueue_many(jobs("k", 4, queue="q1") + jobs("k", 4, queue="q2"))
+    got = store.claim("w1", ["q1", "q2"], 10, LEASE, now=t0())
+    assert len(got) == 3
+
+
+def test_a_key_limit_holds_across_tenants(store: FullStore) -> None:
+    store.declare_limits({"k": Limits(key_concurrency=2)})
+    for tenant in ("a", "b", "c"):
+        store.enqueue_many(jobs("k", 2, tenant=tenant, concurrency_key="shared"))
+    got = claim(store, 10, t0())
+    assert len(got) == 2
+
+
+def test_a_key_rate_counts_each_keys_starts(store: FullStore) -> None:
+    store.declare_limits({"k": Limits(key_rate=Rate(2, 60.0))})
+    store.enqueue_many(jobs("k", 5, concurrency_key="x") + jobs("k", 5, concurrency_key="y"))
+    now = t0()
+    first = claim(store, 10, now)
+    assert Counter(store.get(j.id).concurrency_key for j in first) == {"x": 2, "y": 2}  # type: ignore[union-attr]
+    store.finish([Succeeded(j.id, j.lease_token) for j in first], now=now)
+    assert claim(store, 10, now + timedelta(seconds=30)) == []
+    assert len(claim(store, 10, now + timedelta(seconds=61))) == 4
+
+
+def test_one_job_claims_take_tenants_in_turn(store: FullStore) -> None:
+    store.enqueue_many(jobs("k", 20, tenant="big"))
+    store.enqueue_many(jobs("k", 2, tenant="small"))
+    now = t0()
+    tenants = [store.get(claim(store, 1, now)[0].id).tenant for _ in range(4)]  # type: ignore[union-attr]
+    assert sorted(tenants) == ["big", "big", "small", "small"]

@@ -29,6 +29,20 @@ class Result:
         return json.loads(self.out)
 
 
+def assert_refused(result: Result, code: int, *phrases: str) -> str:
+    """The error is one line starting 'chit: error:' (argparse: its usage line, then that)."""
+    assert result.code == code, result
+    assert "Traceback" not in result.err
+    assert result.out == ""
+    error_lines = [line for line in result.err.splitlines() if "error:" in line]
+    assert len(error_lines) == 1, result.err
+    line = error_lines[0]
+    assert line.startswith("chit"), line
+    for phrase in phrases:
+        assert phrase in line, f"{phrase!r} not in {line!r}"
+    return line
+
+
 def forget_app() -> None:
     """Drop the imported cli_app, so the next command imports it with today's environment."""
     module = sys.modules.pop(APP, None)
@@ -70,7 +84,14 @@ def snapshot(db_path: Path) -> Any:
     try:
         return [
             conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
-            for table in ("chit_jobs", "chit_attempts", "chit_results", "chit_schema_migrations")
+            for table in (
+                "chit_jobs",
+                "chit_attempts",
+                "chit_results",
+                "chit_limits",
+                "chit_pauses",
+                "chit_schema_migrations",
+            )
         ]
     finally:
         conn.close()

@@ -4,6 +4,7 @@ processes (`--app support.dashboard_app:queue`, with tests/ on PYTHONPATH)."""
 from __future__ import annotations
 
 import os
+import time
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +21,8 @@ class Work(BaseModel):
     # While this file exists the job fails: an outage the test ends by deleting it.
     fail_while_exists: str | None = None
     permanent: bool = False
+    # While this file exists the job keeps running (holding its slot of a limit).
+    hold_while_exists: str | None = None
 
 
 def register(q: chit.Queue) -> chit.Queue:
@@ -30,6 +33,15 @@ def register(q: chit.Queue) -> chit.Queue:
                 raise chit.PermanentError(f"upstream rejected {body.message!r}")
             raise ConnectionError("upstream is down")
         return in_steps(job, body.message, body.seconds, body.steps)
+
+    # At most one at a time across every worker: the flow-control tests' kind.
+    @q.task("partner", payload=Work, max_attempts=1, concurrency=1)
+    def partner(job: chit.JobContext, body: Work) -> dict:
+        while body.hold_while_exists and os.path.exists(body.hold_while_exists):
+            if job.cancelled:
+                return {"stopped": True}
+            time.sleep(0.02)  # polling the file the test deletes, as wait_until polls
+        return {"message": body.message}
 
     @q.task("report")
     def report(job: chit.JobContext, body: dict) -> dict:

@@ -91,11 +91,14 @@ def new_database(request: pytest.FixtureRequest, prefix: str = "chit_e2e") -> It
 
 def sqlite_or_emptied_postgres(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """For a fixture parametrized ["sqlite", "postgres"]: a temporary SQLite file,
-    or the session's PostgreSQL database with every job and key deleted."""
+    or the session's PostgreSQL database with every job, key, limit and pause deleted."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'chit.db'}"
     url: str = request.getfixturevalue("postgres_database")
     with psycopg.connect(url, autocommit=True) as conn:
         if conn.execute("SELECT to_regclass('chit_jobs')").fetchone() != (None,):
-            conn.execute("TRUNCATE chit_jobs, chit_attempts, chit_results, chit_api_keys")
+            conn.execute(
+                "TRUNCATE chit_jobs, chit_attempts, chit_results, chit_api_keys, "
+                "chit_limits, chit_pauses"
+            )
     return url

@@ -11,7 +11,9 @@ Keys are sent as `Authorization: Bearer KEY` and come from two places:
 
 Scopes: `submit` (POST /jobs), `read` (job status, list, events, results),
 `admin` (retry, cancel, replay, failures, stats, metrics; implies the other two).
-A key sees only its tenant's jobs; another tenant's job answers 404.
+A key sees only its tenant's jobs; another tenant's job answers 404. Limits and
+pauses (GET/PUT/DELETE /limits, pause and resume) hold for every tenant, so they
+need an admin key of every tenant (`*`, or the open mode).
 
 With no key configured anywhere the API is open (every scope, every tenant):
 `chit serve` allows that on a loopback address only.
@@ -251,6 +253,19 @@ def require_scope(principal: Principal, scope: str) -> None:
             403,
             "forbidden",
             f"this API key has scope {have}; this route needs {scope}",
+        )
+
+
+def require_every_tenant(principal: Principal) -> None:
+    """Limits and pauses hold for every tenant's jobs: a key bound to one tenant
+    (the default tenant "" included) may not set or read them."""
+    if principal.tenant is not None:
+        raise ApiProblem(
+            403,
+            "forbidden",
+            f"this API key is bound to tenant {principal.tenant!r}; limits and pauses hold "
+            "for every tenant, so this route needs an admin key of every tenant "
+            "(`chit keys create --tenant '*' --scopes admin`, or *:admin:KEY in CHIT_API_KEYS)",
         )
 
 

@@ -30,6 +30,7 @@ from chit.errors import (
     StoreError,
     UnknownKind,
 )
+from chit.limits import LimitError
 
 log = logging.getLogger("chit.api")
 
@@ -73,6 +74,8 @@ def to_problem(exc: Exception) -> ApiProblem | None:
             return ApiProblem(413, "payload_too_large", str(exc))
         case InvalidRequest():
             return ApiProblem(422, "invalid_request", str(exc))
+        case LimitError():
+            return ApiProblem(422, "invalid_limits", str(exc))
         case IdempotencyConflict():
             message = f"{exc}; use a new key for a new request"
             return ApiProblem(422, "idempotency_conflict", message, {"job_id": exc.job_id})
@@ -170,7 +173,7 @@ def _code(status: int) -> str:
 _DESCRIPTIONS = {
     400: "the body is not valid UTF-8 JSON, or is nested too deeply",
     401: "no API key, or one that is not recognised",
-    403: "the key lacks the scope this route needs",
+    403: "the key lacks the scope (or, for limits and pauses, the tenants) this route needs",
     404: "no such job (or another tenant's)",
     409: "the job is not in a state that allows this",
     413: "the body (CHIT_MAX_BODY_BYTES) or the payload is too large",

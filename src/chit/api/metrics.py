@@ -3,9 +3,11 @@
 Workers are separate processes (often on other machines), so counting in this
 process would see nothing they do. Instead every figure is read from the job
 and attempt tables when scraped: jobs by state and kind, claims, completions,
-failures, attempt durations as a histogram, queue lag and stale leases. Each
-scrape builds a private `CollectorRegistry` (the global one is never touched),
-scoped to the caller's tenant.
+failures, attempt durations as a histogram, queue lag and stale leases, and
+each limited kind's running and waiting jobs and what is paused. Each scrape
+builds a private `CollectorRegistry` (the global one is never touched), scoped
+to the caller's tenant; limits and pauses span tenants, so only a key of every
+tenant sees them.
 
 Pruning deletes jobs with their attempts, so the counters can go down; Prometheus
 treats that as a counter reset, which `rate()` and `increase()` handle.
@@ -106,6 +108,40 @@ class StoreCollector(Collector):
             "Server-Sent Event streams open on this API process",
             value=self.listeners,
         )
+        if self.tenant is None:
+            yield from self.flow_control()
+
+    def flow_control(self) -> Iterator[Metric]:
+        """Each limited kind's jobs against its limit, and what is paused (1)."""
+        running = GaugeMetricFamily(
+            "chit_limit_running", "Running jobs of a limited kind", labels=["kind"]
+        )
+        waiting = GaugeMetricFamily(
+            "chit_limit_waiting",
+            "Queued and due jobs of a limited kind, not running",
+            labels=["kind"],
+        )
+        concurrency = GaugeMetricFamily(
+            "chit_limit_concurrency",
+            "A kind's concurrency limit in force (kinds with one)",
+            labels=["kind"],
+        )
+        for k in self.store.limits():
+            running.add_metric([k.kind], k.running)
+            waiting.add_metric([k.kind], k.waiting)
+            if k.effective.concurrency is not None:
+                concurrency.add_metric([k.kind], k.effective.concurrency)
+        paused = GaugeMetricFamily(
+            "chit_paused",
+            "A paused queue (label queue) or kind (label kind): 1",
+            labels=["queue", "kind"],
+        )
+        for p in self.store.pauses():
+            paused.add_metric([p.queue or "", p.kind or ""], 1)
+        yield running
+        yield waiting
+        yield concurrency
+        yield paused
 
     def last_hour(self) -> Iterator[Metric]:
         """Rates to alert on, per kind: jobs that failed and succeeded in the last

@@ -4,19 +4,21 @@ the app with `create_app(queue)` or include `create_router(queue)` in yours."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPBearer
+from starlette.convertors import Convertor, register_url_convertor
 
 from chit import bounds
 from chit.api import events, metrics
-from chit.api.auth import Principal, require_scope
+from chit.api.auth import Principal, require_every_tenant, require_scope
 from chit.api.body import read_json
 from chit.api.deps import (
     api_state,
@@ -28,15 +30,21 @@ from chit.api.deps import (
 )
 from chit.api.errors import ApiProblem, ChitRoute, documented
 from chit.api.schemas import (
+    Cleared,
     FailureGroupOut,
     Failures,
     Health,
     JobList,
     JobStatus,
+    KindPause,
+    LimitOut,
+    LimitsOut,
     Moment,
+    QueuePause,
     Ready,
     Replayed,
     ReplayRequest,
+    SetLimits,
     StatsOut,
     SubmitJob,
     Submitted,
@@ -63,10 +71,12 @@ _bearer = HTTPBearer(
 )
 
 
-def caller(scope: str) -> Callable[..., Any]:
+def caller(scope: str, every_tenant: bool = False) -> Callable[..., Any]:
     async def authenticated(request: Request, _: Annotated[Any, Depends(_bearer)]) -> Principal:
         principal = await authenticate(request, request.headers.get("authorization"))
         require_scope(principal, scope)
+        if every_tenant:
+            require_every_tenant(principal)
         return principal
 
     return authenticated
@@ -75,6 +85,30 @@ def caller(scope: str) -> Callable[..., Any]:
 Submitter = Annotated[Principal, Depends(caller("submit"))]
 Reader = Annotated[Principal, Depends(caller("read"))]
 Admin = Annotated[Principal, Depends(caller("admin"))]
+# Limits and pauses hold for every tenant: only a key of every tenant sets them.
+Operator = Annotated[Principal, Depends(caller("admin", every_tenant=True))]
+
+
+class _Name(Convertor[str]):
+    """A kind or queue name in a path, whatever it holds: a "/" (sent as %2F,
+    which the server decodes before routing) or a newline (where Starlette's
+    `path` stops)."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("name", _Name())
+
+KindPath = Annotated[str, Path(min_length=1, max_length=bounds.NAME_MAX, description="a task kind")]
+QueuePath = Annotated[
+    str, Path(min_length=1, max_length=bounds.NAME_MAX, description="a queue name")
+]
 
 
 # Submitting
@@ -125,6 +159,7 @@ async def submit_job(
         max_attempts=body.max_attempts,
         tenant=principal.submit_tenant,
         timeout=body.timeout,
+        concurrency_key=body.concurrency_key,
     )
     [result] = await blocking(state.queue.enqueue_many, [job])
     url = _path(request, "get_job", result.id)
@@ -370,7 +405,11 @@ async def failures(request: Request, principal: Admin) -> Failures:
 async def stats(request: Request, principal: Admin) -> StatsOut:
     store = api_state(request).store
     minutes = await blocking(store.finished_per_minute, principal.tenant)
-    return StatsOut.of(await blocking(store.stats, principal.tenant), last_hour_by_kind(minutes))
+    counts = await blocking(store.stats, principal.tenant)
+    if principal.tenant is not None:  # a limit's counts span tenants
+        return StatsOut.of(counts, last_hour_by_kind(minutes))
+    limits, pauses = await blocking(store.limits), await blocking(store.pauses)
+    return StatsOut.of(counts, last_hour_by_kind(minutes), limits, pauses)
 
 
 @router.get(
@@ -386,6 +425,107 @@ async def prometheus_metrics(request: Request, principal: Admin) -> Response:
     state = api_state(request)
     text = await blocking(metrics.render, state.store, principal.tenant, state.hub.listeners)
     return Response(text, media_type=metrics.CONTENT_TYPE)
+
+
+# Flow control: limits and pauses, global (DESIGN.md, "Flow control")
+
+_LIMITS_BODY = {
+    "required": True,
+    "content": {"application/json": {"schema": SetLimits.model_json_schema()}},
+}
+
+
+@router.get(
+    "/limits",
+    response_model=LimitsOut,
+    summary="Every kind's limits with its running and waiting jobs, and what is paused",
+    responses=documented(),
+)
+async def get_limits(request: Request, principal: Operator) -> LimitsOut:
+    store = api_state(request).store
+    return LimitsOut.of(await blocking(store.limits), await blocking(store.pauses))
+
+
+@router.put(
+    "/limits/{kind:name}",
+    response_model=LimitOut,
+    summary="Override a kind's limits (the fields given; the others stay) until cleared",
+    responses=documented(400, 413, 415),
+    openapi_extra={"requestBody": _LIMITS_BODY},
+)
+async def set_limits(request: Request, kind: KindPath, principal: Operator) -> LimitOut:
+    state = api_state(request)
+    _storable(kind, "kind")
+    body = SetLimits.model_validate(await read_json(request, state.settings.max_body_bytes))
+    limits = body.checked()
+    if not limits:
+        raise ApiProblem(
+            422,
+            "invalid_limits",
+            "say which limits to set: any of concurrency, rate, key_concurrency and key_rate "
+            '(e.g. {"concurrency": 3, "rate": "10/s"}); to drop an override, DELETE /limits/KIND',
+        )
+    return LimitOut.of(await blocking(state.store.set_limits, kind, limits))
+
+
+@router.delete(
+    "/limits/{kind:name}",
+    response_model=Cleared,
+    summary="Drop the operator's override of a kind: the code's limits apply again",
+    responses=documented(),
+)
+async def clear_limits(request: Request, kind: KindPath, principal: Operator) -> Cleared:
+    _storable(kind, "kind")
+    cleared = await blocking(api_state(request).store.clear_limits, kind)
+    return Cleared(kind=kind, cleared=cleared)
+
+
+@router.post(
+    "/queues/{queue:name}/pause",
+    response_model=QueuePause,
+    summary="Claim no job of a queue until resumed; running jobs finish",
+    responses=documented(),
+)
+async def pause_queue(request: Request, queue: QueuePath, principal: Operator) -> QueuePause:
+    _storable(queue, "queue")
+    changed = await blocking(functools.partial(api_state(request).store.pause, queue=queue))
+    return QueuePause(queue=queue, paused=True, changed=changed)
+
+
+@router.post(
+    "/queues/{queue:name}/resume",
+    response_model=QueuePause,
+    summary="Claim a paused queue's jobs again",
+    responses=documented(),
+)
+async def resume_queue(request: Request, queue: QueuePath, principal: Operator) -> QueuePause:
+    _storable(queue, "queue")
+    changed = await blocking(functools.partial(api_state(request).store.resume, queue=queue))
+    return QueuePause(queue=queue, paused=False, changed=changed)
+
+
+@router.post(
+    "/kinds/{kind:name}/pause",
+    response_model=KindPause,
+    summary="Claim no job of a kind, in any queue, until resumed; running jobs finish",
+    responses=documented(),
+)
+async def pause_kind(request: Request, kind: KindPath, principal: Operator) -> KindPause:
+    _storable(kind, "kind")
+    changed = await blocking(functools.partial(api_state(request).store.pause, kind=kind))
+    return KindPause(kind=kind, paused=True, changed=changed)
+
+
+@router.post(
+    "/kinds/{kind:name}/resume",
+    response_model=KindPause,
+    summary="Claim a paused kind's jobs again",
+    responses=documented(),
+)
+async def resume_kind(request: Request, kind: KindPath, principal: Operator) -> KindPause:
+    _storable(kind, "kind")
+    changed = await blocking(functools.partial(api_state(request).store.resume, kind=kind))
+    return KindPause(kind=kind, paused=False, changed=changed)
 
 
 # Health
@@ -427,6 +567,12 @@ async def _answer(
 
 def _path(request: Request, route: str, job_id: str) -> str:
     return request.url_for(route, job_id=job_id).path
+
+
+def _storable(name: str, what: str) -> None:
+    # PostgreSQL's text cannot hold NUL; the length is checked with the path.
+    if "\x00" in name:
+        raise ApiProblem(422, "invalid_request", f"a {what} name cannot hold a NUL character")
 
 
 def _etag_matches(header: str, etag: str) -> bool:

@@ -3,13 +3,23 @@ and `chit.Client` both use them. Times are ISO 8601 with a timezone."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+)
 
 from chit import bounds
 from chit.jobs import FailureGroup, Job, KindLastHour, State, Stats
+from chit.limits import KindLimits, Limits, Paused
 
 
 def _in_range(value: datetime) -> datetime:
@@ -26,8 +36,23 @@ def _written_out(value: Any) -> Any:
     return value
 
 
+def _printable(value: str) -> str:
+    if not value.isprintable():  # NUL, newlines, control characters
+        raise ValueError("a concurrency key is printable text: no NUL or control characters")
+    return value
+
+
 Moment = Annotated[AwareDatetime, BeforeValidator(_written_out), AfterValidator(_in_range)]
 Name = Annotated[str, Field(min_length=1, max_length=bounds.NAME_MAX)]
+ConcurrencyKey = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=bounds.CONCURRENCY_KEY_MAX,
+        description="jobs of a key are limited together (a task's key_concurrency, key_rate)",
+    ),
+    AfterValidator(_printable),
+]
 
 
 class SubmitJob(BaseModel):
@@ -57,6 +82,7 @@ class SubmitJob(BaseModel):
         allow_inf_nan=False,
         description="seconds an attempt may run before it fails 'timed out'; default: the task's",
     )
+    concurrency_key: ConcurrencyKey | None = None
 
 
 class Submitted(BaseModel):
@@ -77,6 +103,7 @@ class JobStatus(BaseModel):
     kind: str
     queue: str
     priority: int
+    concurrency_key: str | None = Field(default=None, description="null: none")
     state: State
     attempts: int
     max_attempts: int
@@ -102,6 +129,7 @@ class JobStatus(BaseModel):
             kind=job.kind,
             queue=job.queue,
             priority=job.priority,
+            concurrency_key=job.concurrency_key or None,
             state=job.state,
             attempts=job.attempts,
             max_attempts=job.max_attempts,
@@ -165,6 +193,113 @@ class Failures(BaseModel):
     groups: list[FailureGroupOut]
 
 
+# Flow control (DESIGN.md, "Flow control")
+
+_CONCURRENCY_SCHEMA = {"type": "integer", "minimum": 1, "maximum": bounds.CONCURRENCY_MAX}
+_RATE_SCHEMA = {"type": "string", "pattern": r"^\s*\d{1,9}\s*/\s*(s|m|h)\s*$"}
+# Typed for the schema, checked by `Limits.checked`: the API refuses a bad value
+# with the message `@queue.task` and the CLI give.
+_ConcurrencyIn = Annotated[Any, WithJsonSchema({"anyOf": [_CONCURRENCY_SCHEMA, {"type": "null"}]})]
+_RateIn = Annotated[Any, WithJsonSchema({"anyOf": [_RATE_SCHEMA, {"type": "null"}]})]
+
+
+class SetLimits(BaseModel):
+    """`PUT /limits/{kind}`: the operator's override of the limits given (at
+    least one); the others stay as they were. Rates are "N/s", "N/m" or "N/h"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    concurrency: _ConcurrencyIn = Field(default=None, description="at most this many running")
+    rate: _RateIn = Field(default=None, description='at most N starts per period, e.g. "10/s"')
+    key_concurrency: _ConcurrencyIn = Field(default=None, description="the same, per key")
+    key_rate: _RateIn = Field(default=None, description="the same, per key")
+
+    def checked(self) -> Limits:
+        """The limits, or LimitError (answered 422 with its message)."""
+        return Limits.checked(self.concurrency, self.rate, self.key_concurrency, self.key_rate)
+
+
+class LimitValues(BaseModel):
+    concurrency: int | None = None
+    rate: str | None = Field(default=None, description='"N/s", "N/m" or "N/h"')
+    key_concurrency: int | None = None
+    key_rate: str | None = None
+
+    @classmethod
+    def of(cls, limits: Limits) -> LimitValues:
+        return cls.model_validate(limits.as_dict())
+
+
+class LimitOut(BaseModel):
+    """A kind's limits in force (the operator's where set, else the code's),
+    what each side set, and the kind's jobs now."""
+
+    kind: str
+    concurrency: int | None = None
+    rate: str | None = None
+    key_concurrency: int | None = None
+    key_rate: str | None = None
+    declared: LimitValues = Field(description="by the code, when a worker started")
+    override: LimitValues = Field(description="by an operator, until cleared")
+    running: int
+    waiting: int = Field(description="queued and due, not running")
+    updated_at: datetime | None = None
+
+    @classmethod
+    def of(cls, kind: KindLimits) -> LimitOut:
+        return cls(
+            kind=kind.kind,
+            **kind.effective.as_dict(),
+            declared=LimitValues.of(kind.declared),
+            override=LimitValues.of(kind.override),
+            running=kind.running,
+            waiting=kind.waiting,
+            updated_at=kind.updated_at,
+        )
+
+
+class PausedOut(BaseModel):
+    """A paused queue (`kind` null) or kind (`queue` null)."""
+
+    queue: str | None
+    kind: str | None
+    paused_at: datetime
+
+    @classmethod
+    def of(cls, paused: Paused) -> PausedOut:
+        return cls(queue=paused.queue, kind=paused.kind, paused_at=paused.paused_at)
+
+
+class LimitsOut(BaseModel):
+    """`GET /limits`, and `chit limits --json`."""
+
+    limits: list[LimitOut]
+    paused: list[PausedOut]
+
+    @classmethod
+    def of(cls, limits: Sequence[KindLimits], pauses: Sequence[Paused]) -> LimitsOut:
+        return cls(
+            limits=[LimitOut.of(k) for k in limits], paused=[PausedOut.of(p) for p in pauses]
+        )
+
+
+class Cleared(BaseModel):
+    kind: str
+    cleared: bool = Field(description="false: the kind had no operator override")
+
+
+class QueuePause(BaseModel):
+    queue: str
+    paused: bool
+    changed: bool = Field(description="false: it was paused (or running) already")
+
+
+class KindPause(BaseModel):
+    kind: str
+    paused: bool
+    changed: bool = Field(description="false: it was paused (or running) already")
+
+
 class KindLastHourOut(BaseModel):
     succeeded: int
     failed: int
@@ -185,9 +320,23 @@ class StatsOut(BaseModel):
         default_factory=dict,
         description="jobs that succeeded and failed in the last hour, per kind",
     )
+    limits: list[LimitOut] = Field(
+        default_factory=list,
+        description="every kind's limits, as GET /limits (for a key of every tenant only: "
+        "the counts span tenants)",
+    )
+    paused: list[PausedOut] = Field(
+        default_factory=list, description="paused queues and kinds (as `limits`)"
+    )
 
     @classmethod
-    def of(cls, stats: Stats, last_hour: list[KindLastHour] | None = None) -> StatsOut:
+    def of(
+        cls,
+        stats: Stats,
+        last_hour: list[KindLastHour] | None = None,
+        limits: Sequence[KindLimits] = (),
+        pauses: Sequence[Paused] = (),
+    ) -> StatsOut:
         return cls(
             by_state=stats.by_state,
             by_kind=stats.by_kind,
@@ -202,6 +351,8 @@ class StatsOut(BaseModel):
                 )
                 for k in last_hour or ()
             },
+            limits=[LimitOut.of(k) for k in limits],
+            paused=[PausedOut.of(p) for p in pauses],
         )
 
 

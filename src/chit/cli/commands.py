@@ -176,6 +176,7 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
             priority=args.priority,
             max_attempts=args.max_attempts,
             run_at=run_at,
+            concurrency_key=args.concurrency_key,
             wait=args.wait,
             timeout=args.timeout,
             as_json=args.json,
@@ -189,6 +190,7 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
         priority=args.priority,
         queue=args.queue,
         max_attempts=args.max_attempts,
+        concurrency_key=args.concurrency_key,
     )
     if not args.wait:
         if args.json:
@@ -357,8 +359,12 @@ def prune(args: argparse.Namespace, setup: Setup) -> int:
 
 
 def stats(args: argparse.Namespace, setup: Setup) -> int:
+    from chit.api.schemas import LimitsOut
+    from chit.cli import flow
+
     queue = setup.queue()
     s = queue.store.stats()
+    kinds, pauses = queue.store.limits(), queue.store.pauses()
     summary = {
         "by_state": s.by_state,
         "by_kind": s.by_kind,
@@ -368,6 +374,7 @@ def stats(args: argparse.Namespace, setup: Setup) -> int:
         "failure_rate": s.failure_rate,
         "oldest_queued_age_seconds": s.oldest_queued_age,
         "stale_running": s.stale_running,
+        **LimitsOut.of(kinds, pauses).model_dump(mode="json"),
     }
     if args.json:
         output.print_json(summary)
@@ -384,6 +391,12 @@ def stats(args: argparse.Namespace, setup: Setup) -> int:
         f"\nlast hour: {s.succeeded_last_hour} succeeded, {s.failed_last_hour} failed "
         f"(failed/succeeded {ratio}); queue lag {lag}; stale running jobs {s.stale_running}"
     )
+    if kinds:
+        print()
+        print(flow.limits_table(kinds))
+    if pauses:
+        print()
+        print(flow.paused_lines(pauses))
     return 0
 
 
@@ -398,6 +411,7 @@ def _describe(job: Job) -> str:
     lines = [
         f"id          {job.id}",
         f"kind        {job.kind} (queue {job.queue}, priority {job.priority})",
+        *([f"key         {job.concurrency_key}"] if job.concurrency_key else []),
         f"state       {job.state.value}" + ("  STALE: lease expired" if job.stale else ""),
         f"attempts    {job.attempts}/{job.max_attempts}",
     ]

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from chit.bounds import CLI_PAGE_MAX, PAGE_SIZE
-from chit.cli import commands
+from chit.cli import commands, flow
 from chit.cli.loading import Setup
 from chit.errors import ChitError, ConfigError, InvalidRequest, JobNotFound, StoreError
 from chit.jobs import State
@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-attempts", type=int, help="default: the task's or CHIT_MAX_ATTEMPTS")
     p.add_argument("--delay", help="run after this long, e.g. 30s, 5m")
     p.add_argument("--run-at", help="run at this ISO 8601 time")
+    p.add_argument(
+        "--concurrency-key",
+        help="jobs of one key are limited together (the task's key_concurrency, key_rate)",
+    )
     p.add_argument("--wait", action="store_true", help="wait for the result")
     p.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
     remote_flags(p)
@@ -152,7 +156,67 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("prune", commands.prune, "delete finished jobs older than a duration")
     p.add_argument("--older-than", default="7d", help="e.g. 12h, 7d (default 7d)")
 
-    command("stats", commands.stats, "counts by state and kind, last hour's failure ratio")
+    command(
+        "stats",
+        commands.stats,
+        "counts by state and kind, last hour's failure ratio, limits and pauses",
+    )
+
+    p = command(
+        "limits",
+        flow.limits,
+        "limits per kind, with running and waiting jobs: chit limits [set|clear]",
+    )
+    limits = p.add_subparsers(dest="limits_command", metavar="ACTION")
+    k = limits.add_parser(
+        "set", parents=[common], help="override a kind's limits (the flags given) until cleared"
+    )
+    k.add_argument("kind")
+    # Not dest "concurrency": that is the worker's flag, which Setup reads into Settings.
+    k.add_argument(
+        "--concurrency",
+        dest="limit_concurrency",
+        metavar="N",
+        help="at most N of the kind running across all workers",
+    )
+    k.add_argument(
+        "--rate",
+        dest="limit_rate",
+        metavar="N/s",
+        help="at most N starts per period: N/s, N/m or N/h",
+    )
+    k.add_argument(
+        "--key-concurrency",
+        dest="limit_key_concurrency",
+        metavar="M",
+        help="at most M running per concurrency key",
+    )
+    k.add_argument(
+        "--key-rate",
+        dest="limit_key_rate",
+        metavar="N/m",
+        help="at most N starts per period per concurrency key",
+    )
+    k = limits.add_parser(
+        "clear", parents=[common], help="drop the operator's limits: the code's apply again"
+    )
+    k.add_argument("kind")
+    remote_flags(p)
+    for action in limits.choices.values():
+        remote_flags(action)
+
+    for name, handler, verb in (
+        (
+            "pause",
+            flow.pause,
+            "claim no job of a queue (or --kind) until resumed; running ones finish",
+        ),
+        ("resume", flow.resume, "claim a paused queue's (or --kind's) jobs again"),
+    ):
+        p = command(name, handler, verb)
+        p.add_argument("queue", nargs="?", metavar="QUEUE")
+        p.add_argument("--kind", help=f"{name} a kind, in every queue")
+        remote_flags(p)
     command("migrate", commands.migrate, "create or upgrade the database schema")
     return parser
 

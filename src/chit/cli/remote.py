@@ -1,5 +1,6 @@
-"""`chit submit --url URL` and `chit wait --url URL`: the same commands through
-the HTTP API (`chit.Client`) instead of the database, with the same output and
+"""`chit submit --url URL`, `chit wait --url URL` and the flow control commands
+(`chit limits`, `pause`, `resume`) with `--url`: the same commands through the
+HTTP API (`chit.Client`) instead of the database, with the same output and
 exit codes (0 succeeded, 1 failed, cancelled or timed out). Errors the server
 answers are raised as the matching chit exceptions, so the CLI's error handling
 (exit 2 for bad input or an unknown job, 3 when the API or its database is
@@ -11,10 +12,11 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from chit.api.schemas import JobStatus
+from chit.api.schemas import JobStatus, LimitOut, LimitValues
 from chit.cli import output
 from chit.cli.progress import WaitDisplay
 from chit.client import Client
+from chit.limits import KindLimits, Limits, Paused
 
 
 def submit_remote(
@@ -28,6 +30,7 @@ def submit_remote(
     priority: int | None = None,
     max_attempts: int | None = None,
     run_at: datetime | None = None,
+    concurrency_key: str | None = None,
     wait: bool = False,
     timeout: float | None = None,
     as_json: bool = False,
@@ -41,6 +44,7 @@ def submit_remote(
             priority=priority,
             run_at=run_at,
             max_attempts=max_attempts,
+            concurrency_key=concurrency_key,
         )
         if not wait:
             if as_json:
@@ -80,3 +84,45 @@ def _wait(client: Client, job_id: str, timeout: float | None, as_json: bool) -> 
     return display.finished(
         status.state, status.result, status.error, status.model_dump(mode="json")
     )
+
+
+class RemoteFlow:
+    """The store's flow control calls that the CLI makes (`limits`, `pauses`,
+    `set_limits`, `clear_limits`, `pause`, `resume`), through the HTTP API: the
+    commands run unchanged on either. The server checks every value again."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def limits(self) -> list[KindLimits]:
+        return [_kind_limits(k) for k in self.client.limits().limits]
+
+    def pauses(self) -> list[Paused]:
+        return [Paused(p.queue, p.kind, p.paused_at) for p in self.client.limits().paused]
+
+    def set_limits(self, kind: str, limits: Limits) -> KindLimits:
+        return _kind_limits(self.client.set_limits(kind, **limits.as_dict()))
+
+    def clear_limits(self, kind: str) -> bool:
+        return self.client.clear_limits(kind)
+
+    def pause(self, queue: str | None = None, kind: str | None = None) -> bool:
+        return self.client.pause(queue, kind=kind)
+
+    def resume(self, queue: str | None = None, kind: str | None = None) -> bool:
+        return self.client.resume(queue, kind=kind)
+
+
+def _kind_limits(entry: LimitOut) -> KindLimits:
+    return KindLimits(
+        entry.kind,
+        declared=_limits(entry.declared),
+        override=_limits(entry.override),
+        running=entry.running,
+        waiting=entry.waiting,
+        updated_at=entry.updated_at,
+    )
+
+
+def _limits(values: LimitValues) -> Limits:
+    return Limits.checked(**values.model_dump())

@@ -3,7 +3,8 @@ script served from the package (nothing is fetched from elsewhere).
 
 Every page reads the store through the methods that keep it fast at millions
 of jobs (`count_jobs`, `finished_per_minute`, `oldest_queued`, `stale_jobs`,
-`list`, `search`, `failures`), scoped to the signed-in key's tenant. Every
+`list`, `search`, `failures`), scoped to the signed-in key's tenant; limits
+and pauses are global, and what of them a session sees is in `flow.py`. Every
 form posts a CSRF token (see `session.py`); actions answer with a redirect to
 a page that says what happened.
 """
@@ -32,7 +33,7 @@ from chit.api.auth import Principal
 from chit.api.deps import api_state, blocking, load_job, render_status
 from chit.api.deps import authenticate as authenticate_header
 from chit.api.errors import ApiProblem, to_problem
-from chit.dashboard import chart, session
+from chit.dashboard import chart, flow, session
 from chit.dashboard.session import Session
 from chit.errors import StoreError
 from chit.ids import is_job_id
@@ -45,6 +46,7 @@ from chit.jobs import (
     StateKindCount,
     last_hour_by_kind,
 )
+from chit.limits import Paused
 
 log = logging.getLogger("chit.dashboard")
 
@@ -357,6 +359,9 @@ class Overview:
     chart: chart.Chart
     oldest: Job | None
     stale: list[Job]
+    limits: list[flow.LimitRow]
+    paused_queues: list[Paused]
+    paused_kinds: set[str]
 
 
 def _overview(request: Request, tenant: str | None) -> Overview:
@@ -364,6 +369,7 @@ def _overview(request: Request, tenant: str | None) -> Overview:
     counts = store.count_jobs(tenant, COUNT_CAP)
     minutes = store.finished_per_minute(tenant)
     now = datetime.now(UTC)
+    pauses = store.pauses()
     return Overview(
         states=_totals(counts),
         kinds=_by_kind(counts),
@@ -371,6 +377,9 @@ def _overview(request: Request, tenant: str | None) -> Overview:
         chart=chart.draw(minutes, now),
         oldest=store.oldest_queued(tenant),
         stale=store.stale_jobs(tenant, STALE_SHOWN + 1),
+        limits=flow.limit_rows(store.limits(now), pauses, every_tenant=tenant is None),
+        paused_queues=[p for p in pauses if p.queue is not None],
+        paused_kinds={p.kind for p in pauses if p.kind is not None},
     )
 
 
@@ -481,6 +490,7 @@ async def job_page(request: Request, job_id: str, notice: str = "") -> Response:
     assert current is not None
     job = await _job(request, job_id, current.principal)
     attempts = await blocking(api_state(request).store.attempts, job.id)
+    held, applying = await blocking(_held_back, request, job, current.principal.tenant is None)
     return render(
         request,
         "job.html",
@@ -488,10 +498,25 @@ async def job_page(request: Request, job_id: str, notice: str = "") -> Response:
         page="jobs",
         job=job,
         attempts=attempts,
+        held=held,
+        applying=applying,
         notice=NOTICES.get(notice, ""),
         can_retry=job.state in (State.FAILED, State.CANCELLED),
         can_cancel=job.state in (State.QUEUED, State.RUNNING) and not job.cancel_requested,
     )
+
+
+def _held_back(request: Request, job: Job, every_tenant: bool) -> tuple[list[str], str]:
+    """Why a queued job waits (a pause, a full concurrency limit) and the
+    limits of its kind in words; nothing is read for a job that is not queued."""
+    if job.state is not State.QUEUED:
+        return [], ""
+    store = api_state(request).store
+    now = datetime.now(UTC)
+    limits = store.limits(now)
+    held = flow.waiting_on(job, limits, store.pauses(), now, every_tenant)
+    mine = next((k for k in limits if k.kind == job.kind), None)
+    return held, "" if mine is None else flow.applying(mine.effective)
 
 
 @router.get("/jobs/{job_id}/result", name="ui_job_result")

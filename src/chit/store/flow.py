@@ -7,8 +7,8 @@ queued jobs. What holds is read at most once a `FLOW_SECONDS`, so an operator's
 change reaches every claim within about a second. Otherwise `claim` runs, in the
 claim's transaction:
 
-1. Each queue's kinds with queued jobs, one index seek a kind (`next_kind` on
-   `chit_jobs_groups`): a paused kind, or a kind at its limit, is stepped over
+1. Each queue's kinds with queued jobs, one index seek a kind (`queued_kinds`,
+   a loose scan of `chit_jobs_groups`): a paused kind, or a kind at its limit, is stepped over
    whatever its backlog, which no claim scans.
 2. For each limited kind: what is left of its limit, counted from the jobs and
    attempts themselves (`kind_in_use`), so no counter can drift; an outcome
@@ -165,7 +165,10 @@ class FlowClaim:
         self.limits = flow.limits
         self.paused_kinds = flow.paused_kinds
         self.paused_queues = flow.paused_queues
-        self.room: dict[str, int] = {}  # starts a limited kind has left in this claim
+        # Starts a limited kind, and a limited key of a kind, have left in this
+        # claim, whatever queue or tenant their jobs come from.
+        self.room: dict[str, int] = {}
+        self.key_room: dict[tuple[str, str], int] = {}
         self.throttled = False
 
     def run(self) -> list[ClaimedJob]:
@@ -192,16 +195,12 @@ class FlowClaim:
         """Each kind with queued jobs in the queue and its first group (tenant, key),
         paused kinds left out."""
         found: dict[str, tuple[str, str]] = {}
-        kind = ""
-        while True:
-            r = self.conn.execute(self.Q["next_kind"], {"queue": queue, "kind": kind}).fetchone()
-            if r is None:
-                return found
-            kind = r["kind"]
-            if kind in self.paused_kinds:
+        for r in self.conn.execute(self.Q["queued_kinds"], {"queue": queue}).fetchall():
+            if r["kind"] in self.paused_kinds:
                 self.throttled = True
             else:
-                found[kind] = (r["tenant"], r["concurrency_key"])
+                found[r["kind"]] = (r["tenant"], r["concurrency_key"])
+        return found
 
     # 2. What each limited kind has left
 
@@ -242,21 +241,30 @@ class FlowClaim:
         # Kinds in turn too: each claim starts one kind further on.
         turn = self.store._next_turn(queue) % len(open_kinds)
         candidates: list[Candidate] = []
+        # Every kind's next group, so that priority orders kinds as before; more
+        # groups (tenants, keys) up to what a claim can take one job from each.
         groups_left = max(want, 2)
+        visited: dict[str, list[tuple[str, str]]] = {}
         for kind in open_kinds[turn:] + open_kinds[:turn]:
-            if groups_left <= 0:
-                break
-            groups = self._groups(queue, kind, kinds[kind], groups_left)
+            groups = visited[kind] = self._groups(queue, kind, kinds[kind], max(1, groups_left))
             groups_left -= len(groups)
             for tenant, key in groups:
                 candidates += self._jobs(queue, kind, tenant, key, want)
-        return self._merge(candidates, want)
+        picked = self._merge(candidates, want)
+        # The next claim starts after the last group served (or, if none was,
+        # after the last one looked at), so every group comes first in turn.
+        chosen = set(picked)
+        served = {(c.kind, c.tenant, c.key) for c in candidates if c.id in chosen}
+        for kind, groups in visited.items():
+            ended = [g for g in groups if (kind, *g) in served] or groups
+            self.store._cursors[queue, kind] = ended[-1]
+        return picked
 
     def _groups(
         self, queue: str, kind: str, first: tuple[str, str], most: int
     ) -> list[tuple[str, str]]:
         """Up to `most` groups of the kind, starting after the one the last claim
-        of this queue and kind ended on, and wrapping around."""
+        of this queue and kind ended on (`_pick` moves it on), and wrapping around."""
         cursor = self.store._cursors.get((queue, kind))
         start = first if cursor is None else (self._next_group(queue, kind, cursor) or first)
         groups = [start]
@@ -265,7 +273,6 @@ class FlowClaim:
             if following == start:
                 break
             groups.append(following)
-        self.store._cursors[queue, kind] = groups[-1]
         return groups
 
     def _next_group(self, queue: str, kind: str, after: tuple[str, str]) -> tuple[str, str] | None:
@@ -277,10 +284,11 @@ class FlowClaim:
         most = min(want, self.room.get(kind, want))
         limits = self.limits.get(kind)
         if key and limits is not None and (limits.key_concurrency or limits.key_rate):
-            left = self._left(kind, limits, "key_in_use", {"key": key})
-            if left < most:
+            if (kind, key) not in self.key_room:
+                self.key_room[kind, key] = self._left(kind, limits, "key_in_use", {"key": key})
+            if self.key_room[kind, key] < most:
                 self.throttled = True
-            most = min(most, left)
+            most = min(most, self.key_room[kind, key])
         if most <= 0:
             return []
         params: dict[str, Any] = {"queue": queue, "kind": kind, "tenant": tenant, "key": key}
@@ -307,16 +315,18 @@ class FlowClaim:
             ]
             ranked.sort(key=lambda item: item[:2])
             turns.append(deque(c for _, _, c in ranked))
-        room = dict(self.room)
+        room, key_room = self.room, self.key_room
         picked: list[str] = []
         while turns and len(picked) < want:
             for turn in list(turns):
                 while turn:
                     c = turn.popleft()
-                    if room.get(c.kind, 1) > 0:
+                    if room.get(c.kind, 1) > 0 and key_room.get((c.kind, c.key), 1) > 0:
                         picked.append(c.id)
                         if c.kind in room:
                             room[c.kind] -= 1
+                        if (c.kind, c.key) in key_room:
+                            key_room[c.kind, c.key] -= 1
                         break
                     self.throttled = True
                 if not turn:

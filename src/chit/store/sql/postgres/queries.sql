@@ -686,6 +686,24 @@ FROM chit_limits ORDER BY kind, source
 -- name: flow_pauses
 SELECT scope, name, paused_at FROM chit_pauses ORDER BY scope DESC, name
 
+-- name: queued_kinds
+-- Each kind with queued jobs in the queue, with its first group (tenant, key):
+-- a loose scan of chit_jobs_groups, one seek a kind whatever its backlog.
+WITH RECURSIVE kinds AS (
+    (SELECT kind, tenant, concurrency_key FROM chit_jobs
+     WHERE state = 'queued' AND queue = %(queue)s::text
+     ORDER BY kind, tenant, concurrency_key
+     LIMIT 1)
+    UNION ALL
+    SELECT following.* FROM kinds, LATERAL (
+        SELECT kind, tenant, concurrency_key FROM chit_jobs
+        WHERE state = 'queued' AND queue = %(queue)s::text AND kind > kinds.kind
+        ORDER BY kind, tenant, concurrency_key
+        LIMIT 1
+    ) AS following
+)
+SELECT kind, tenant, concurrency_key FROM kinds
+
 -- name: next_kind
 -- The first group (kind, tenant, key) of the first kind after :kind with queued
 -- jobs in the queue: one seek of chit_jobs_groups, whatever that kind's backlog.

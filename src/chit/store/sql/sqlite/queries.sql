@@ -524,6 +524,25 @@ FROM chit_limits ORDER BY kind, source
 -- name: flow_pauses
 SELECT scope, name, paused_at FROM chit_pauses ORDER BY scope DESC, name
 
+-- name: queued_kinds
+-- Each kind with queued jobs in the queue, with its first group (tenant, key):
+-- a loose scan of chit_jobs_groups, one seek a kind whatever its backlog.
+WITH RECURSIVE kinds(kind) AS (
+    SELECT (SELECT kind FROM chit_jobs INDEXED BY chit_jobs_groups
+            WHERE state = 'queued' AND queue = :queue ORDER BY kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.kind FROM chit_jobs AS j INDEXED BY chit_jobs_groups
+            WHERE j.state = 'queued' AND j.queue = :queue AND j.kind > kinds.kind
+            ORDER BY j.kind LIMIT 1)
+    FROM kinds WHERE kinds.kind IS NOT NULL
+)
+SELECT k.kind, g.tenant, g.concurrency_key
+FROM kinds AS k JOIN chit_jobs AS g
+  ON g.rowid = (SELECT j.rowid FROM chit_jobs AS j INDEXED BY chit_jobs_groups
+                WHERE j.state = 'queued' AND j.queue = :queue AND j.kind = k.kind
+                ORDER BY j.tenant, j.concurrency_key LIMIT 1)
+WHERE k.kind IS NOT NULL
+
 -- name: next_kind
 -- The first group (kind, tenant, key) of the first kind after :kind with queued
 -- jobs in the queue: one seek of chit_jobs_groups, whatever that kind's backlog.

@@ -1,0 +1,195 @@
+"""`chit limits`, `chit limits set|clear KIND`, `chit pause` and `chit resume`:
+flow control (DESIGN.md, "Flow control") from the command line, on the
+database, or through the HTTP API with `--url` (`chit.cli.remote.RemoteFlow`).
+Values are checked by `Limits.checked`, so a bad one gets the message
+`@queue.task` and the API give, and nothing is stored."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Protocol
+
+from chit.api.schemas import LimitOut, LimitsOut
+from chit.bounds import NAME_MAX
+from chit.cli import output
+from chit.cli.loading import Setup
+from chit.errors import InvalidRequest
+from chit.limits import KindLimits, Limits, Paused
+
+
+class Flow(Protocol):
+    """What the commands call: the store's FlowControl, or RemoteFlow."""
+
+    def limits(self) -> list[KindLimits]: ...
+    def pauses(self) -> list[Paused]: ...
+    def set_limits(self, kind: str, limits: Limits) -> KindLimits: ...
+    def clear_limits(self, kind: str) -> bool: ...
+    def pause(self, queue: str | None = None, kind: str | None = None) -> bool: ...
+    def resume(self, queue: str | None = None, kind: str | None = None) -> bool: ...
+
+
+@contextmanager
+def flow_of(args: argparse.Namespace, setup: Setup) -> Iterator[Flow]:
+    if not args.url:
+        yield setup.queue().store
+        return
+    from chit.cli.remote import RemoteFlow
+    from chit.client import Client
+
+    with Client(args.url, args.api_key or os.environ.get("CHIT_API_KEY") or None) as client:
+        yield RemoteFlow(client)
+
+
+# A whole number as typed; anything else is handed on as text for Limits.checked
+# to refuse by name (30 digits is far beyond any limit, and cheap to convert).
+_WHOLE = re.compile(r"\s*[+-]?\d{1,30}\s*")
+
+
+def limits(args: argparse.Namespace, setup: Setup) -> int:
+    if args.limits_command == "set":
+        return _set(args, setup)
+    if args.limits_command == "clear":
+        return _clear(args, setup)
+    with flow_of(args, setup) as flow:
+        kinds, pauses = flow.limits(), flow.pauses()
+    if args.json:
+        output.print_json(LimitsOut.of(kinds, pauses).model_dump(mode="json"))
+        return 0
+    if kinds:
+        print(limits_table(kinds))
+    else:
+        print(
+            "no limits: declare them with @queue.task(KIND, concurrency=N, rate='N/s') "
+            "or set them with chit limits set KIND"
+        )
+    if pauses:
+        print()
+        print(paused_lines(pauses))
+    return 0
+
+
+def _set(args: argparse.Namespace, setup: Setup) -> int:
+    kind = _name("kind", args.kind)
+    given = Limits.checked(
+        _number(args.limit_concurrency),
+        args.limit_rate,
+        _number(args.limit_key_concurrency),
+        args.limit_key_rate,
+    )
+    if not given:
+        raise InvalidRequest(
+            "say which limits to set: --concurrency N, --rate N/s|N/m|N/h, "
+            "--key-concurrency M or --key-rate N/m"
+        )
+    with flow_of(args, setup) as flow:
+        entry = flow.set_limits(kind, given)
+    if args.json:
+        output.print_json(LimitOut.of(entry).model_dump(mode="json"))
+    else:
+        print(
+            f"{kind}: {_describe(entry.effective)} (an operator's until chit limits clear "
+            f"{kind}); running {entry.running}, waiting {entry.waiting}"
+        )
+    return 0
+
+
+def _clear(args: argparse.Namespace, setup: Setup) -> int:
+    kind = _name("kind", args.kind)
+    with flow_of(args, setup) as flow:
+        cleared = flow.clear_limits(kind)
+    if args.json:
+        output.print_json({"kind": kind, "cleared": cleared})
+    elif cleared:
+        print(f"{kind}: the operator's limits are cleared; the code's apply again")
+    else:
+        print(f"{kind} had no limits set by an operator; nothing changed")
+    return 0
+
+
+def pause(args: argparse.Namespace, setup: Setup) -> int:
+    return _pausing(args, setup, pausing=True)
+
+
+def resume(args: argparse.Namespace, setup: Setup) -> int:
+    return _pausing(args, setup, pausing=False)
+
+
+def _pausing(args: argparse.Namespace, setup: Setup, *, pausing: bool) -> int:
+    verb = "pause" if pausing else "resume"
+    if (args.queue is None) == (args.kind is None):
+        raise InvalidRequest(f"{verb} what: give a QUEUE or --kind KIND (exactly one)")
+    what = "queue" if args.queue is not None else "kind"
+    name = _name(what, args.queue if args.queue is not None else args.kind)
+    with flow_of(args, setup) as flow:
+        act = flow.pause if pausing else flow.resume
+        changed = act(queue=name) if what == "queue" else act(kind=name)
+    if args.json:
+        output.print_json({what: name, "paused": pausing, "changed": changed})
+    elif pausing:
+        print(
+            f"paused {what} {name}: its jobs stay queued, running ones finish"
+            if changed
+            else f"{what} {name} was paused already"
+        )
+    else:
+        print(f"resumed {what} {name}" if changed else f"{what} {name} was not paused")
+    return 0
+
+
+def limits_table(kinds: Sequence[KindLimits]) -> str:
+    rows = [
+        (
+            k.kind,
+            k.effective.concurrency,
+            k.effective.rate,
+            k.effective.key_concurrency,
+            k.effective.key_rate,
+            k.running,
+            k.waiting,
+            "+".join(who for who, set_ in (("code", k.declared), ("operator", k.override)) if set_)
+            or None,
+        )
+        for k in kinds
+    ]
+    headers = [
+        "kind",
+        "concurrency",
+        "rate",
+        "key concurrency",
+        "key rate",
+        "running",
+        "waiting",
+        "set by",
+    ]
+    return output.table(headers, rows)
+
+
+def paused_lines(pauses: Sequence[Paused]) -> str:
+    return "\n".join(
+        f"paused: {'queue ' + p.queue if p.queue is not None else 'kind ' + str(p.kind)} "
+        f"(since {output.when(p.paused_at)})"
+        for p in pauses
+    )
+
+
+def _describe(limits: Limits) -> str:
+    said = [
+        f"{name.replace('_', ' ')} {v}" for name, v in limits.as_dict().items() if v is not None
+    ]
+    return ", ".join(said) or "no limits"
+
+
+def _number(text: str | None) -> int | str | None:
+    if text is None or not _WHOLE.fullmatch(text):
+        return text
+    return int(text)
+
+
+def _name(what: str, text: str) -> str:
+    if not 1 <= len(text) <= NAME_MAX or "\x00" in text:
+        raise InvalidRequest(f"a {what} name is 1 to {NAME_MAX} characters, not {text[:50]!r}")
+    return text
