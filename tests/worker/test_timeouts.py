@@ -34,23 +34,28 @@ def timeouts_queue(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[c
 
 
 @pytest.fixture
-def running() -> Iterator[list[Worker]]:
-    """Workers run on threads of their own; each is stopped at teardown."""
-    workers: list[Worker] = []
+def running() -> Iterator[list[tuple[Worker, threading.Thread]]]:
+    """Workers run on threads of their own; at teardown each is stopped and
+    waited for, before its queue's store is closed under it."""
+    workers: list[tuple[Worker, threading.Thread]] = []
     yield workers
-    for worker in workers:
+    for worker, _ in workers:
         worker.stop()
+    for _, thread in workers:
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "a worker did not stop"
 
 
-def start(workers: list[Worker], worker: Worker) -> Worker:
-    threading.Thread(target=worker.run, kwargs={"install_signals": False}, daemon=True).start()
-    workers.append(worker)
+def start(workers: list[tuple[Worker, threading.Thread]], worker: Worker) -> Worker:
+    thread = threading.Thread(target=worker.run, kwargs={"install_signals": False}, daemon=True)
+    thread.start()
+    workers.append((worker, thread))
     return worker
 
 
 @pytest.mark.timeout(60)
 def test_a_thread_past_its_deadline_sees_cancelled_keeps_its_slot_and_its_result_is_dropped(
-    timeouts_queue: chit.Queue, running: list[Worker]
+    timeouts_queue: chit.Queue, running: list[tuple[Worker, threading.Thread]]
 ) -> None:
     q = timeouts_queue
     reasons: list[str | None] = []
@@ -87,7 +92,7 @@ def test_a_thread_past_its_deadline_sees_cancelled_keeps_its_slot_and_its_result
 
 @pytest.mark.timeout(60)
 def test_a_timed_out_attempt_is_retried_like_any_error(
-    timeouts_queue: chit.Queue, running: list[Worker]
+    timeouts_queue: chit.Queue, running: list[tuple[Worker, threading.Thread]]
 ) -> None:
     q = timeouts_queue
 
@@ -107,7 +112,7 @@ def test_a_timed_out_attempt_is_retried_like_any_error(
 
 
 def test_an_async_handler_is_cancelled_at_its_deadline(
-    timeouts_queue: chit.Queue, running: list[Worker]
+    timeouts_queue: chit.Queue, running: list[tuple[Worker, threading.Thread]]
 ) -> None:
     q = timeouts_queue
     cleaned_up = threading.Event()
