@@ -30,7 +30,7 @@
 j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts,
 j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,
 j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,
-j.error, j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key,
+j.error, j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
 j.state = 'running' AND j.lease_expires_at < now() AS stale
 
 -- name: replay_reset
@@ -69,18 +69,18 @@ INSERT INTO chit_schema_migrations (version, name) VALUES (%(version)s, %(name)s
 -- idempotency key in one batch, the first one is inserted.
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
-    max_attempts, run_at, created_at, updated_at, concurrency_key
+    max_attempts, run_at, created_at, updated_at, concurrency_key, timeout
 )
 SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key,
        j.request_hash, j.max_attempts,
        coalesce(j.run_at, coalesce(%(now)s::timestamptz, now())),
        coalesce(%(now)s::timestamptz, now()),
        coalesce(%(now)s::timestamptz, now()),
-       j.concurrency_key
+       j.concurrency_key, j.timeout
 FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(
     n integer, id text, kind text, queue text, priority integer, payload jsonb, tenant text,
     idempotency_key text, request_hash text, max_attempts integer, run_at timestamptz,
-    concurrency_key text
+    concurrency_key text, timeout double precision
 )
 ORDER BY j.n
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -98,13 +98,15 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now
 -- a 2-core test machine, most of it updating this table's indexes).
 COPY chit_jobs (
     id, kind, queue, priority, payload, tenant, max_attempts, run_at, created_at, updated_at,
-    concurrency_key
+    concurrency_key, timeout
 ) FROM STDIN (FORMAT BINARY)
 
 -- name: find_by_idempotency_key
+-- The jobs holding the keys of the batch `enqueue` did not insert.
 SELECT tenant, idempotency_key, id, request_hash FROM chit_jobs
 WHERE (tenant, idempotency_key) IN (
-    SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[])
+    SELECT tenant, idempotency_key
+    FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(tenant text, idempotency_key text)
 )
 
 -- name: claim
@@ -130,7 +132,7 @@ WITH due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key
+              j.concurrency_key, j.timeout
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -154,7 +156,7 @@ SELECT * FROM claimed ORDER BY priority, run_at, id
 -- name: heartbeat
 WITH b AS (
     SELECT * FROM jsonb_to_recordset(%(beats)s::jsonb)
-        AS b(id text, token text, p boolean, done bigint, total bigint)
+        AS b(id text, token text, has_progress boolean, done bigint, total bigint)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN b ON j.id = b.id AND j.lease_token = b.token
     WHERE j.id = ANY(ARRAY(SELECT b.id FROM b))
@@ -164,8 +166,8 @@ WITH b AS (
 UPDATE chit_jobs AS j
 SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     updated_at = coalesce(%(now)s::timestamptz, now()),
-    progress_done = CASE WHEN b.p THEN b.done ELSE j.progress_done END,
-    progress_total = CASE WHEN b.p THEN b.total ELSE j.progress_total END
+    progress_done = CASE WHEN b.has_progress THEN b.done ELSE j.progress_done END,
+    progress_total = CASE WHEN b.has_progress THEN b.total ELSE j.progress_total END
 FROM locked, b
 WHERE j.id = locked.id AND j.id = b.id AND j.lease_token = b.token
 RETURNING j.id, j.cancel_requested
@@ -377,7 +379,7 @@ due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key
+              j.concurrency_key, j.timeout
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -454,7 +456,7 @@ ORDER BY id DESC
 LIMIT %(limit)s
 
 -- name: get_result
-SELECT j.result_external, j.result, r.result AS external_result
+SELECT CASE WHEN j.result_external THEN r.result ELSE j.result END AS result
 FROM chit_jobs AS j LEFT JOIN chit_results AS r ON r.job_id = j.id
 WHERE j.id = %(id)s::text AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
 
@@ -471,19 +473,19 @@ SET state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
     updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND state IN ('queued', 'running')
-RETURNING state
+RETURNING CASE state WHEN 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result
 
 -- name: job_state
 SELECT state FROM chit_jobs
 WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
 
 -- name: failures
-SELECT kind, split_part(error, E'\n', 1) AS first_line, count(*) AS n,
+SELECT kind, split_part(error, E'\n', 1) AS first_line, count(*) AS count,
        min(finished_at) AS first_seen, max(finished_at) AS last_seen, max(id) AS latest_id
 FROM chit_jobs
 WHERE state = 'failed' AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
 GROUP BY kind, first_line
-ORDER BY n DESC, max(finished_at) DESC
+ORDER BY count DESC, max(finished_at) DESC
 
 -- name: stats_by_state_kind
 SELECT state, kind, count(*) AS n FROM chit_jobs
@@ -782,7 +784,8 @@ FROM (SELECT k FROM unnest(%(kinds)s::text[]) AS k ORDER BY k) AS sorted
 
 -- name: kind_in_use
 -- A kind's running jobs (a lease not yet expired: a killed worker's free
--- themselves at expiry) and its attempts started within the rate window.
+-- themselves at expiry), its attempts started within the rate window, and in
+-- how many seconds the oldest of those leaves it (NULL without a window).
 SELECT (SELECT count(*) FROM chit_jobs
         WHERE state = 'running' AND kind = %(kind)s::text
           AND lease_expires_at > coalesce(%(now)s::timestamptz, now())) AS running,
@@ -790,7 +793,12 @@ SELECT (SELECT count(*) FROM chit_jobs
        (SELECT count(*) FROM chit_attempts
         WHERE kind = %(kind)s::text
           AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval)
-       END AS started
+       END AS started,
+       extract(epoch FROM (
+           SELECT min(started_at) FROM chit_attempts
+           WHERE kind = %(kind)s::text
+             AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval
+       ) - (coalesce(%(now)s::timestamptz, now()) + %(window)s::interval))::float8 AS frees_in
 
 -- name: key_in_use
 -- The same for one concurrency key of a kind.
@@ -803,7 +811,13 @@ SELECT (SELECT count(*) FROM chit_jobs
         WHERE kind = %(kind)s::text AND concurrency_key = %(key)s::text
           AND concurrency_key <> ''
           AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval)
-       END AS started
+       END AS started,
+       extract(epoch FROM (
+           SELECT min(started_at) FROM chit_attempts
+           WHERE kind = %(kind)s::text AND concurrency_key = %(key)s::text
+          AND concurrency_key <> ''
+             AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval
+       ) - (coalesce(%(now)s::timestamptz, now()) + %(window)s::interval))::float8 AS frees_in
 
 -- name: claim_ids
 -- The jobs a flow claim chose, if still queued and not being claimed by another.
@@ -825,7 +839,7 @@ WITH due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key
+              j.concurrency_key, j.timeout
 ), stray AS (
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',
