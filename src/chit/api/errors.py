@@ -83,11 +83,19 @@ def to_problem(exc: Exception) -> ApiProblem | None:
             return ApiProblem(404, "job_not_found", str(exc))
         case InvalidTransition():
             return ApiProblem(409, "invalid_transition", str(exc))
+        case StoreError() if not exc.transient:
+            # The request held what the database cannot store: a retry never helps.
+            log.warning("the database refused a value: %s", exc)
+            return ApiProblem(
+                422, "invalid_request", "the request holds a value the job database cannot store"
+            )
         case StoreError():
+            # The store's message names the server: it goes to the log, not the client.
+            log.warning("the database is unavailable: %s", exc)
             return ApiProblem(
                 503,
                 "store_unavailable",
-                f"the job database cannot be used right now ({exc}); try again shortly",
+                "the job database is unavailable right now; try again shortly",
                 headers={"Retry-After": str(STORE_RETRY_AFTER)},
             )
         case ChitError():

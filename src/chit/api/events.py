@@ -233,7 +233,9 @@ def response(
                 current = await anyio.to_thread.run_sync(store.get, job.id, tenant) or job
             except StoreError as e:
                 # The answer has started: say so as an event; the client reconnects.
-                message = f"the job database cannot be used right now ({e}); reconnect shortly"
+                # The store's message names the server: the log's, not the client's.
+                log.warning("event stream of %s: %s", job.id, e)
+                message = "the job database is unavailable right now; reconnect shortly"
                 yield sse("error", json.dumps({"message": message}))
                 return
             send_first = watch.seen != version(current)

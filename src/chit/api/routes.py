@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPBearer
+from pydantic import AfterValidator
 from starlette.convertors import Convertor, register_url_convertor
 
 from chit import bounds
@@ -48,6 +49,7 @@ from chit.api.schemas import (
     StatsOut,
     SubmitJob,
     Submitted,
+    no_nul,
 )
 from chit.errors import InvalidTransition, JobNotFound
 from chit.ids import is_job_id
@@ -222,8 +224,8 @@ async def list_jobs(
     request: Request,
     principal: Reader,
     state: State | None = None,
-    kind: Annotated[str | None, Query(max_length=bounds.NAME_MAX)] = None,
-    queue: Annotated[str | None, Query(max_length=bounds.NAME_MAX)] = None,
+    kind: Annotated[str | None, Query(max_length=bounds.NAME_MAX), AfterValidator(no_nul)] = None,
+    queue: Annotated[str | None, Query(max_length=bounds.NAME_MAX), AfterValidator(no_nul)] = None,
     since: Annotated[Moment | None, Query(description="created at or after")] = None,
     limit: Annotated[int, Query(ge=1, le=bounds.API_PAGE_MAX)] = bounds.PAGE_SIZE,
     cursor: Annotated[

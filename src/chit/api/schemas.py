@@ -42,8 +42,15 @@ def _printable(value: str) -> str:
     return value
 
 
+def no_nul(value: Any) -> Any:
+    """PostgreSQL's text cannot hold NUL and SQLite would: refuse it on both."""
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError("text cannot hold a NUL character (\\u0000)")
+    return value
+
+
 Moment = Annotated[AwareDatetime, BeforeValidator(_written_out), AfterValidator(_in_range)]
-Name = Annotated[str, Field(min_length=1, max_length=bounds.NAME_MAX)]
+Name = Annotated[str, Field(min_length=1, max_length=bounds.NAME_MAX), AfterValidator(no_nul)]
 ConcurrencyKey = Annotated[
     str,
     Field(
@@ -150,7 +157,9 @@ class ReplayRequest(BaseModel):
 
     ids: list[str] | None = Field(default=None, max_length=bounds.REPLAY_IDS_MAX)
     kind: Name | None = None
-    error_prefix: str | None = Field(default=None, min_length=1, max_length=bounds.ERROR_PREFIX_MAX)
+    error_prefix: Annotated[str, AfterValidator(no_nul)] | None = Field(
+        default=None, min_length=1, max_length=bounds.ERROR_PREFIX_MAX
+    )
     since: Moment | None = Field(default=None, description="failed at or after this time")
 
 
