@@ -188,7 +188,7 @@ async def get_job(
 ) -> Response:
     """`Retry-After` says when to poll again while the job is not finished."""
     job = await load_job(request, job_id, principal)
-    body = render_status(request, job).encode()
+    body = render_status(request, job, _traceback(principal)).encode()
     etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if not job.state.terminal:
@@ -243,7 +243,8 @@ async def list_jobs(
     where = JobFilter(state=state, kind=kind, queue=queue, since=since, tenant=principal.tenant)
     page = await blocking(api_state(request).store.list, where, limit, cursor)
     answer = JobList(
-        jobs=[job_status(request, job) for job in page.jobs], next_cursor=page.next_cursor
+        jobs=[job_status(request, job, _traceback(principal)) for job in page.jobs],
+        next_cursor=page.next_cursor,
     )
     return Response(answer.model_dump_json(), media_type="application/json")
 
@@ -288,7 +289,7 @@ async def job_events(
         job,
         principal.tenant,
         last_event_id,
-        lambda j: render_status(request, j),
+        lambda j: render_status(request, j, _traceback(principal)),
     )
 
 
@@ -563,7 +564,13 @@ async def _answer(
     request: Request, job_id: str, principal: Principal, status: int = 200
 ) -> Response:
     job = await load_job(request, job_id, principal)
-    return Response(render_status(request, job), status_code=status, media_type="application/json")
+    body = render_status(request, job, _traceback(principal))
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def _traceback(principal: Principal) -> bool:
+    # A traceback shows the server's paths and code: for admin keys only.
+    return principal.allows("admin")
 
 
 def _path(request: Request, route: str, job_id: str) -> str:

@@ -110,7 +110,17 @@ class JobStatus(BaseModel):
     result_url: str | None = Field(
         default=None, description="set when the result is too large to inline"
     )
-    error: str | None = None
+    error: str | None = Field(
+        default=None,
+        description="why a failed job failed: its first line ('Type: message'); "
+        "the traceback too for admin keys",
+    )
+    error_type: str | None = Field(default=None, description="the exception's type, of `error`")
+    last_error: str | None = Field(
+        default=None,
+        description="an earlier attempt's error, while the job is not failed (queued for a "
+        "retry, running again, or succeeded after it); shown as `error` is",
+    )
     stale: bool = Field(description="running, but the lease expired: the worker may be gone")
     cancel_requested: bool
     run_at: datetime
@@ -120,7 +130,11 @@ class JobStatus(BaseModel):
     finished_at: datetime | None = None
 
     @classmethod
-    def of(cls, job: Job, result_url: str) -> JobStatus:
+    def of(cls, job: Job, result_url: str, traceback: bool = False) -> JobStatus:
+        """`traceback`: the error whole, with the server's paths (admin keys,
+        the dashboard); otherwise its first line only."""
+        error = job.error if traceback or job.error is None else headline(job.error)
+        failed = job.state in (State.FAILED, State.CANCELLED)
         return cls(
             id=job.id,
             kind=job.kind,
@@ -133,7 +147,9 @@ class JobStatus(BaseModel):
             progress=ProgressOut(done=job.progress.done, total=job.progress.total),
             result=None if job.result_external else job.result,
             result_url=result_url if job.result_external else None,
-            error=job.error,
+            error=error if failed else None,
+            error_type=error_type(job.error) if failed else None,
+            last_error=None if failed else error,
             stale=job.stale,
             cancel_requested=job.cancel_requested,
             run_at=job.run_at,
@@ -142,6 +158,18 @@ class JobStatus(BaseModel):
             started_at=job.started_at,
             finished_at=job.finished_at,
         )
+
+
+def headline(error: str) -> str:
+    """The first line of a stored error: 'Type: message' (worker/execute.py)."""
+    return error.split("\n", 1)[0]
+
+
+def error_type(error: str | None) -> str | None:
+    if not error:
+        return None
+    name = headline(error).split(":", 1)[0].strip()
+    return name if name.replace(".", "").replace("_", "").isalnum() else None
 
 
 class JobList(BaseModel):

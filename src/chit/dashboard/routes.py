@@ -547,7 +547,7 @@ async def job_events(request: Request, job_id: str) -> Response:
         job,
         current.principal.tenant,
         request.headers.get("last-event-id"),
-        lambda j: render_status(request, j),
+        lambda j: render_status(request, j, traceback=True),  # operators see it whole
     )
 
 
