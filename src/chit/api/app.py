@@ -23,7 +23,8 @@ from chit.api.auth import KEY_CACHE_SECONDS, Authenticator, parse_env_keys
 from chit.api.deps import ApiState
 from chit.api.errors import answer_exception
 from chit.api.events import POLL_INTERVAL, EventHub
-from chit.dashboard import routes as dashboard
+from chit.api.framing import RefuseAmbiguousLength
+from chit.dashboard import routes as dashboard_routes
 from chit.queue import Queue
 from chit.settings import Settings
 
@@ -96,18 +97,21 @@ def create_app(queue: Queue, *, dashboard: bool = True, **options: Any) -> FastA
         lifespan=lifespan(queue, **options),
     )
     app.include_router(routes.router)
+    app.state.routers = [("", routes.router)]  # for 405's Allow (errors.allowed_methods)
     if dashboard:
         _include_dashboard(app)
+        app.state.routers.append((DASHBOARD_PREFIX, dashboard_routes.router))
     # Routing's own 404/405 and anything unexpected answer JSON like the routes do.
     app.add_exception_handler(HTTPException, answer_exception)
     app.add_exception_handler(RequestValidationError, answer_exception)
     app.add_exception_handler(Exception, answer_exception)
+    app.add_middleware(RefuseAmbiguousLength)
     app.openapi = lambda: _openapi_with_tasks(app, queue)  # type: ignore[method-assign]
     return app
 
 
 def _include_dashboard(target: FastAPI | APIRouter) -> None:
-    target.include_router(dashboard.router, prefix=DASHBOARD_PREFIX)
+    target.include_router(dashboard_routes.router, prefix=DASHBOARD_PREFIX)
 
 
 def _openapi_with_tasks(app: FastAPI, queue: Queue) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from chit.errors import (
     StoreError,
     UnknownKind,
 )
+from chit.ids import is_job_id
 from chit.limits import LimitError
 
 log = logging.getLogger("chit.api")
@@ -140,14 +141,37 @@ def answer_exception(request: Request, exc: Exception) -> Response:
 def _routing_error(request: Request, exc: HTTPException) -> ApiProblem:
     where = f"{request.method} {request.url.path[:200]}"
     if exc.status_code == 405:
-        allowed = (exc.headers or {}).get("Allow", "")
+        allowed = allowed_methods(request)
         return ApiProblem(
             405,
             "method_not_allowed",
             f"{where}: method not allowed here; allowed: {allowed or 'none'}",
-            headers=exc.headers,
+            headers={"Allow": allowed},
         )
     return ApiProblem(404, "not_found", f"{where}: no such route; the routes are listed at /docs")
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route takes at this path. Starlette's 405 names only
+    the first route whose path matched (`PUT /jobs` said `Allow: POST`); a
+    `{job_id}` that is not a job id does not count (`/jobs/replay`). The app
+    lists its routers as `app.state.routers`: (prefix, router) pairs."""
+    path = request.scope["path"]
+    methods: set[str] = set()
+    for prefix, router in getattr(request.app.state, "routers", ()):
+        if not path.startswith(prefix):
+            continue
+        for route in router.routes:
+            if not isinstance(route, APIRoute):
+                continue
+            found = route.path_regex.match(path.removeprefix(prefix))
+            if found is None:
+                continue
+            job_id = found.groupdict().get("job_id")
+            if job_id is not None and not is_job_id(job_id):
+                continue
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
 
 
 class ChitRoute(APIRoute):

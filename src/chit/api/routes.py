@@ -187,6 +187,34 @@ async def get_job(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """`Retry-After` says when to poll again while the job is not finished."""
+    return await _status(request, job_id, principal, if_none_match)
+
+
+@router.head(
+    "/jobs/{job_id}",
+    summary="A job's status headers, no body: a probe (404 once gone)",
+    responses={
+        200: {"description": "the job exists; the headers are GET's"},
+        304: {"description": "unchanged since the ETag sent"},
+        **documented(404),
+    },
+)
+async def probe_job(
+    request: Request,
+    job_id: str,
+    principal: Reader,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    return await _status(request, job_id, principal, if_none_match, head=True)
+
+
+async def _status(
+    request: Request,
+    job_id: str,
+    principal: Principal,
+    if_none_match: str | None,
+    head: bool = False,
+) -> Response:
     job = await load_job(request, job_id, principal)
     body = render_status(request, job, _traceback(principal)).encode()
     etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
@@ -195,6 +223,9 @@ async def get_job(
         headers["Retry-After"] = str(retry_after(job, datetime.now(UTC)))
     if if_none_match is not None and _etag_matches(if_none_match, etag):
         return Response(status_code=304, headers=headers)
+    if head:  # GET's headers, its length included, without the body
+        headers["Content-Length"] = str(len(body))
+        return Response(media_type="application/json", headers=headers)
     return Response(body, media_type="application/json", headers=headers)
 
 
