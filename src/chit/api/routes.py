@@ -29,7 +29,7 @@ from chit.api.deps import (
     load_job,
     render_status,
 )
-from chit.api.errors import ApiProblem, ChitRoute, documented
+from chit.api.errors import STORE_RETRY_AFTER, ApiProblem, ChitRoute, documented
 from chit.api.schemas import (
     Cleared,
     FailureGroupOut,
@@ -65,6 +65,8 @@ from chit.queue import JobRequest
 
 # How soon to poll again a job that is running (or due and waiting for a worker).
 RUNNING_RETRY_AFTER = 1
+# Seconds /readyz waits for the database's write lock before saying not ready.
+WRITABLE_WITHIN = 1.0
 
 router = APIRouter(route_class=ChitRoute)
 _bearer = HTTPBearer(
@@ -572,11 +574,20 @@ async def healthz() -> Health:
 @router.get(
     "/readyz",
     response_model=Ready,
-    summary="Readiness: the database answers",
+    summary="Readiness: the database answers and takes writes",
     responses=documented(),
 )
 async def readyz(request: Request) -> Ready:
-    version = await blocking(api_state(request).store.schema_version)
+    store = api_state(request).store
+    version = await blocking(store.schema_version)
+    if not await blocking(store.writable, WRITABLE_WITHIN):
+        raise ApiProblem(
+            503,
+            "writes_blocked",
+            "the job database answers reads, but another process holds its write lock: "
+            "writes would wait and fail; try again shortly",
+            headers={"Retry-After": str(STORE_RETRY_AFTER)},
+        )
     return Ready(status="ready", schema_version=version)
 
 
