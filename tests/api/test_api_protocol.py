@@ -7,40 +7,18 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from chit.cli.http_protocol import HEAD_TIMEOUT
-from chit.store.sqlite import SQLiteStore
-from support.processes import Procs, child_env, free_port
-from support.stack import SERVER
-from support.waiting import wait_until
+from support.stack import lone_server
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tmp: Path = tmp_path_factory.mktemp("protocol")
-    database = tmp / "chit.db"
-    SQLiteStore(database).close()
-    procs = Procs(tmp, child_env(CHIT_DATABASE_URL=f"sqlite:///{database}"))
-    port = free_port()
-    proc = procs.start(["-c", SERVER.format(module="support.api_app", port=port)], "server")
-    url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert proc.alive(), proc.stderr()
-        try:
-            return httpx.get(f"{url}/readyz").status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_until(ready, 20, what="the server to answer")
+    with lone_server(tmp_path_factory.mktemp("protocol")) as url:
         yield url
-    finally:
-        procs.cleanup()
 
 
 def raw(url: str, request: bytes) -> bytes:

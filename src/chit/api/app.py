@@ -114,12 +114,25 @@ def _include_dashboard(target: FastAPI | APIRouter) -> None:
     target.include_router(dashboard_routes.router, prefix=DASHBOARD_PREFIX)
 
 
+def _errors_as_json(schema: dict[str, Any]) -> None:
+    """Errors are JSON on every route. FastAPI documents them in the route's
+    own media type: text/plain for /metrics, which generated clients then
+    read as text (schemathesis: "content type not documented")."""
+    for item in schema["paths"].values():
+        for operation in item.values():
+            for status, response in operation.get("responses", {}).items():
+                content = response.get("content")
+                if status[0] in "45" and content and "application/json" not in content:
+                    response["content"] = {"application/json": next(iter(content.values()))}
+
+
 def _openapi_with_tasks(app: FastAPI, queue: Queue) -> dict[str, Any]:
     """The OpenAPI schema, with `POST /jobs` spelled out per registered task: its
     kind and the payload its model accepts. Built once, on first request."""
     if app.openapi_schema is not None:
         return app.openapi_schema
     schema = FastAPI.openapi(app)
+    _errors_as_json(schema)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
     variants = []

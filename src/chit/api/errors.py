@@ -1,4 +1,5 @@
-"""Every error the API answers is JSON: `{"error": code, "message": ..., "details": ...}`.
+"""Every error the API answers is JSON: `{"error": code, "message": ..., "details": {...}}`,
+`details` always an object (`{}` when there is nothing more to say).
 
 chit's exceptions map to statuses here, in one table. `ChitRoute` applies the
 mapping inside each route, so the routes answer the same way when an
@@ -54,12 +55,12 @@ class ApiProblem(Exception):
         self.status = status
         self.code = code
         self.message = message
-        self.details = details
+        self.details = details or {}
         self.headers = dict(headers or {})
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
-    return {"error": code, "message": message, "details": details}
+    return {"error": code, "message": message, "details": details or {}}
 
 
 def to_problem(exc: Exception) -> ApiProblem | None:
@@ -70,7 +71,7 @@ def to_problem(exc: Exception) -> ApiProblem | None:
         case UnknownKind():
             return ApiProblem(422, "unknown_kind", str(exc), {"known_kinds": exc.known})
         case InvalidPayload():
-            return ApiProblem(422, "invalid_payload", str(exc), exc.errors)
+            return ApiProblem(422, "invalid_payload", str(exc), {"errors": exc.errors})
         case PayloadTooLarge():
             return ApiProblem(413, "payload_too_large", str(exc))
         case InvalidRequest():
@@ -116,7 +117,7 @@ def _invalid(errors: Sequence[Any]) -> ApiProblem:
         for e in errors
     ]
     fields = "; ".join(f"{'.'.join(d['loc']) or 'body'}: {d['msg']}" for d in details)
-    return ApiProblem(422, "invalid_request", f"invalid request: {fields}", details)
+    return ApiProblem(422, "invalid_request", f"invalid request: {fields}", {"errors": details})
 
 
 def error_response(exc: ApiProblem) -> JSONResponse:

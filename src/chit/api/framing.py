@@ -30,7 +30,7 @@ async def _refuse(send: Send) -> None:
         {
             "error": "bad_request",
             "message": "send Content-Length or Transfer-Encoding, not both",
-            "details": None,
+            "details": {},
         }
     ).encode()
     await send(

@@ -68,7 +68,9 @@ RUNNING_RETRY_AFTER = 1
 # Seconds /readyz waits for the database's write lock before saying not ready.
 WRITABLE_WITHIN = 1.0
 
-router = APIRouter(route_class=ChitRoute)
+# Operation ids are the routes' names (`submit_job`, `get_job`): what generated
+# clients call their methods, rather than FastAPI's `submit_job_jobs_post`.
+router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
 _bearer = HTTPBearer(
     auto_error=False,
     description="An API key from CHIT_API_KEYS or `chit keys create`",
@@ -201,7 +203,7 @@ async def get_job(
         **documented(404),
     },
 )
-async def probe_job(
+async def head_job(
     request: Request,
     job_id: str,
     principal: Reader,
@@ -282,15 +284,13 @@ async def list_jobs(
     return Response(answer.model_dump_json(), media_type="application/json")
 
 
-# One Server-Sent Event; `data` is a job status as JSON (for `gone`, a message).
-_SSE_EVENT = {
-    "type": "object",
-    "properties": {
-        "event": {"enum": ["state", "progress", "gone", "error"]},
-        "id": {"type": "string"},
-        "data": {"type": "string", "contentMediaType": "application/json"},
-    },
-    "required": ["event", "data"],
+# The stream is text: blocks of `id:`, `event:` (state, progress, gone, error)
+# and `data:` (a job status as JSON). Described as a string, which generated
+# clients read as text; an object schema had them parse the stream as JSON.
+_SSE_STREAM = {
+    "type": "string",
+    "description": "Server-Sent Events: `event: state|progress|gone|error`, `id:`, "
+    "`data:` a job status as JSON (for gone and error, a message)",
 }
 
 
@@ -300,7 +300,7 @@ _SSE_EVENT = {
     response_class=StreamingResponse,
     responses={
         200: {
-            "content": {"text/event-stream": {"schema": _SSE_EVENT}},
+            "content": {"text/event-stream": {"schema": _SSE_STREAM}},
             "description": "events `state` and `progress`, data a job status; ends after "
             "the terminal state",
         },
@@ -308,7 +308,7 @@ _SSE_EVENT = {
         **documented(404),
     },
 )
-async def job_events(
+async def stream_job_events(
     request: Request,
     job_id: str,
     principal: Reader,
@@ -426,7 +426,7 @@ async def replay_jobs(request: Request, principal: Admin) -> Replayed:
     summary="Failed jobs grouped by kind and first line of the error",
     responses=documented(),
 )
-async def failures(request: Request, principal: Admin) -> Failures:
+async def list_failures(request: Request, principal: Admin) -> Failures:
     groups = await blocking(api_state(request).store.failures, principal.tenant)
     return Failures(groups=[FailureGroupOut.of(g) for g in groups])
 
@@ -437,7 +437,7 @@ async def failures(request: Request, principal: Admin) -> Failures:
     summary="Counts by state and kind, failure rate",
     responses=documented(),
 )
-async def stats(request: Request, principal: Admin) -> StatsOut:
+async def get_stats(request: Request, principal: Admin) -> StatsOut:
     store = api_state(request).store
     minutes = await blocking(store.finished_per_minute, principal.tenant)
     counts = await blocking(store.stats, principal.tenant)
@@ -456,7 +456,7 @@ async def stats(request: Request, principal: Admin) -> StatsOut:
         **documented(),
     },
 )
-async def prometheus_metrics(request: Request, principal: Admin) -> Response:
+async def get_metrics(request: Request, principal: Admin) -> Response:
     state = api_state(request)
     text = await blocking(metrics.render, state.store, principal.tenant, state.hub.listeners)
     return Response(text, media_type=metrics.CONTENT_TYPE)
@@ -567,7 +567,7 @@ async def resume_kind(request: Request, kind: KindPath, principal: Operator) -> 
 
 
 @router.get("/healthz", response_model=Health, summary="Liveness: the process answers")
-async def healthz() -> Health:
+async def get_health() -> Health:
     return Health(status="ok")
 
 
@@ -577,7 +577,7 @@ async def healthz() -> Health:
     summary="Readiness: the database answers and takes writes",
     responses=documented(),
 )
-async def readyz(request: Request) -> Ready:
+async def get_readiness(request: Request) -> Ready:
     store = api_state(request).store
     version = await blocking(store.schema_version)
     if not await blocking(store.writable, WRITABLE_WITHIN):

@@ -393,8 +393,9 @@ class Ready(BaseModel):
 
 class ErrorOut(BaseModel):
     """Every error the API answers: a stable `error` code for programs and a
-    `message` for people; `details` carries field errors or known kinds."""
+    `message` for people; `details` is always an object: `errors` (a list of
+    `loc`, `msg`, `type`) for invalid fields, `known_kinds`, `job_id`, or empty."""
 
     error: str
     message: str
-    details: Any = None
+    details: dict[str, Any] = Field(default_factory=dict)

@@ -56,7 +56,7 @@ class ChitH11Protocol(H11Protocol):
             self._refuse(400, "the request is not valid HTTP/1.1")
 
     def _refuse(self, status: int, message: str) -> None:
-        body = json.dumps({"error": f"http_{status}", "message": message, "details": None})
+        body = json.dumps({"error": f"http_{status}", "message": message, "details": {}})
         data = body.encode()
         head = (
             f"HTTP/1.1 {status} {_REASONS.get(status, 'Bad Request')}\r\n"
