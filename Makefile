@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev up test test-fast test-deps lint bench clean
+.PHONY: install install-dev up test test-fast test-deps test-django6 lint bench clean
 
 # chit itself: what `make up` and `make bench` need.
 install: $(STAMP)
@@ -30,6 +30,7 @@ up: install
 # down and installs what is missing from Debian's packages (scripts/test-deps.sh).
 test: install-dev lint test-deps
 	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(MAKE) test-django6
 
 # The inner loop: every test not marked slow (no worker processes, no browser,
 # no private PostgreSQL servers, the in-process API and dashboard tests on SQLite
@@ -39,6 +40,22 @@ test-fast: install-dev test-deps
 
 test-deps:
 	@scripts/test-deps.sh
+
+# Django 6 (django.tasks) needs Python 3.12; .venv runs 3.11, where the suite
+# tests chit.contrib.django on Django 5.2 with the django-tasks backport. This
+# runs tests/django again on Django 6, in a venv of its own (20 seconds).
+PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))
+DJANGO6 := .venv-django6
+
+$(DJANGO6)/.installed: pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "test-django6: no python3.12 found (set PYTHON312)"; exit 1; }
+	$(PYTHON312) -m venv $(DJANGO6)
+	$(DJANGO6)/bin/pip install --quiet --upgrade pip
+	$(DJANGO6)/bin/pip install --quiet -e '.[dev]'
+	touch $@
+
+test-django6: $(DJANGO6)/.installed test-deps
+	$(DJANGO6)/bin/pytest -q tests/django
 
 lint: install-dev
 	$(BIN)/ruff check src tests examples bench
@@ -60,4 +77,4 @@ bench: install $(PEERS_STAMP)
 	$(PEERS)/bin/python bench/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) chit.db chit.db-wal chit.db-shm
+	rm -rf $(VENV) $(DJANGO6) chit.db chit.db-wal chit.db-shm

@@ -14,6 +14,14 @@ Workloads:
             just before the enqueue call to the handler's first line
   growth    --finished F done jobs and N queued jobs seeded by bulk SQL (then
             ANALYZE with --analyze), one worker; jobs/s over the first --measure jobs
+  rate      process, with the kind limited by --kind-rate N/period: the attempts'
+            start times from the store -> the rate held (N over the mean time from
+            a start to the N-th after it, after the first N) and the most starts
+            in any window of the period
+
+--kind-concurrency N and --kind-rate N/s limit the no-op kind (a task's
+`concurrency` and `rate`, PgQueuer's `concurrency_limit`); a process run then
+also gives the most handler runs that overlapped.
 """
 
 from __future__ import annotations
@@ -155,6 +163,39 @@ def throughput(records: list[Record], n: int) -> dict[str, Any]:
     return {"jobs_per_s": len(ends) / span, "seconds": span}
 
 
+def most_overlapping(records: list[Record]) -> int:
+    """The most handler runs in progress at one moment (an end before a start at
+    the same instant)."""
+    events = sorted([(r.started_at, 1) for r in records] + [(r.ended_at, -1) for r in records])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def worst_window(starts: list[float], seconds: float) -> int:
+    """The most of the sorted `starts` in any half-open window [t, t + seconds)."""
+    most = first = 0
+    for last, t in enumerate(starts):
+        while starts[first] <= t - seconds:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+def steady_rate(starts: list[float], limit: int, seconds: float) -> tuple[float, float]:
+    """The rate held, in starts per `seconds`: `limit` over the mean time from a
+    start to the `limit`-th start after it (exactly `seconds` while the limit is
+    reached; a window limit never lets it be less), over the starts after the
+    first `limit` (the workers' start-up); and how many seconds that covers.
+    Bursts and gaps between them count as they fall, wherever a window begins."""
+    gaps = [starts[i + limit] - starts[i] for i in range(limit, len(starts) - limit)]
+    if not gaps:
+        return 0.0, 0.0
+    return limit * seconds / statistics.fmean(gaps), starts[-1] - starts[limit]
+
+
 def check_once(records: list[Record], expected: range) -> dict[str, Any]:
     seen = [r.i for r in records]
     unique = set(seen)
@@ -211,6 +252,44 @@ def run(args: argparse.Namespace, system: System, rec_dir: Path) -> dict[str, An
             workers.stop()
         records.poll()
         out |= throughput(records.records, n) | check_once(records.records, range(n))
+        if args.kind_concurrency:
+            out["kind_concurrency"] = args.kind_concurrency
+            out["most_overlapping"] = most_overlapping(records.records)
+        return out
+
+    if args.workload == "rate":
+        if not args.kind_rate:
+            raise SystemExit("the rate workload needs --kind-rate")
+        count, unit = args.kind_rate.split("/")
+        period = {"s": 1.0, "m": 60.0, "h": 3600.0}[unit]
+        system.enqueue_many(0, n)
+        out["workers"] = args.workers
+        workers = Workers(system, args.workers, log, profile)
+        try:
+            capped(records, n, deadline, workers)
+            out["completed_in_store"] = wait_store(system, n, deadline)
+            out["waiting"] = wait_drained(system, deadline)
+        finally:
+            workers.stop()
+        records.poll()
+        starts = system.attempt_starts()
+        if starts is None:
+            return out | {"skipped": "the store keeps no attempt start times"}
+        mean, steady = steady_rate(starts, int(count), period)
+        handler_starts = sorted(r.started_at for r in records.records)
+        out |= throughput(records.records, n) | check_once(records.records, range(n))
+        out |= {
+            "kind_rate": args.kind_rate,
+            "limit": int(count),
+            "period_seconds": period,
+            "attempts": len(starts),
+            "mean_rate": mean,
+            "steady_seconds": steady,
+            "worst_window": worst_window(starts, period),
+            # The same read from the handlers' clocks: a held-ahead job starts
+            # its handler later than its attempt, so bursts may shift.
+            "worst_window_handlers": worst_window(handler_starts, period),
+        }
         return out
 
     if args.workload == "latency":
@@ -263,11 +342,18 @@ def main() -> None:
     parser.add_argument("--finished", type=int, default=1_000_000)
     parser.add_argument("--measure", type=int, default=10_000)
     parser.add_argument("--analyze", action="store_true", help="growth: ANALYZE after seeding")
+    parser.add_argument("--kind-concurrency", type=int, help="the no-op kind's concurrency")
+    parser.add_argument("--kind-rate", help="the no-op kind's rate, N/s, N/m or N/h")
     parser.add_argument("--cap", type=float, default=120.0, help="seconds before giving up")
     parser.add_argument("--log", help="file for the workers' output")
     parser.add_argument("--profile", help="directory for py-spy profiles of the workers")
     args = parser.parse_args()
 
+    # Read by the systems' task definitions, here and in the workers they start.
+    if args.kind_concurrency:
+        os.environ["BENCH_KIND_CONCURRENCY"] = str(args.kind_concurrency)
+    if args.kind_rate:
+        os.environ["BENCH_KIND_RATE"] = args.kind_rate
     with tempfile.TemporaryDirectory(prefix="bench-rec-") as tmp:
         os.environ["BENCH_RECORD_DIR"] = tmp
         system = load(args.system)

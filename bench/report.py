@@ -203,6 +203,9 @@ def markdown(res: Results) -> str:
             add(f"| {label} | {table} | {shown} | {_ratio(rate, base)} |")
     add("")
 
+    if any(run["step"].startswith("flow-") for run in res.runs) or meta.get("flow_claim"):
+        add(flow_markdown(res, heading="##", standalone=False))
+
     lim = meta.get("limits", {})
     if lim:
         add("## The stores' own limits on this machine\n")
@@ -324,6 +327,184 @@ def markdown(res: Results) -> str:
         add("Failed runs: " + "; ".join(f"{r['system']} {r['step']}: {r['error']}" for r in failed))
         add("")
     return "\n".join(out)
+
+
+# Issue 12's flow-control targets.
+CLAIM_RATIO_MAX = 1.2
+RATE_TOLERANCE = 0.05
+BEFORE_FLOW_CONTROL = "db9aeaa"  # 80663f9~1, the commit before flow control
+
+
+FLOW_HEADING = "Flow control (issue 12)"
+
+
+def flow_markdown(res: Results, heading: str = "#", standalone: bool = True) -> str:
+    """The flow-control section: part of docs/benchmarks.md, or from a run of
+    the flow steps alone (`standalone`: then with its own date and versions)."""
+    meta = res.meta
+    out: list[str] = []
+    add = out.append
+    add(f"{heading} {FLOW_HEADING}\n")
+    if standalone:
+        add(f"Measured by `bench/run.py --steps flow` on {meta['date']}, chit "
+            f"{meta['chit']['tree']}, in {meta.get('seconds', 0):.0f} s.\n")  # fmt: skip
+    sizes = meta["sizes"]
+    add(
+        "Run alone with `make bench BENCH_ARGS=--steps=flow` (a minute or two): "
+        f"{sizes.get('flow_jobs', 0):,} jobs of a kind with `concurrency=8` over 2 worker "
+        "processes against PgQueuer's `concurrency_limit=8` (the handler and the workers of "
+        "*process, 2 workers*; PgQueuer enforces its limit across workers in its dequeue "
+        "statement, as chit does in its claim); "
+        f'{sizes.get("rate_jobs", 0):,} jobs of a kind with `rate="1000/s"` over 2 workers, '
+        "read from the attempts' start times in `chit_attempts` (the rate held: 1,000 "
+        "over the mean time from a start to the 1,000th start after it, after the first "
+        "1,000 starts; and the most starts in any 1 s window); and "
+        "`store.claim` timed directly behind a backlog of throttled jobs "
+        "(`bench/flow_claim.py`).\n"
+    )
+    add(
+        "PgQueuer under a limit: a job's slot frees when its worker's completion buffer "
+        "is flushed (every 0.1 s, or at 10 completions, its batch size), and a worker that "
+        "found its entrypoint at the limit polls again after 0.1 s "
+        "(`min_dequeue_poll_interval`); these are its defaults and are not settings of "
+        "`run`. chit frees a slot in the transaction that records the outcome, and the "
+        "same call claims the next job.\n"
+    )
+    rows: list[list[str]] = []
+    chit, _ = res.rate_or_capped("chit-postgres", "flow-concurrency")
+    pgq, _ = res.rate_or_capped("pgqueuer", "flow-concurrency")
+    if chit is not None or pgq is not None:
+        rows.append([
+            "PostgreSQL: `concurrency=8`, 2 workers, at least PgQueuer's `concurrency_limit=8` "
+            "(jobs/s)",
+            _fmt(chit), _fmt(pgq), _ratio(chit, pgq),
+            _met(chit is not None and pgq is not None and chit >= pgq),
+        ])  # fmt: skip
+        overlap = [(res.get(s, "flow-concurrency") or {}).get("most_overlapping")
+                   for s in ("chit-postgres", "pgqueuer")]  # fmt: skip
+        rows.append([
+            "the most handlers running at once (at most 8)",
+            *(_fmt(x) for x in overlap), "",
+            _met(all(x is not None and x <= 8 for x in overlap)),
+        ])  # fmt: skip
+    rate = res.get("chit-postgres", "flow-rate")
+    if rate is not None and "mean_rate" in rate:
+        limit = rate["limit"]
+        mean_ok = abs(rate["mean_rate"] - limit) <= RATE_TOLERANCE * limit
+        rows.append([
+            f'PostgreSQL: `rate="{rate["kind_rate"]}"`, 2 workers: mean starts/s over '
+            f"{rate['steady_seconds']:.0f} s, within 5 % of {limit:,}",
+            f"{rate['mean_rate']:,.1f}", f"{limit:,}", _ratio(rate["mean_rate"], limit),
+            _met(mean_ok),
+        ])  # fmt: skip
+        rows.append([
+            f"the most attempts started in any 1 s window, at most {limit:,} "
+            f"(by the handlers' clocks: {rate['worst_window_handlers']:,})",
+            f"{rate['worst_window']:,}", f"{limit:,}", "", _met(rate["worst_window"] <= limit),
+        ])  # fmt: skip
+    elif ("chit-postgres", "flow-rate") in res.failed:
+        rows.append(["PostgreSQL: rate, 2 workers", "failed", "", "", "no"])
+    claims = meta.get("flow_claim", {})
+    for backend, c in claims.items():
+        if "error" in c:
+            rows.append([f"{backend}: a claim behind a throttled backlog", "failed", "", "", "no"])
+            continue
+        rows.append([
+            f"{backend}: a claim behind {c['backlog_jobs']:,} throttled jobs, within 20 % of "
+            "one on an empty backlog (median ms)",
+            f"{c['backlog']['median_ms']:.2f}", f"{c['empty']['median_ms']:.2f}",
+            f"{c['ratio']:.2f}×", _met(c["ratio"] <= CLAIM_RATIO_MAX and not c["short_claims"]),
+        ])  # fmt: skip
+    if rows:
+        add("| target | chit | against | ratio | met |")
+        add("| --- | ---: | ---: | ---: | --- |")
+        for row in rows:
+            add("| " + " | ".join(row) + " |")
+        add("")
+    if claims:
+        add(
+            "The claim: three fresh databases, each with one running job of a kind "
+            "`capped` (an hour's lease) and the no-op jobs the claims take. *backlog*: "
+            "`capped` limited to `concurrency=1`, so at its limit, with its queued jobs "
+            "ahead of the no-op ones in the same queue; *empty*: the same limits, none of "
+            "them queued; *plain*: no limits declared at all, the claim as it was before "
+            "flow control. The claims take turns between the databases, each asking for "
+            "8 jobs and timed alone; the jobs it got are then marked done. Times are "
+            "the median (p90) of the claims of each:\n"
+        )
+        add("| store | backlog | empty | plain | claims each | backlog / empty | backlog / plain |")
+        add("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for backend, c in claims.items():
+            if "error" in c:
+                add(f"| {backend} | failed: {c['error']} | | | | | |")
+                continue
+            cells = [f"{c[n]['median_ms']:.2f} ({c[n]['p90_ms']:.2f})"
+                     for n in ("backlog", "empty", "plain")]  # fmt: skip
+            add(f"| {backend} | {' | '.join(cells)} | {c['claims']} | {c['ratio']:.2f}× "
+                f"| {c['ratio_plain']:.2f}× |")  # fmt: skip
+        add("")
+        add(
+            "What one claim of the backlog database runs: on PostgreSQL each statement's plan "
+            "by `auto_explain` (ANALYZE, BUFFERS: the rows and pages it touched), on SQLite "
+            "each statement's `EXPLAIN QUERY PLAN`. The throttled kind is passed over by "
+            "one index probe; its backlog is not read.\n"
+        )
+        for backend, c in claims.items():
+            if c.get("plans"):
+                add(f"<details><summary>{backend}: the plans of one throttled claim</summary>\n")
+                add("```text")
+                add(c["plans"].rstrip())
+                add("```\n")
+                add("</details>\n")
+    add(
+        "Unlimited kinds lose nothing: the enqueue, process and latency steps run a kind "
+        "with no limit. Against the commit before flow control, in one run taking turns:\n"
+    )
+    add("```sh")
+    add(f"make bench BENCH_ARGS='--baseline {BEFORE_FLOW_CONTROL} --systems chit-sqlite,"
+        "chit-postgres --steps enqueue,bulk,process1,process2,latency --repeat 3'")  # fmt: skip
+    add("```\n")
+    add(
+        "prints a before/after table (`before-after.md` in the results folder). The flow "
+        "steps never run the baseline: it has no limits.\n"
+    )
+    busy = [f"{r['system']} {r['step']} ({r['busy_before']:.0%})" for r in res.runs
+            if r["step"].startswith("flow-") and r.get("busy_before", 0) > 0.25]  # fmt: skip
+    busy += [f"flow-claim on {b} ({c['busy_before']:.0%})" for b, c in claims.items()
+             if c.get("busy_before", 0) > 0.25]  # fmt: skip
+    if busy:
+        add(
+            "Started while other processes kept the machine more than 25 % busy: "
+            + ", ".join(busy)
+            + ".\n"
+        )
+    if standalone:
+        chit_meta = meta["chit"]
+        add(
+            f"Versions: chit {chit_meta['versions'].get('chit', '?')} at {chit_meta['tree']}; "
+            f"PostgreSQL {meta['postgres']}; SQLite {meta['sqlite']}; "
+            f"pgqueuer {meta['peers'].get('pgqueuer', '-')}; Python {meta['python']}; "
+            f"{meta['machine']['cores']} cores.\n"
+        )
+    return "\n".join(out)
+
+
+def splice_flow(md: Path, section: str) -> None:
+    """Put a flow-control section (from a run of the flow steps alone) into
+    docs/benchmarks.md in place of the one there, or before the stores' limits."""
+    text = md.read_text() if md.exists() else ""
+    head = f"## {FLOW_HEADING}\n"
+    section = section.rstrip() + "\n\n"
+    if head in text:
+        start = text.index(head)
+        end = text.find("\n## ", start + len(head))
+        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+    else:
+        anchor = next((a for a in ("## The stores' own limits", "## How each system ran")
+                       if a in text), None)  # fmt: skip
+        at = text.index(anchor) if anchor else len(text)
+        text = text[:at] + section + text[at:]
+    md.write_text(text)
 
 
 def targets(res: Results) -> list[list[str]]:

@@ -1,7 +1,7 @@
 """`make bench`: chit and its peers, the same workloads in one run, taking turns.
 
     bench/.venv-peers/bin/python bench/run.py [--quick] [--systems chit-sqlite,huey-sqlite]
-        [--steps enqueue,process1] [--repeat 2] [--chit-ref HEAD] [--baseline REF]
+        [--steps enqueue,process1|flow] [--repeat 2] [--chit-ref HEAD] [--baseline REF]
         [--profile] [--no-docs]
 
 For every step, each system runs in turn (the order rotates between repeats),
@@ -20,6 +20,16 @@ from `git archive REF` as `chit-sqlite@REF` and `chit-postgres@REF`, taking
 turns with the measured chit in the same run, and prints a before/after table
 (a refactor's proof of no regression; docs/ are left alone). chit on
 PostgreSQL runs once src/chit/store/postgres.py is committed.
+
+The flow-control steps (`--steps flow` for all three, a minute or two) measure
+limits (issue 12): `flow-concurrency`, a kind with `concurrency=8` over 2
+worker processes against PgQueuer's `concurrency_limit=8`; `flow-rate`,
+`rate="1000/s"` over 2 workers (the attempts' start times: mean rate and worst
+1 s window); `flow-claim`, one claim behind 100,000 throttled jobs against one
+on an empty backlog, with the plans of a throttled claim (bench/flow_claim.py).
+They run chit from the tree only, never the --baseline. A run of flow steps
+alone writes flow.md in its results folder and rewrites only the flow-control
+section of docs/benchmarks.md (unless --no-docs).
 """
 
 from __future__ import annotations
@@ -62,10 +72,25 @@ class Sizes:
     measure: int  # growth: jobs timed
     sqlite_seconds: float
     pgbench_seconds: int
+    # flow-concurrency: fewer than process2, as PgQueuer takes about 100 jobs/s
+    # under its limit (its completions free a slot when their buffer flushes).
+    flow_jobs: int
+    rate_jobs: int  # flow-rate: 10 s at 1000/s
+    backlog: int  # flow-claim: throttled jobs queued ahead
+    claims: int  # flow-claim: timed claims of each database
 
 
-FULL = Sizes(10_000, 200, 1_000_000, 100_000, 10_000, 3.0, 5)
-QUICK = Sizes(2_000, 50, 100_000, 10_000, 2_000, 1.0, 2)
+FULL = Sizes(10_000, 200, 1_000_000, 100_000, 10_000, 3.0, 5, 1_500, 10_000, 100_000, 400)
+QUICK = Sizes(2_000, 50, 100_000, 10_000, 2_000, 1.0, 2, 500, 3_000, 10_000, 100)
+
+# The flow-control steps: what `--steps flow` stands for.
+FLOW_STEPS = ("flow-concurrency", "flow-rate", "flow-claim")
+# flow_claim.py's name of each backend, and the chit system that runs on it.
+BACKENDS = {"SQLite": ("sqlite", "chit-sqlite"), "PostgreSQL": ("postgres", "chit-postgres")}
+# Steps that are no drive.py workload of every system, but measured apart.
+APART = ("limits", "flow-claim")
+KIND_CONCURRENCY = 8
+KIND_RATE = "1000/s"
 
 
 @dataclass(frozen=True)
@@ -76,6 +101,8 @@ class Step:
     cap: float  # seconds the driver may wait for jobs
     seeding: bool = False  # only systems that can seed
     sqlite_only: bool = False
+    # Only these systems (and never a --baseline: flow control is newer than it).
+    only: tuple[str, ...] = ()
 
 
 def steps(sizes: Sizes) -> list[Step]:
@@ -83,6 +110,7 @@ def steps(sizes: Sizes) -> list[Step]:
     finished = ("--finished", str(sizes.finished))
     measure = ("--measure", str(sizes.measure))
     grown = (*queued, *finished, *measure)
+    limited = ("--kind-concurrency", str(KIND_CONCURRENCY))
     return [
         Step("enqueue", "enqueue", ("--jobs", str(sizes.jobs)), 120),
         Step("bulk", "bulk", ("--jobs", str(sizes.jobs)), 120),
@@ -94,6 +122,21 @@ def steps(sizes: Sizes) -> list[Step]:
         Step("growth-empty", "growth", (*queued, "--finished", "0", *measure), 90, seeding=True),
         Step("growth", "growth", grown, 90, seeding=True),
         Step("growth-analyze", "growth", (*grown, "--analyze"), 90, seeding=True, sqlite_only=True),
+        # The same workers as process2, the kind limited on both sides.
+        Step(
+            "flow-concurrency",
+            "process",
+            ("--jobs", str(sizes.flow_jobs), "--workers", "2", *limited),
+            90,
+            only=("chit-postgres", "pgqueuer"),
+        ),
+        Step(
+            "flow-rate",
+            "rate",
+            ("--jobs", str(sizes.rate_jobs), "--workers", "2", "--kind-rate", KIND_RATE),
+            60,
+            only=("chit-postgres",),
+        ),
     ]
 
 
@@ -256,15 +299,19 @@ class Bench:
             chit_systems = [s for s in wanted if INFO[s].venv == "chit"]
             wanted += [f"{s}@{args.baseline}" for s in chit_systems]
         all_steps = steps(self.sizes)
-        chosen = args.steps.split(",") if args.steps else [s.key for s in all_steps] + ["limits"]
-        unknown = set(chosen) - {s.key for s in all_steps} - {"limits"}
+        known = [s.key for s in all_steps] + list(APART)
+        chosen = args.steps.split(",") if args.steps else known
+        if "flow" in chosen:
+            chosen = [c for c in chosen if c != "flow"] + list(FLOW_STEPS)
+        unknown = set(chosen) - set(known)
         if unknown:
             raise SystemExit(f"unknown steps {sorted(unknown)}")
+        flow_only = set(chosen) <= set(FLOW_STEPS)
 
         backends = {INFO[base_name(s)].backend for s in wanted}
         if "Redis" in backends:
             self.redis = services.Redis(self.logs / "redis-server.log")
-        if "PostgreSQL" in backends or "limits" in chosen:
+        if "PostgreSQL" in backends or "limits" in chosen or "flow-claim" in chosen:
             self.pg = services.Postgres()
 
         meta = self.meta(chit, wanted)
@@ -278,7 +325,10 @@ class Bench:
                 for s in wanted
                 if (not step.seeding or INFO[base_name(s)].seeds)
                 and (not step.sqlite_only or INFO[base_name(s)].backend == "SQLite")
+                and (not step.only or s in step.only)
             ]
+            if not systems:
+                continue
             # Growth is read against growth-empty (and process1): as many runs of
             # each, so every figure compared is a best of the same number.
             # A before/after comparison repeats every step: it reads ratios of bests.
@@ -291,19 +341,88 @@ class Bench:
                     self.runs.append(run)
                     print(line(run), flush=True)
                     self.save(meta)
+        if "flow-claim" in chosen:
+            meta["flow_claim"] = self.flow_claim(wanted, chit)
+            self.save(meta)
         limit_figures = self.limits() if "limits" in chosen else {}
         meta["limits"] = limit_figures
         meta["seconds"] = time.monotonic() - started
         meta["load_after"] = os.getloadavg()
         self.save(meta)
         print(f"done in {meta['seconds']:.0f} s")
-        if args.baseline:
+        if set(chosen) & set(FLOW_STEPS):
+            results = report.Results(self.runs_json(), meta)
+            flow = report.flow_markdown(results)
+            (self.dir / "flow.md").write_text(flow)
+            print(f"\n{flow}")
+            print(versions(meta))
+            if flow_only and not args.no_docs:
+                # The rest of the page stays as the last full run left it.
+                md = ROOT / "docs" / "benchmarks.md"
+                report.splice_flow(md, report.flow_markdown(results, heading="##"))
+                print(f"wrote its section of {md.relative_to(ROOT)}")
+        if args.baseline and not flow_only:
             table = before_after(self.runs, args.baseline, meta["chit"]["tree"])
             (self.dir / "before-after.md").write_text(table)
             print(table)
-        elif not args.no_docs:
+        elif not args.no_docs and not flow_only:
             md, png = report.write(self.runs_json(), meta, ROOT / "docs")
             print(f"wrote {md.relative_to(ROOT)} and {png.relative_to(ROOT)}")
+
+    def flow_claim(self, wanted: list[str], chit: dict[str, str]) -> dict[str, Any]:
+        """bench/flow_claim.py on each backend chit runs on here: three fresh
+        databases each (backlog, empty, plain), one process under a time cap."""
+        figures: dict[str, Any] = {}
+        backends = {INFO[s].backend for s in wanted if s.startswith("chit") and "@" not in s}
+        if not backends:  # --systems named no chit: both, as the step is chit's own
+            backends = {"SQLite", "PostgreSQL"}
+        if not chit["postgres_committed"]:
+            backends.discard("PostgreSQL")
+        for backend in ("SQLite", "PostgreSQL"):
+            if backend not in backends:
+                continue
+            names = [f"bench_flow_{n}" for n in ("backlog", "empty", "plain")]
+            if backend == "PostgreSQL":
+                assert self.pg is not None
+                urls = [self.pg.fresh(n) for n in names]
+            else:
+                urls = [f"sqlite:///{self.dir / n}.db" for n in names]
+            plans = self.dir / f"flow-claim-plans-{BACKENDS[backend][0]}.txt"
+            log = self.logs / f"flow-claim-{BACKENDS[backend][0]}.log"
+            cmd = [str(PYTHONS["chit"]), str(HERE / "flow_claim.py"), BACKENDS[backend][0], *urls,
+                   "--backlog", str(self.sizes.backlog), "--claims", str(self.sizes.claims),
+                   "--plans", str(plans)]  # fmt: skip
+            busy = services.wait_quiet() if not self.args.no_wait else 0.0
+            try:
+                with log.open("ab") as err:
+                    self.current = subprocess.Popen(
+                        cmd, env=self.env("chit"), stdout=subprocess.PIPE, stderr=err,
+                        start_new_session=True,
+                    )  # fmt: skip
+                    try:
+                        out, _ = self.current.communicate(timeout=300)
+                    finally:
+                        services.kill_group(self.current.pid)
+                        self.current.wait()
+                if self.current.returncode != 0:
+                    figures[backend] = {
+                        "error": f"exited with {self.current.returncode}; see {log}"
+                    }
+                else:
+                    result = json.loads(out.decode().strip().splitlines()[-1])
+                    result["plans"] = plans.read_text() if plans.exists() else ""
+                    figures[backend] = result | {"busy_before": busy}
+            except subprocess.TimeoutExpired:
+                figures[backend] = {"error": "killed: no answer after 300 s"}
+            finally:
+                self.current = None
+                for name in names:
+                    if backend == "PostgreSQL" and self.pg is not None:
+                        self.pg.drop(name)
+                    for suffix in ("", "-wal", "-shm"):
+                        Path(f"{self.dir / name}.db{suffix}").unlink(missing_ok=True)
+            print(claim_line(backend, figures[backend]), flush=True)
+        return figures
 
     def limits(self) -> dict[str, float]:
         """Each limit twice, after waiting for a quiet machine; the best is kept."""
@@ -397,7 +516,7 @@ print(json.dumps(v))
 
 def verify(step: Step, result: dict[str, Any]) -> str:
     """Empty when the store and the handlers agree that every job ran exactly once."""
-    if "skipped" in result or step.workload != "process":
+    if "skipped" in result or step.workload not in ("process", "rate"):
         return ""
     n = result["n"]
     problems = []
@@ -410,7 +529,15 @@ def verify(step: Step, result: dict[str, Any]) -> str:
     stored = result.get("completed_in_store")
     if stored is not None and stored != n:
         problems.append(f"the store counts {stored} done")
+    limit = result.get("kind_concurrency")
+    if limit and result["most_overlapping"] > limit:
+        problems.append(f"{result['most_overlapping']} handlers ran at once, over {limit}")
     return "; ".join(problems)
+
+
+def rate_held(r: dict[str, Any]) -> bool:
+    """Issue 12: the mean within 5 % of the limit, and no window over it."""
+    return abs(r["mean_rate"] - r["limit"]) <= 0.05 * r["limit"] and r["worst_window"] <= r["limit"]
 
 
 def base_name(system: str) -> str:
@@ -442,7 +569,7 @@ def before_after(runs: list[Run], ref: str, tree: str) -> str:
     ]
     seen: dict[tuple[str, str], None] = {}
     for run in runs:
-        if "@" not in run.system:
+        if "@" not in run.system and run.step not in FLOW_STEPS:
             seen.setdefault((run.step, run.system), None)
     for step, system in seen:
         latency = step == "latency"
@@ -463,6 +590,28 @@ def before_after(runs: list[Run], ref: str, tree: str) -> str:
     return "\n".join(rows) + "\n"
 
 
+def claim_line(backend: str, r: dict[str, Any]) -> str:
+    head = f"{'flow-claim':<14} {BACKENDS[backend][1]:<14}"
+    if "error" in r:
+        return f"{head} FAILED: {r['error']}"
+    return (
+        f"{head} median claim {r['backlog']['median_ms']:.2f} ms behind {r['backlog_jobs']:,} "
+        f"throttled jobs, {r['empty']['median_ms']:.2f} ms with none: {r['ratio']:.2f}x "
+        f"({'within' if r['ratio'] <= 1.2 else 'NOT within'} 1.2); no limits at all "
+        f"{r['plain']['median_ms']:.2f} ms"
+        + (f"  (machine {r['busy_before']:.0%} busy before)" if r["busy_before"] > 0.25 else "")
+    )
+
+
+def versions(meta: dict[str, Any]) -> str:
+    chit = meta["chit"]
+    return (
+        f"versions: chit {chit['versions'].get('chit', '?')} at {chit['tree']}; "
+        f"PostgreSQL {meta['postgres'] or '-'}; SQLite {meta['sqlite']}; "
+        f"pgqueuer {meta['peers'].get('pgqueuer', '-')}; Python {meta['python']}"
+    )
+
+
 def line(run: Run) -> str:
     head = f"{run.step:<14} {run.system:<14}"
     r = run.result
@@ -473,8 +622,19 @@ def line(run: Run) -> str:
         return f"{head} {'—':>9}  ({r['skipped']})"
     if "median_ms" in r:
         return f"{head} median {r['median_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
-    extra = f"  seeded in {r['seed_seconds']:.0f} s" if "seed_seconds" in r else ""
     busy = f"  (machine {run.busy_before:.0%} busy before)" if run.busy_before > 0.25 else ""
+    if "mean_rate" in r:
+        held = "held" if rate_held(r) else "NOT held"
+        return (
+            f"{head} {r['mean_rate']:>9,.1f} starts/s for {r['kind_rate']} over "
+            f"{r['steady_seconds']:.0f} s, worst 1 s window {r['worst_window']:,} ({held}){busy}"
+        )
+    if "most_overlapping" in r:
+        return (
+            f"{head} {r['jobs_per_s']:>9,.0f} jobs/s with concurrency={r['kind_concurrency']}, "
+            f"at most {r['most_overlapping']} handlers at once{busy}"
+        )
+    extra = f"  seeded in {r['seed_seconds']:.0f} s" if "seed_seconds" in r else ""
     return f"{head} {r['jobs_per_s']:>9,.0f} jobs/s{extra}{busy}"
 
 
@@ -485,7 +645,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2,000 jobs, smaller tables")
     parser.add_argument("--systems", help=f"comma-separated, from: {', '.join(INFO)}")
     parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, process2, "
-                        "latency, growth-empty, growth, growth-analyze, limits")  # fmt: skip
+                        "latency, growth-empty, growth, growth-analyze, limits, flow-concurrency, "
+                        "flow-rate, flow-claim; flow for the three flow steps")  # fmt: skip
     parser.add_argument(
         "--repeat", type=int, help="runs of each process and growth step (2; 1 with --quick)"
     )

@@ -25,6 +25,15 @@ BIN = Path(sys.executable).parent
 CONCURRENCY = 8
 
 
+def kind_limits() -> str:
+    """The no-op kind's limits in the flow-control steps, for `settings()`."""
+    concurrency = os.environ.get("BENCH_KIND_CONCURRENCY")
+    rate = os.environ.get("BENCH_KIND_RATE")
+    return (f"; task `concurrency={concurrency}`" if concurrency else "") + (
+        f'; task `rate="{rate}"`' if rate else ""
+    )
+
+
 def env(name: str) -> str:
     value = os.environ.get(name)
     if not value:
@@ -72,6 +81,11 @@ class System:
     def waiting(self) -> int:
         """Jobs enqueued and not yet finished (queued, or delivered and not acknowledged)."""
         raise NotImplementedError
+
+    def attempt_starts(self) -> list[float] | None:
+        """When each attempt started by the store's own record (seconds since
+        1970, in order), or None when the system keeps no such record."""
+        return None
 
     def seed(self, finished: int, queued: int, analyze: bool = False) -> None:
         """Bulk-insert `finished` done jobs and `queued` no-op jobs, numbered from 0;

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 
-from systems import CONCURRENCY, env
+from systems import CONCURRENCY, env, kind_limits
 from systems.chit_sqlite import Bench as SQLiteBench
 
 
@@ -12,8 +12,15 @@ class Bench(SQLiteBench):
     def settings(self) -> str:
         return (
             f"`chit worker --concurrency {CONCURRENCY}` per process (threads; "
-            "`--prefetch 32`, the default)"
+            f"`--prefetch 32`, the default){kind_limits()}"
         )
+
+    def attempt_starts(self) -> list[float]:
+        with psycopg.connect(env("CHIT_DATABASE_URL")) as conn:
+            rows = conn.execute(
+                "SELECT extract(epoch FROM started_at)::float8 FROM chit_attempts ORDER BY 1"
+            ).fetchall()
+        return [float(row[0]) for row in rows]
 
     def seed(self, finished: int, queued: int, analyze: bool = False) -> None:
         # Ids of digits only: valid job ids that sort before every real one.

@@ -9,7 +9,7 @@ import time
 import chit
 import noop_app
 from chit.jobs import State
-from systems import CONCURRENCY, System, env
+from systems import CONCURRENCY, System, env, kind_limits
 
 
 class Bench(System):
@@ -24,7 +24,7 @@ class Bench(System):
         return (
             f"`chit worker --concurrency {CONCURRENCY}` per process (threads; "
             "`--prefetch 32`, the default); "
-            f"synchronous={self.queue.settings.sqlite_synchronous}"
+            f"synchronous={self.queue.settings.sqlite_synchronous}{kind_limits()}"
         )
 
     def enqueue_one(self, i: int) -> None:

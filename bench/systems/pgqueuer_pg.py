@@ -1,9 +1,14 @@
 """PgQueuer: `pgq run` per process, asyncpg, an async entrypoint, the default
-batch size; producers use asyncpg too (as PgQueuer's own benchmark does)."""
+batch size; producers use asyncpg too (as PgQueuer's own benchmark does).
+
+With BENCH_KIND_CONCURRENCY (the flow-control step) the entrypoint gets
+`concurrency_limit=N`, which PgQueuer enforces in its dequeue statement across
+all workers (a count of the entrypoint's picked jobs), as chit's `concurrency=N`."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -19,6 +24,8 @@ from recorder import record
 from systems import BIN, System, env
 
 DSN = env("BENCH_PG_DSN")
+# 0 is PgQueuer's "unlimited".
+CONCURRENCY_LIMIT = int(os.environ.get("BENCH_KIND_CONCURRENCY") or 0)
 
 
 @asynccontextmanager
@@ -26,7 +33,7 @@ async def main() -> AsyncIterator[PgQueuer]:
     conn = await asyncpg.connect(DSN)
     pgq = PgQueuer(AsyncpgDriver(conn))
 
-    @pgq.entrypoint("noop")
+    @pgq.entrypoint("noop", concurrency_limit=CONCURRENCY_LIMIT)
     async def noop(job: Job) -> None:
         started = time.time()
         assert job.payload is not None
@@ -46,9 +53,10 @@ class Bench(System):
         self.queries = Queries(AsyncpgDriver(self.conn))
 
     def settings(self) -> str:
+        limit = f"; `concurrency_limit={CONCURRENCY_LIMIT}`" if CONCURRENCY_LIMIT else ""
         return (
             "`pgq run` per process (through `pgqueuer.run`, batch size 10, the default); "
-            "async entrypoint"
+            f"async entrypoint{limit}"
         )
 
     def setup(self) -> None:

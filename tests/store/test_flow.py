@@ -4,6 +4,7 @@ passed as `now`, so no test waits for a window or a lease to pass."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -171,3 +172,17 @@ def test_one_job_claims_take_tenants_in_turn(store: FullStore) -> None:
     now = t0()
     tenants = [store.get(claim(store, 1, now)[0].id).tenant for _ in range(4)]  # type: ignore[union-attr]
     assert sorted(tenants) == ["big", "big", "small", "small"]
+
+
+def test_a_throttled_claim_says_when_to_look_again(store: FullStore) -> None:
+    store.declare_limits({"k": Limits(rate=Rate(2, 60.0))})
+    store.enqueue_many(jobs("k", 3))
+    now = t0()
+    assert len(claim(store, 10, now)) == 2
+    assert store.throttled_until == float("-inf")  # it took all it could
+    before = time.monotonic()
+    assert claim(store, 10, now + timedelta(seconds=59.95)) == []
+    # The oldest start leaves the window 0.05 s later: sooner than the usual poll.
+    assert 0.0 < store.throttled_until - before <= 0.06
+    assert len(claim(store, 10, now + timedelta(seconds=60.01))) == 1
+    assert store.throttled_until == float("-inf")

@@ -63,12 +63,15 @@ def lines(path: Path) -> list[str]:
 
 
 @contextmanager
-def app_queue(db_url: str) -> Iterator[chit.Queue]:
-    """The end-to-end app's tasks on `db_url` (migrated), to enqueue and to read jobs."""
-    from support import e2e_app
+def app_queue(db_url: str, app: chit.Queue | None = None) -> Iterator[chit.Queue]:
+    """A test app's tasks (the end-to-end app's by default) on `db_url`
+    (migrated), to enqueue and to read jobs."""
+    if app is None:
+        from support import e2e_app
 
+        app = e2e_app.queue
     q = chit.Queue(settings=Settings(database_url=db_url))
-    q.tasks.update(e2e_app.queue.tasks)
+    q.tasks.update(app.tasks)
     q.store.migrate()
     try:
         yield q

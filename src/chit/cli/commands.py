@@ -38,7 +38,13 @@ def migrate(args: argparse.Namespace, setup: Setup) -> int:
 def worker(args: argparse.Namespace, setup: Setup) -> int:
     from chit.worker import Worker
 
-    queue = setup.queue()
+    if getattr(args, "django", None):
+        from chit.contrib.django.worker import django_queue
+
+        queue = django_queue(args.django)
+        queue.configure(**setup.flags)
+    else:
+        queue = setup.queue()
     if not queue.tasks:
         print(
             "chit: warning: no tasks registered; pass --app module:queue (or CHIT_APP)",

@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("worker", commands.worker, "run a worker process until SIGTERM")
     worker_flags(p)
+    p.add_argument(
+        "--django",
+        metavar="SETTINGS[:BACKEND]",
+        help="run a Django project's tasks (chit.contrib.django; backend default 'default')",
+    )
 
     p = command("serve", commands.serve, "run the HTTP API (jobs run in `chit worker`)")
     p.add_argument("--host", help="address to listen on (CHIT_HOST, default 127.0.0.1)")

@@ -44,10 +44,11 @@ class Store(abc.ABC):
     # Whether two writes from one process run at once (PostgreSQL: two
     # connections) or queue on one lock (SQLite: one writer per file).
     concurrent_writes: bool = False
-    # time.monotonic() of the last claim that left due jobs queued because of a
-    # limit or a pause: a worker that saw one polls again soon, since a slot or a
-    # rate window frees without any write that would wake it.
-    throttled_at: float = float("-inf")
+    # After a claim that left jobs queued because of a limit or a pause, the
+    # time.monotonic() at which to look again (when a rate window frees, or soon
+    # for a slot, which frees without a write that would wake an idle worker);
+    # -inf after a claim that was not held back.
+    throttled_until: float = float("-inf")
 
     # Schema
 

@@ -37,6 +37,9 @@ from chit.limits import KindLimits, Limits, Paused, Rate
 
 # How old the store's view of limits, pauses and groups may be.
 FLOW_SECONDS = 1.0
+# How soon a worker held back by a limit looks again, unless a rate window
+# frees sooner: another worker's outcome frees a slot without waking it.
+THROTTLED_POLL = 0.1
 
 
 def limit_params(kind: str, limits: Limits) -> dict[str, Any]:
@@ -83,7 +86,7 @@ class ClaimingStore(Protocol):
 
     Q: ClassVar[dict[str, str]]
     d: ClassVar[Any]  # its Dialect
-    throttled_at: float
+    throttled_until: float
 
     @property
     def _cursors(self) -> dict[tuple[str, str], tuple[str, str]]: ...
@@ -170,6 +173,7 @@ class FlowClaim:
         self.room: dict[str, int] = {}
         self.key_room: dict[tuple[str, str], int] = {}
         self.throttled = False
+        self.frees_in = THROTTLED_POLL  # seconds until a full rate window has room
 
     def run(self) -> list[ClaimedJob]:
         firsts = {q: self._kinds(q) for q in self.claim.queues if q not in self.paused_queues}
@@ -186,7 +190,7 @@ class FlowClaim:
             if picked:
                 claimed += self.store._claim_ids(self.conn, self.claim, picked, self.now)
         if self.throttled:
-            self.store.throttled_at = time.monotonic()
+            self.store.throttled_until = time.monotonic() + max(0.0, self.frees_in)
         return claimed
 
     # 1. Kinds
@@ -230,6 +234,8 @@ class FlowClaim:
             left = min(left, concurrency - r["running"])
         if rate is not None:
             left = min(left, rate.count - r["started"])
+            if left <= 0 and r["frees_in"] is not None:
+                self.frees_in = min(self.frees_in, r["frees_in"])
         return left
 
     # 3. Groups in turn, and their jobs

@@ -51,7 +51,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import Claim, Dialect, SQLStore, dumps, new_job, rescued, scalar
+from chit.store.sql import Claim, Dialect, SQLStore, dumps, rescued, scalar
 
 Q = queries.load("postgres")
 # Rows deleted per prune statement: short locks, whatever the backlog.
@@ -101,6 +101,11 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def _iso(value: datetime) -> str:
+    """Aware UTC as text: in a JSON document, or a parameter cast to timestamptz."""
+    return value.astimezone(UTC).isoformat() if value.tzinfo else value.isoformat() + "+00:00"
+
+
 def _format(name: str, **fragments: str) -> sql.Composed:
     """The named query with its `{fragments}` filled in."""
     return sql.SQL(Q[name]).format(**{key: sql.SQL(value) for key, value in fragments.items()})
@@ -116,7 +121,7 @@ DIALECT = Dialect(
     name="postgres",
     now=_utc,
     interval=lambda seconds: timedelta(seconds=seconds),
-    time=_utc,
+    time=_iso,
     array=list,
     loads=lambda value: value,  # jsonb columns arrive decoded
     when=_utc,
@@ -286,45 +291,7 @@ class PostgresStore(SQLStore):
                 out[n] = result
         return out
 
-    def _insert_jobs(
-        self, conn: Connection | psycopg.Cursor[Any], ids: Sequence[str], jobs: Sequence[NewJob]
-    ) -> list[Enqueued]:
-        """Insert `jobs` with `ids` in one statement, the first job with an
-        idempotency key winning; for each job, the one inserted or the one its
-        key matched."""
-        batch = [
-            new_job(job)
-            | {"n": n, "id": job_id, "payload": job.payload, "run_at": _iso(job.run_at)}
-            for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
-        ]
-        inserted = {
-            r["id"] for r in conn.execute(Q["enqueue"], {"jobs": dumps(batch), "now": None})
-        }
-        if len(inserted) == len(jobs):
-            return [Enqueued(job_id, True) for job_id in ids]
-        # Some idempotency keys were taken (by earlier jobs, or earlier in this batch).
-        taken = [job for job_id, job in zip(ids, jobs, strict=True) if job_id not in inserted]
-        keys = {"tenants": [j.tenant for j in taken], "keys": [j.idempotency_key for j in taken]}
-        existing = {
-            (r["tenant"], r["idempotency_key"]): Enqueued(r["id"], False, r["request_hash"])
-            for r in conn.execute(Q["find_by_idempotency_key"], keys)
-        }
-        return [
-            Enqueued(job_id, True)
-            if job_id in inserted
-            else existing[job.tenant, job.idempotency_key]
-            for job_id, job in zip(ids, jobs, strict=True)
-        ]
-
     # Working
-
-    def _claim_queue(
-        self, conn: Connection, claim: Claim, queue: str, limit: int, now: datetime | None
-    ) -> list[ClaimedJob]:
-        lease = timedelta(seconds=claim.lease_seconds)
-        params = {"queue": queue, "worker": claim.worker, "limit": limit, "lease": lease}
-        rows = conn.execute(Q["claim"], params | {"now": now}).fetchall()
-        return [self._claimed(r) for r in rows]
 
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         if not outcomes:
@@ -544,12 +511,6 @@ def _check_connection(conn: Connection) -> None:
 
 # The predicate of the list indexes (migration 006).
 _FINISHED = sql.SQL("state IN ('succeeded', 'failed', 'cancelled')")
-
-
-def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat() if value.tzinfo else value.isoformat() + "+00:00"
 
 
 def _progress_fields(progress: Progress | None) -> str:

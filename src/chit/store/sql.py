@@ -3,7 +3,7 @@
 A backend subclasses `SQLStore` and gives it what truly differs between
 databases: connections and transactions (`_read`, `_write`, `_tx`, `_migrating`,
 `_run_script`), a `Dialect` (how values are sent and read, how a query's
-fragments are filled in), and its hot paths (`_claim_queue`, `_finish`,
+fragments are filled in), and its hot paths (`_finish`, `_opened`,
 enqueue_many, rescue_expired, list, wait_for_jobs). Everything else is here.
 
 Both backends' connections have `execute(query, params)` returning a cursor
@@ -50,7 +50,15 @@ from chit.jobs import (
 )
 from chit.limits import KindLimits, Limits, Paused
 from chit.store import queries
-from chit.store.flow import FLOW_SECONDS, Claim, Flow, FlowClaim, limit_params, read_flow
+from chit.store.flow import (
+    FLOW_SECONDS,
+    THROTTLED_POLL,
+    Claim,
+    Flow,
+    FlowClaim,
+    limit_params,
+    read_flow,
+)
 from chit.store.reports import FullStore
 
 # One encoder for every call: json.dumps with options builds a new one each time.
@@ -81,14 +89,9 @@ _AS_THEY_ARE: tuple[str, ...] = ("id", "kind", "queue", "priority", "attempts", 
 _AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error", "concurrency_key")
 
 
-# A new job's columns that are sent as they are; id, payload and run_at are the backend's.
-_NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "tenant", "idempotency_key")
+# A new job's fields that `enqueue` sends as they are.
+_NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "payload", "tenant", "idempotency_key")
 _NEW_JOB += ("request_hash", "max_attempts", "concurrency_key")
-
-
-def new_job(job: NewJob) -> dict[str, Any]:
-    """The parameters of `enqueue` that every backend sends as they are."""
-    return {name: getattr(job, name) for name in _NEW_JOB}
 
 
 def scalar(cursor: Any) -> Any:
@@ -145,14 +148,8 @@ class SQLStore(FullStore):
     def _run_script(self, conn: Any, script: str) -> None:
         """Run a migration file inside the open transaction."""
 
-    # The hot paths run on `conn`, inside whatever transaction it is in, at `now`
-    # as the dialect sends it: `_claim_queue` claims up to `limit` jobs of one
-    # queue, `_finish` records the outcomes.
-
-    @abc.abstractmethod
-    def _claim_queue(
-        self, conn: Any, claim: Claim, queue: str, limit: int, now: Any
-    ) -> list[ClaimedJob]: ...
+    # The hot path runs on `conn`, inside whatever transaction it is in, at `now`
+    # as the dialect sends it: `_finish` records the outcomes.
 
     @abc.abstractmethod
     def _finish(self, conn: Any, outcomes: Sequence[Outcome], now: Any) -> list[bool]: ...
@@ -187,13 +184,9 @@ class SQLStore(FullStore):
 
     def _claimed(self, r: Any) -> ClaimedJob:
         return ClaimedJob(
-            id=r["id"],
-            kind=r["kind"],
-            queue=r["queue"],
+            **{name: r[name] for name in ("id", "kind", "queue", "max_attempts", "lease_token")},
             payload=self.d.loads(r["payload"]),
             attempt=r["attempts"],
-            max_attempts=r["max_attempts"],
-            lease_token=r["lease_token"],
             checkpoint=self.d.loads(r["checkpoint"]),
             progress=Progress(r["progress_done"], r["progress_total"]),
         )
@@ -246,6 +239,37 @@ class SQLStore(FullStore):
     def enqueue(self, job: NewJob) -> Enqueued:
         return self.enqueue_many([job])[0]
 
+    def _insert_jobs(self, conn: Any, ids: Sequence[str], jobs: Sequence[NewJob]) -> list[Enqueued]:
+        """Insert `jobs` with `ids` in one statement, the first job with an
+        idempotency key winning; for each job, the one inserted or the one its
+        key matched."""
+        time = self.d.time
+        batch = [
+            {name: getattr(job, name) for name in _NEW_JOB}
+            | {"n": n, "id": job_id, "run_at": None if job.run_at is None else time(job.run_at)}
+            for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
+        ]
+        inserted = self._insert(conn, batch)
+        if len(inserted) == len(jobs):
+            return [Enqueued(job_id, True) for job_id in ids]
+        # Some idempotency keys were taken (by earlier jobs, or earlier in this batch).
+        taken = dumps([item for item in batch if item["id"] not in inserted])
+        existing = {
+            (r["tenant"], r["idempotency_key"]): Enqueued(r["id"], False, r["request_hash"])
+            for r in conn.execute(self.Q["find_by_idempotency_key"], {"jobs": taken})
+        }
+        return [
+            Enqueued(job_id, True)
+            if job_id in inserted
+            else existing[job.tenant, job.idempotency_key]
+            for job_id, job in zip(ids, jobs, strict=True)
+        ]
+
+    def _insert(self, conn: Any, batch: list[dict[str, Any]]) -> set[str]:
+        """Insert the jobs of `batch` in one statement; the ids it inserted."""
+        params = {"jobs": dumps(batch), "now": self.d.now(None)}
+        return {r["id"] for r in conn.execute(self.Q["enqueue"], params)}
+
     # Working
 
     def claim(
@@ -261,10 +285,11 @@ class SQLStore(FullStore):
         return self._claim(Claim(worker, queues, limit, lease_seconds), self.d.now(now))
 
     def _claim(self, claim: Claim, now: Any) -> list[ClaimedJob]:
+        self.throttled_until = float("-inf")
         flow = self._flow_for(claim)
         if flow is not None:
             if set(claim.queues) <= flow.paused_queues:
-                self.throttled_at = time.monotonic()
+                self.throttled_until = time.monotonic() + THROTTLED_POLL
                 return []
             with self._tx() as conn:
                 return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
@@ -275,6 +300,7 @@ class SQLStore(FullStore):
 
     def _claim_in(self, conn: Any, claim: Claim, now: Any) -> list[ClaimedJob]:
         """Claim inside the transaction open on `conn`."""
+        self.throttled_until = float("-inf")
         flow = self._flow_for(claim)
         if flow is None:
             return self._claim_each(conn, claim, now)
@@ -288,6 +314,18 @@ class SQLStore(FullStore):
             if len(claimed) >= claim.limit:
                 break
         return claimed
+
+    def _claim_queue(
+        self, conn: Any, claim: Claim, queue: str, limit: int, now: Any
+    ) -> list[ClaimedJob]:
+        """Up to `limit` due jobs of one queue."""
+        params = {"queue": queue, "worker": claim.worker, "limit": limit, "now": now}
+        params["lease"] = self.d.interval(claim.lease_seconds)
+        rows = conn.execute(self.Q["claim"], params).fetchall()
+        # In claim order: SQLite's UPDATE ... RETURNING gives rows in no order.
+        rows.sort(key=lambda r: (r["priority"], r["run_at"], r["id"]))
+        self._opened(conn, claim, rows, now)
+        return [self._claimed(r) for r in rows]
 
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         with self._tx() as conn:
@@ -430,12 +468,7 @@ class SQLStore(FullStore):
     ) -> HeartbeatResult:
         if not beats:
             return HeartbeatResult(frozenset(), frozenset())
-        items = []
-        for b in beats:
-            item: dict[str, Any] = {"id": b.job_id, "token": b.lease_token}
-            if b.progress is not None:
-                item |= {"p": True, "done": b.progress.done, "total": b.progress.total}
-            items.append(item)
+        items = [{"id": b.job_id, "token": b.lease_token} | progressed(b.progress) for b in beats]
         params = {"lease": self.d.interval(lease_seconds), "now": self.d.now(now)}
         with self._write() as conn:
             rows = conn.execute(self.Q["heartbeat"], params | {"beats": dumps(items)}).fetchall()
@@ -472,10 +505,7 @@ class SQLStore(FullStore):
 
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
         rows = self._rows(self.Q["get_result"], {"id": job_id, "tenant": tenant})
-        if not rows:
-            return False, None
-        row = rows[0]
-        return True, self.d.loads(row["external_result" if row["result_external"] else "result"])
+        return (True, self.d.loads(rows[0]["result"])) if rows else (False, None)
 
     def attempts(self, job_id: str) -> list[Attempt]:
         return [
@@ -491,12 +521,10 @@ class SQLStore(FullStore):
     def failures(self, tenant: str | None = None) -> list[FailureGroup]:
         return [
             FailureGroup(
-                kind=r["kind"],
+                **{name: r[name] for name in ("kind", "count", "latest_id")},
                 error=r["first_line"],
-                count=r["n"],
                 first_seen=self._at(r["first_seen"]),
                 last_seen=self._at(r["last_seen"]),
-                latest_id=r["latest_id"],
             )
             for r in self._rows(self.Q["failures"], {"tenant": tenant})
         ]
@@ -529,9 +557,7 @@ class SQLStore(FullStore):
         with self._write() as conn:
             row = conn.execute(self.Q["cancel"], params).fetchone()
             if row is not None:
-                if row["state"] == "cancelled":
-                    return CancelResult.CANCELLED
-                return CancelResult.REQUESTED
+                return CancelResult(row["result"])
             exists = conn.execute(self.Q["job_state"], params).fetchone()
         return CancelResult.ALREADY_FINISHED if exists else CancelResult.NOT_FOUND
 

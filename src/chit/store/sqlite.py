@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from chit.errors import StoreError
-from chit.ids import new_job_id
+from chit.ids import new_job_ids
 from chit.jobs import (
     Cancelled,
     ClaimedJob,
@@ -41,7 +41,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import Claim, Dialect, SQLStore, dumps, new_job, progressed, rescued, scalar
+from chit.store.sql import Claim, Dialect, SQLStore, dumps, progressed, rescued, scalar
 
 Q = queries.load("sqlite")
 BUSY_TIMEOUT_MS = 30_000
@@ -207,30 +207,22 @@ class SQLiteStore(SQLStore):
             cursor = connection.cursor()
             cursor.row_factory = sqlite3.Row
             try:
-                return self._enqueue_many(cursor, jobs)
+                return self._insert_jobs(cursor, new_job_ids(len(jobs)), jobs)
             except sqlite3.Error as e:
                 raise StoreError(f"enqueue on the application's connection failed: {e}") from e
             finally:
                 cursor.close()
         jobs = list(jobs)  # each read (and checked) before other writers wait
         with self._write() as conn:
-            return self._enqueue_many(conn, jobs)
+            return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
 
-    def _enqueue_many(
-        self, conn: sqlite3.Connection | sqlite3.Cursor, jobs: Sequence[NewJob]
-    ) -> list[Enqueued]:
-        out: list[Enqueued] = []
-        for job in jobs:
-            job_id = new_job_id()
-            run_at = None if job.run_at is None else ts(job.run_at)
-            params = {"id": job_id, "payload": dumps(job.payload), "run_at": run_at, "now": "now"}
-            params |= new_job(job)
+    def _insert(self, conn: sqlite3.Connection | sqlite3.Cursor, batch: list[Any]) -> set[str]:
+        inserted = set()
+        for item in batch:
+            params = item | {"payload": dumps(item["payload"]), "now": "now"}
             if conn.execute(Q["enqueue"], params).rowcount:
-                out.append(Enqueued(job_id, True))
-                continue
-            existing = conn.execute(Q["find_by_idempotency_key"], params).fetchone()
-            out.append(Enqueued(existing["id"], False, existing["request_hash"]))
-        return out
+                inserted.add(item["id"])
+        return inserted
 
     # Working
 
@@ -243,15 +235,6 @@ class SQLiteStore(SQLStore):
                 if conn.execute(Q["has_due"], {"queue": q, "now": now}).fetchone()
             ]
         return super()._claim(claim._replace(queues=due), now) if due else []
-
-    def _claim_queue(
-        self, conn: sqlite3.Connection, claim: Claim, queue: str, limit: int, clock: str
-    ) -> list[ClaimedJob]:
-        params = {"queue": queue, "worker": claim.worker, "limit": limit, "now": clock}
-        rows = conn.execute(Q["claim"], params | {"lease": _offset(claim.lease_seconds)}).fetchall()
-        rows.sort(key=lambda r: (r["priority"], r["run_at"], r["id"]))
-        self._opened(conn, claim, rows, clock)
-        return [self._claimed(r) for r in rows]
 
     def _opened(self, conn: sqlite3.Connection, claim: Claim, rows: list[Any], clock: str) -> None:
         if not rows:
@@ -275,36 +258,26 @@ class SQLiteStore(SQLStore):
         return [self._finish_one(conn, outcome, clock) for outcome in outcomes]
 
     def _finish_one(self, conn: sqlite3.Connection, outcome: Outcome, clock: str) -> bool:
+        # Each statement returns the outcome its attempt record closes with, and the error.
         fence: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token, "now": clock}
-        error: str | None = None
         match outcome:
             case Succeeded(result=result, progress=progress):
                 encoded = dumps(result)
                 external = self._is_large(encoded)
                 stored = {"result": None if external else encoded, "result_external": int(external)}
-                if not conn.execute(Q["succeed"], fence | stored | progressed(progress)).rowcount:
-                    return False
-                if external:
+                row = conn.execute(Q["succeed"], fence | stored | progressed(progress)).fetchone()
+                if row is not None and external:
                     conn.execute(Q["store_result"], {"id": outcome.job_id, "result": encoded})
-                recorded = "succeeded"
             case Failed(error=error, retry_in=retry_in):
                 retry = None if retry_in is None else _offset(retry_in)
                 row = conn.execute(Q["fail"], fence | {"error": error, "retry": retry}).fetchone()
-                if row is None:
-                    return False
-                recorded = "retried" if row[0] == "queued" else row[0]
             case Released():
                 row = conn.execute(Q["release"], fence | {"free": self.free_hand_backs}).fetchone()
-                if row is None:
-                    return False
-                recorded = "released" if row[0] == "queued" else row[0]
-                error = row[1] if recorded == "failed" else None
             case Cancelled():
-                if not conn.execute(Q["mark_cancelled"], fence).rowcount:
-                    return False
-                recorded = "cancelled"
-        params = {"job_id": outcome.job_id, "outcome": recorded, "error": error, "now": clock}
-        conn.execute(Q["close_attempt"], params)
+                row = conn.execute(Q["mark_cancelled"], fence).fetchone()
+        if row is None:
+            return False
+        conn.execute(Q["close_attempt"], fence | {"outcome": row["outcome"], "error": row["error"]})
         return True
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:

@@ -43,9 +43,6 @@ log = logging.getLogger("chit.worker")
 # Idle polling starts fast and backs off to poll_interval; between polls the
 # store's change check (SQLite data_version, PostgreSQL LISTEN) wakes us early.
 FIRST_IDLE_WAIT = 0.05
-# A claim that left due jobs queued for a limit polls again this soon: a slot or
-# a rate window frees without a write that would wake the worker.
-THROTTLED_WAIT = 0.1
 # A failing claim is retried after this, doubling up to MAX_ERROR_WAIT.
 FIRST_ERROR_WAIT = 0.5
 MAX_ERROR_WAIT = 10.0
@@ -195,8 +192,9 @@ class Worker:
             self._idle_wait = FIRST_IDLE_WAIT
             return Pause("now")
         wait = self._idle_wait
-        if time.monotonic() - self.store.throttled_at < 1.0:
-            wait = min(wait, THROTTLED_WAIT)
+        held_back_until = self.store.throttled_until
+        if held_back_until > float("-inf"):  # by a limit: look again when room may be free
+            wait = min(wait, max(0.001, held_back_until - time.monotonic()))
         pause = Pause("jobs", wait)
         self._idle_wait = min(self._idle_wait * 2, self.settings.poll_interval)
         return pause

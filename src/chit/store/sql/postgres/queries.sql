@@ -102,9 +102,11 @@ COPY chit_jobs (
 ) FROM STDIN (FORMAT BINARY)
 
 -- name: find_by_idempotency_key
+-- The jobs holding the keys of the batch `enqueue` did not insert.
 SELECT tenant, idempotency_key, id, request_hash FROM chit_jobs
 WHERE (tenant, idempotency_key) IN (
-    SELECT * FROM unnest(%(tenants)s::text[], %(keys)s::text[])
+    SELECT tenant, idempotency_key
+    FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(tenant text, idempotency_key text)
 )
 
 -- name: claim
@@ -154,7 +156,7 @@ SELECT * FROM claimed ORDER BY priority, run_at, id
 -- name: heartbeat
 WITH b AS (
     SELECT * FROM jsonb_to_recordset(%(beats)s::jsonb)
-        AS b(id text, token text, p boolean, done bigint, total bigint)
+        AS b(id text, token text, has_progress boolean, done bigint, total bigint)
 ), locked AS (
     SELECT j.id FROM chit_jobs AS j JOIN b ON j.id = b.id AND j.lease_token = b.token
     WHERE j.id = ANY(ARRAY(SELECT b.id FROM b))
@@ -164,8 +166,8 @@ WITH b AS (
 UPDATE chit_jobs AS j
 SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     updated_at = coalesce(%(now)s::timestamptz, now()),
-    progress_done = CASE WHEN b.p THEN b.done ELSE j.progress_done END,
-    progress_total = CASE WHEN b.p THEN b.total ELSE j.progress_total END
+    progress_done = CASE WHEN b.has_progress THEN b.done ELSE j.progress_done END,
+    progress_total = CASE WHEN b.has_progress THEN b.total ELSE j.progress_total END
 FROM locked, b
 WHERE j.id = locked.id AND j.id = b.id AND j.lease_token = b.token
 RETURNING j.id, j.cancel_requested
@@ -454,7 +456,7 @@ ORDER BY id DESC
 LIMIT %(limit)s
 
 -- name: get_result
-SELECT j.result_external, j.result, r.result AS external_result
+SELECT CASE WHEN j.result_external THEN r.result ELSE j.result END AS result
 FROM chit_jobs AS j LEFT JOIN chit_results AS r ON r.job_id = j.id
 WHERE j.id = %(id)s::text AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
 
@@ -471,19 +473,19 @@ SET state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
     updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND state IN ('queued', 'running')
-RETURNING state
+RETURNING CASE state WHEN 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result
 
 -- name: job_state
 SELECT state FROM chit_jobs
 WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
 
 -- name: failures
-SELECT kind, split_part(error, E'\n', 1) AS first_line, count(*) AS n,
+SELECT kind, split_part(error, E'\n', 1) AS first_line, count(*) AS count,
        min(finished_at) AS first_seen, max(finished_at) AS last_seen, max(id) AS latest_id
 FROM chit_jobs
 WHERE state = 'failed' AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
 GROUP BY kind, first_line
-ORDER BY n DESC, max(finished_at) DESC
+ORDER BY count DESC, max(finished_at) DESC
 
 -- name: stats_by_state_kind
 SELECT state, kind, count(*) AS n FROM chit_jobs
@@ -739,7 +741,8 @@ FROM (SELECT k FROM unnest(%(kinds)s::text[]) AS k ORDER BY k) AS sorted
 
 -- name: kind_in_use
 -- A kind's running jobs (a lease not yet expired: a killed worker's free
--- themselves at expiry) and its attempts started within the rate window.
+-- themselves at expiry), its attempts started within the rate window, and in
+-- how many seconds the oldest of those leaves it (NULL without a window).
 SELECT (SELECT count(*) FROM chit_jobs
         WHERE state = 'running' AND kind = %(kind)s::text
           AND lease_expires_at > coalesce(%(now)s::timestamptz, now())) AS running,
@@ -747,7 +750,12 @@ SELECT (SELECT count(*) FROM chit_jobs
        (SELECT count(*) FROM chit_attempts
         WHERE kind = %(kind)s::text
           AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval)
-       END AS started
+       END AS started,
+       extract(epoch FROM (
+           SELECT min(started_at) FROM chit_attempts
+           WHERE kind = %(kind)s::text
+             AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval
+       ) - (coalesce(%(now)s::timestamptz, now()) + %(window)s::interval))::float8 AS frees_in
 
 -- name: key_in_use
 -- The same for one concurrency key of a kind.
@@ -760,7 +768,13 @@ SELECT (SELECT count(*) FROM chit_jobs
         WHERE kind = %(kind)s::text AND concurrency_key = %(key)s::text
           AND concurrency_key <> ''
           AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval)
-       END AS started
+       END AS started,
+       extract(epoch FROM (
+           SELECT min(started_at) FROM chit_attempts
+           WHERE kind = %(kind)s::text AND concurrency_key = %(key)s::text
+          AND concurrency_key <> ''
+             AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval
+       ) - (coalesce(%(now)s::timestamptz, now()) + %(window)s::interval))::float8 AS frees_in
 
 -- name: claim_ids
 -- The jobs a flow claim chose, if still queued and not being claimed by another.

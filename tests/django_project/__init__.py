@@ -1,0 +1,1 @@
+"""A Django project for the tests of chit.contrib.django (tests/django)."""
