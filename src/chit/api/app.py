@@ -17,6 +17,7 @@ import anyio.to_thread
 from fastapi import APIRouter, FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 
 from chit.api import routes
 from chit.api.auth import KEY_CACHE_SECONDS, Authenticator, parse_env_keys
@@ -35,6 +36,15 @@ DESCRIPTION = """Durable background jobs over HTTP.
 `GET /jobs/{id}/events`. Send `Authorization: Bearer KEY` when keys are configured.
 """
 
+
+# What a page on a CHIT_CORS_ORIGINS origin may send.
+CORS_REQUEST_HEADERS = [
+    "Authorization",
+    "Content-Type",
+    "Idempotency-Key",
+    "If-None-Match",
+    "Last-Event-ID",
+]
 
 # Where the dashboard lives under the API's own paths.
 DASHBOARD_PREFIX = "/ui"
@@ -106,6 +116,19 @@ def create_app(queue: Queue, *, dashboard: bool = True, **options: Any) -> FastA
     app.add_exception_handler(RequestValidationError, answer_exception)
     app.add_exception_handler(Exception, answer_exception)
     app.add_middleware(RefuseAmbiguousLength)
+    origins = (options.get("settings") or queue.settings).cors_origins
+    if origins:
+        # Pages on these origins send the key in Authorization; no cookie goes
+        # cross-origin (the dashboard's session stays its own origin's).
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(origins),
+            allow_credentials=False,
+            allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
+            allow_headers=CORS_REQUEST_HEADERS,
+            expose_headers=["Location", "Retry-After", "ETag"],
+            max_age=600,
+        )
     app.openapi = lambda: _openapi_with_tasks(app, queue)  # type: ignore[method-assign]
     return app
 
