@@ -72,10 +72,12 @@ def calls(package: Any, models: Any, client: Any) -> None:
 
     cancelled = importlib.import_module(f"{api}.cancel_job").sync(submitted.job_id, client=client)
     assert isinstance(cancelled, models.JobStatus) and cancelled.state.value == "cancelled"
-    stream = importlib.import_module(f"{api}.stream_job_events").sync(
+    streamed = importlib.import_module(f"{api}.stream_job_events").sync_detailed(
         submitted.job_id, client=client
     )
-    assert isinstance(stream, str) and stream.startswith("retry: ")
+    assert streamed.status_code == 200
+    stream = streamed.content.decode()
+    assert stream.startswith("retry: ")
     assert "event: state" in stream and '"state":"cancelled"' in stream
 
     missing = importlib.import_module(f"{api}.get_job").sync("0" * 26, client=client)

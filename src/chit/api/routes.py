@@ -284,13 +284,19 @@ async def list_jobs(
     return Response(answer.model_dump_json(), media_type="application/json")
 
 
-# The stream is text: blocks of `id:`, `event:` (state, progress, gone, error)
-# and `data:` (a job status as JSON). Described as a string, which generated
-# clients read as text; an object schema had them parse the stream as JSON.
-_SSE_STREAM = {
-    "type": "string",
-    "description": "Server-Sent Events: `event: state|progress|gone|error`, `id:`, "
-    "`data:` a job status as JSON (for gone and error, a message)",
+# One Server-Sent Event, as OpenAPI 3.2's `itemSchema` describes each item of a
+# stream; `data` is a job status as JSON (for `gone` and `error`, a message).
+# No `schema` for the whole stream: generated clients then hand back the text
+# (with an object schema, openapi-python-client parsed the stream as JSON).
+_SSE_EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"enum": ["state", "progress", "gone", "error"]},
+        "id": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+        "retry": {"type": "integer"},
+    },
+    "required": ["event", "data"],
 }
 
 
@@ -300,7 +306,7 @@ _SSE_STREAM = {
     response_class=StreamingResponse,
     responses={
         200: {
-            "content": {"text/event-stream": {"schema": _SSE_STREAM}},
+            "content": {"text/event-stream": {"itemSchema": _SSE_EVENT}},
             "description": "events `state` and `progress`, data a job status; ends after "
             "the terminal state",
         },
