@@ -55,6 +55,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import limits  # noqa: E402
+import pools  # noqa: E402
 import report  # noqa: E402
 import services  # noqa: E402
 from systems import INFO  # noqa: E402
@@ -88,7 +89,7 @@ FLOW_STEPS = ("flow-concurrency", "flow-rate", "flow-claim")
 # flow_claim.py's name of each backend, and the chit system that runs on it.
 BACKENDS = {"SQLite": ("sqlite", "chit-sqlite"), "PostgreSQL": ("postgres", "chit-postgres")}
 # Steps that are no drive.py workload of every system, but measured apart.
-APART = ("limits", "flow-claim")
+APART = ("limits", "flow-claim", "pools")  # not drive.py workloads
 KIND_CONCURRENCY = 8
 KIND_RATE = "1000/s"
 
@@ -344,6 +345,8 @@ class Bench:
         if "flow-claim" in chosen:
             meta["flow_claim"] = self.flow_claim(wanted, chit)
             self.save(meta)
+        if "pools" in chosen:
+            meta["pools"] = pools.run(self.dir, self.sizes.jobs // 5)
         limit_figures = self.limits() if "limits" in chosen else {}
         meta["limits"] = limit_figures
         meta["seconds"] = time.monotonic() - started
@@ -646,7 +649,7 @@ def main() -> None:
     parser.add_argument("--systems", help=f"comma-separated, from: {', '.join(INFO)}")
     parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, process2, "
                         "latency, growth-empty, growth, growth-analyze, limits, flow-concurrency, "
-                        "flow-rate, flow-claim; flow for the three flow steps")  # fmt: skip
+                        "flow-rate, flow-claim, pools; flow for the three flow steps")  # fmt: skip
     parser.add_argument(
         "--repeat", type=int, help="runs of each process and growth step (2; 1 with --quick)"
     )

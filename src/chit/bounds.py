@@ -17,6 +17,9 @@ CONCURRENCY_KEY_MAX = 200
 # A concurrency limit, and a rate's starts per period, at most: beyond is a slip.
 CONCURRENCY_MAX = 100_000
 RATE_MAX = 1_000_000
+# A job's timeout, seconds: above 0 and at most 30 days. An attempt's budget
+# beyond that is a slip (milliseconds typed for seconds), not a deadline.
+TIMEOUT_MAX = 30 * 86400
 # The default of CHIT_MAX_PAYLOAD_BYTES and CHIT_MAX_BODY_BYTES.
 PAYLOAD_BYTES = 1024 * 1024
 

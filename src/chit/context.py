@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from chit.jobs import ClaimedJob, Progress
 
-if TYPE_CHECKING:
-    from chit.store import Store
+
+class ContextStore(Protocol):
+    """What a context needs of its store: a `Store`, or, in a process-pool child,
+    the link that asks the worker (which holds the lease) to write."""
+
+    def checkpoint(
+        self, job_id: str, lease_token: str, data: Any, progress: Progress | None, lease: float
+    ) -> bool: ...
 
 
 class JobContext:
@@ -29,8 +35,9 @@ class JobContext:
         lease_token: str,
         last_checkpoint: Any,
         progress: Progress,
-        store: Store,
+        store: ContextStore,
         lease_seconds: float,
+        timeout: float | None = None,
     ) -> None:
         self.id = id
         self.kind = kind
@@ -39,6 +46,8 @@ class JobContext:
         self.max_attempts = max_attempts
         self.lease_token = lease_token
         self.last_checkpoint = last_checkpoint
+        # Seconds this attempt may run (None: no deadline); past it `cancelled` is true.
+        self.timeout = timeout
         self._store = store
         self._lease_seconds = lease_seconds
         self._lock = threading.Lock()
@@ -46,12 +55,14 @@ class JobContext:
         self._progress_dirty = False
         self._progress_reported = False
         self._cancelled = threading.Event()
+        self._cancel_reason: str | None = None
+        self._cancel_requested = False
         self._lost = threading.Event()
         # Set by the worker once the handler's outcome is waiting to be recorded.
         self.finished = False
 
     @classmethod
-    def of(cls, job: ClaimedJob, store: Store, lease_seconds: float) -> JobContext:
+    def of(cls, job: ClaimedJob, store: ContextStore, lease_seconds: float) -> JobContext:
         """The context of a claimed job, its writes fenced by the claim's token."""
         return cls(
             id=job.id,
@@ -64,6 +75,7 @@ class JobContext:
             progress=job.progress,
             store=store,
             lease_seconds=lease_seconds,
+            timeout=job.timeout,
         )
 
     def __repr__(self) -> str:
@@ -71,8 +83,20 @@ class JobContext:
 
     @property
     def cancelled(self) -> bool:
-        """True once someone asked to cancel this job; stop soon and return."""
+        """True once someone asked to cancel this job, or its deadline passed
+        (`cancel_reason` says which); stop soon and return."""
         return self._cancelled.is_set()
+
+    @property
+    def cancel_reason(self) -> str | None:
+        """Why `cancelled` is true: "cancel requested" or "timed out after N s";
+        None while it is false."""
+        return self._cancel_reason
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once someone asked to cancel the job (not merely its deadline passed)."""
+        return self._cancel_requested
 
     @property
     def lease_lost(self) -> bool:
@@ -122,7 +146,21 @@ class JobContext:
                 self._progress_dirty = True
 
     def mark_cancelled(self) -> None:
+        with self._lock:
+            self._cancel_requested = True
+            self._cancel_reason = "cancel requested"
+        self._cancelled.set()
+
+    def mark_timed_out(self, seconds: float) -> None:
+        with self._lock:
+            if self._cancel_reason is None:
+                self._cancel_reason = timed_out(seconds)
         self._cancelled.set()
 
     def mark_lost(self) -> None:
         self._lost.set()
+
+
+def timed_out(seconds: float) -> str:
+    """The error of an attempt past its deadline, e.g. "timed out after 2 s"."""
+    return f"timed out after {seconds:g} s"

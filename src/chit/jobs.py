@@ -52,6 +52,8 @@ class NewJob:
     tenant: str = ""
     # Flow control: the key a task's key_concurrency and key_rate bound; "" for none.
     concurrency_key: str = ""
+    # Seconds an attempt may run before it is failed "timed out"; None: no deadline.
+    timeout: float | None = None
     # Fingerprint of what was asked for, so the same idempotency key with a
     # different request can be told apart from an honest retry.
     request_hash: str | None = None
@@ -105,6 +107,7 @@ class Job:
     # Computed by the store with its own clock: running and past the lease.
     stale: bool = False
     concurrency_key: str = ""  # "" for none
+    timeout: float | None = None  # seconds an attempt may run; None: no deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +123,7 @@ class ClaimedJob:
     lease_token: str
     checkpoint: Any = None
     progress: Progress = field(default_factory=Progress)
+    timeout: float | None = None  # seconds this attempt may run; None: no deadline
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from chit.bounds import (
     MAX_ATTEMPTS,
     NAME_MAX,
     PRIORITY_LIMIT,
+    TIMEOUT_MAX,
 )
 from chit.encoding import canonical, has_nul
 from chit.errors import (
@@ -55,6 +56,7 @@ class Task:
     queue: str
     priority: int
     limits: Limits = field(default_factory=Limits)
+    timeout: float | None = None  # seconds; the default of the kind's jobs
 
     @property
     def is_async(self) -> bool:
@@ -74,6 +76,7 @@ class JobRequest:
     max_attempts: int | None = None
     tenant: str = ""
     concurrency_key: str | None = None
+    timeout: float | None = None  # seconds; None: the task's
 
 
 class Queue:
@@ -113,11 +116,13 @@ class Queue:
         rate: str | None = None,
         key_concurrency: int | None = None,
         key_rate: str | None = None,
+        timeout: float | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register a handler. `concurrency` and `rate` ("N/s", "N/m", "N/h") limit
         the kind across every worker; `key_concurrency` and `key_rate` each
         concurrency key of it. They are the defaults: an operator's
-        `chit limits set` wins until cleared."""
+        `chit limits set` wins until cleared. `timeout` (seconds) is the default
+        deadline of each attempt: past it the attempt fails "timed out after N s"."""
         if not kind or len(kind) > NAME_MAX:
             raise ConfigError(f"task kind {kind!r}: must be 1 to {NAME_MAX} characters")
         if max_attempts is not None and not 1 <= max_attempts <= MAX_ATTEMPTS:
@@ -131,11 +136,16 @@ class Queue:
             limits = Limits.checked(concurrency, rate, key_concurrency, key_rate)
         except LimitError as e:
             raise ConfigError(f"task {kind!r}: {e}") from None
+        if timeout is not None:
+            try:
+                timeout = check_timeout(timeout)
+            except InvalidRequest as e:
+                raise ConfigError(f"task {kind!r}: {e}") from None
 
         def register(handler: Handler) -> Handler:
             if kind in self.tasks:
                 raise ConfigError(f"task kind {kind!r} is registered twice")
-            task = Task(kind, handler, payload, max_attempts, queue, priority, limits)
+            task = Task(kind, handler, payload, max_attempts, queue, priority, limits, timeout)
             self.tasks[kind] = task
             return handler
 
@@ -174,10 +184,12 @@ class Queue:
         max_attempts: int | None = None,
         tenant: str = "",
         concurrency_key: str | None = None,
+        timeout: float | None = None,
         connection: Any = None,
     ) -> Enqueued:
         """Store a job and return `.id` and `.created` (False when the idempotency
-        key matched an existing job with the same request).
+        key matched an existing job with the same request). `timeout` (seconds)
+        overrides the task's deadline for this job's attempts.
 
         With `connection` (your psycopg connection, or your sqlite3 connection to
         the same file) the job is inserted in the transaction open on it: it exists
@@ -194,6 +206,7 @@ class Queue:
             max_attempts,
             tenant,
             concurrency_key,
+            timeout,
         )
         return self.enqueue_many([request], connection=connection)[0]
 
@@ -248,6 +261,7 @@ class Queue:
         concurrency_key = request.concurrency_key
         if concurrency_key is not None:
             check_concurrency_key(concurrency_key)
+        timeout = task.timeout if request.timeout is None else check_timeout(request.timeout)
         key = request.idempotency_key
         return NewJob(
             kind=request.kind,
@@ -259,10 +273,18 @@ class Queue:
             idempotency_key=key,
             tenant=request.tenant,
             concurrency_key=concurrency_key or "",
+            timeout=timeout,
             request_hash=None
             if key is None
             else _request_hash(
-                request.kind, payload, queue, priority, max_attempts, run_at, concurrency_key
+                request.kind,
+                payload,
+                queue,
+                priority,
+                max_attempts,
+                run_at,
+                concurrency_key,
+                request.timeout,
             ),
             payload_json=encoded,
         )
@@ -408,6 +430,17 @@ def check_concurrency_key(key: str) -> None:
         )
 
 
+def check_timeout(value: Any) -> float:
+    """A timeout in seconds as a float: a number above 0, at most TIMEOUT_MAX."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not 0 < value <= TIMEOUT_MAX:  # NaN fails the comparison too
+        raise InvalidRequest(
+            f"timeout must be a number of seconds above 0 and at most {TIMEOUT_MAX:,} "
+            f"(30 days), not {value!r}"
+        )
+    return float(value)
+
+
 def _request_hash(
     kind: str,
     payload: dict[str, Any],
@@ -416,6 +449,7 @@ def _request_hash(
     max_attempts: int,
     run_at: datetime | None,
     concurrency_key: str | None = None,
+    timeout: float | None = None,
 ) -> str:
     """Fingerprint of what was asked for, so the same idempotency key with a
     different request can be told apart from an honest retry."""
@@ -431,4 +465,6 @@ def _request_hash(
     }
     if concurrency_key is not None:  # absent: the same fingerprint as before keys existed
         fingerprint = {**fingerprint, "concurrency_key": concurrency_key}
+    if timeout is not None:  # the same: a job asked for without one keeps its fingerprint
+        fingerprint = {**fingerprint, "timeout": float(timeout)}
     return hashlib.sha256(canonical(fingerprint).encode()).hexdigest()

@@ -21,6 +21,7 @@ DEFAULT_DATABASE_URL = "sqlite:///chit.db"
 # The longest duration a setting may have. Far beyond it, a lease or retry time
 # leaves the range SQLite can write (year 9999) and the claim itself fails.
 MAX_SECONDS = 10 * 365 * 86400.0
+POOLS = ("thread", "process")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,13 @@ class Settings:
     queues: tuple[str, ...] = ("default",)
     # Finished jobs older than this (e.g. "7d") are deleted by workers; "" keeps them.
     retention: str = ""
+    # Where sync handlers run: "thread" (the worker's threads) or "process" (a
+    # pool of `concurrency` child processes, which a deadline really stops).
+    pool: str = "thread"
+    # A child process is replaced after this many jobs (0: never), or once its
+    # memory (peak resident set) passes this many MB (0: never): leaky code.
+    max_jobs_per_child: int = 0
+    max_memory_per_child: int = 0
     # Web origins whose pages may call the API (CORS), exactly: "https://app.example".
     cors_origins: tuple[str, ...] = ()
 
@@ -147,6 +155,15 @@ class Settings:
                 raise ConfigError(
                     f"CHIT_RETENTION has value {self.retention!r}: must be at most 10 years"
                 )
+        if self.pool not in POOLS:
+            raise ConfigError(f"CHIT_POOL has value {self.pool!r}: use thread or process")
+        for name, value in (
+            ("CHIT_MAX_JOBS_PER_CHILD", self.max_jobs_per_child),
+            ("CHIT_MAX_MEMORY_PER_CHILD", self.max_memory_per_child),
+        ):
+            _finite(name, value)
+            if value < 0:
+                raise ConfigError(f"{name} has value {value}: must be >= 0 (0: no limit)")
         if not self.queues or any(not q for q in self.queues):
             raise ConfigError("CHIT_QUEUES must name at least one queue")
         if not self.database_url.startswith(("sqlite:", "postgresql:", "postgres:")):

@@ -13,7 +13,7 @@ from chit.context import JobContext
 from chit.errors import StoreError
 from chit.jobs import AttemptOutcome, State
 from chit.worker import Worker
-from chit.worker.execute import Call, Report, Returned, invoke
+from chit.worker.execute import Call, Free, Report, Returned, invoke
 from chit.worker.heartbeat import PROGRESS_INTERVAL, Heartbeat
 from chit.worker.runner import FIRST_ERROR_WAIT, FIRST_IDLE_WAIT, MAX_ERROR_WAIT, Pause
 
@@ -24,19 +24,25 @@ class Inline:
     def __init__(self) -> None:
         self.calls: list[Call] = []
 
-    def submit(self, call: Call, report: Report) -> None:
+    def submit(self, call: Call, report: Report, free: Free) -> None:
         self.calls.append(call)
         report(invoke(call))
+        free()
 
 
 class Held:
-    """An executor that keeps every call until the test reports it."""
+    """An executor that keeps every call until the test reports it (which frees
+    its slot too)."""
 
     def __init__(self) -> None:
         self.pending: list[tuple[Call, Report]] = []
 
-    def submit(self, call: Call, report: Report) -> None:
-        self.pending.append((call, report))
+    def submit(self, call: Call, report: Report, free: Free) -> None:
+        def ended(returned: Returned) -> None:
+            report(returned)
+            free()
+
+        self.pending.append((call, ended))
 
 
 class Spy:

@@ -164,6 +164,7 @@ async def submit_job(
         queue=body.queue,
         max_attempts=body.max_attempts,
         tenant=principal.submit_tenant,
+        timeout=body.timeout,
         concurrency_key=body.concurrency_key,
     )
     [result] = await blocking(state.queue.enqueue_many, [job])

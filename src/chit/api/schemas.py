@@ -80,6 +80,15 @@ class SubmitJob(BaseModel):
     )
     run_at: Moment | None = Field(default=None, description="not before this time")
     max_attempts: int | None = Field(default=None, strict=True, ge=1, le=bounds.MAX_ATTEMPTS)
+    # Strict: `true` or "30" is a slip, not a number of seconds.
+    timeout: float | None = Field(
+        default=None,
+        strict=True,
+        gt=0,
+        le=bounds.TIMEOUT_MAX,
+        allow_inf_nan=False,
+        description="seconds an attempt may run before it fails 'timed out'; default: the task's",
+    )
     concurrency_key: ConcurrencyKey | None = None
 
 
@@ -128,6 +137,7 @@ class JobStatus(BaseModel):
     updated_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    timeout: float | None = Field(default=None, description="seconds an attempt may run")
 
     @classmethod
     def of(cls, job: Job, result_url: str, traceback: bool = False) -> JobStatus:
@@ -157,6 +167,7 @@ class JobStatus(BaseModel):
             updated_at=job.updated_at,
             started_at=job.started_at,
             finished_at=job.finished_at,
+            timeout=job.timeout,
         )
 
 

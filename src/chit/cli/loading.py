@@ -27,6 +27,9 @@ FLAGS = {
     "lease": "lease_seconds",
     "grace": "grace_seconds",
     "poll_interval": "poll_interval",
+    "pool": "pool",
+    "max_jobs_per_child": "max_jobs_per_child",
+    "max_memory_per_child": "max_memory_per_child",
     "host": "host",
     "port": "port",
 }

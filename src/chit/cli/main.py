@@ -53,6 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--poll-interval", type=float, help="longest idle wait, seconds (CHIT_POLL_INTERVAL)"
         )
+        p.add_argument(
+            "--pool",
+            help="where sync handlers run: thread (default) or process, which a timeout "
+            "really stops (CHIT_POOL)",
+        )
+        p.add_argument(
+            "--max-jobs-per-child",
+            type=int,
+            help="--pool process: replace a child after N jobs; 0 never (CHIT_MAX_JOBS_PER_CHILD)",
+        )
+        p.add_argument(
+            "--max-memory-per-child",
+            type=int,
+            metavar="MB",
+            help="--pool process: replace a child once its memory passes MB; 0 never "
+            "(CHIT_MAX_MEMORY_PER_CHILD)",
+        )
 
     def remote_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--url", help="go through the HTTP API at this URL, not the database")

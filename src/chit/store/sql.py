@@ -86,12 +86,12 @@ class Dialect:
 
 # A job's columns that are read as they come, in both dialects.
 _AS_THEY_ARE: tuple[str, ...] = ("id", "kind", "queue", "priority", "attempts", "max_attempts")
-_AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error", "concurrency_key")
+_AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error", "concurrency_key", "timeout")
 
 
 # A new job's fields that `enqueue` sends as they are.
 _NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "payload", "tenant", "idempotency_key")
-_NEW_JOB += ("request_hash", "max_attempts", "concurrency_key")
+_NEW_JOB += ("request_hash", "max_attempts", "concurrency_key", "timeout")
 
 
 def scalar(cursor: Any) -> Any:
@@ -189,6 +189,7 @@ class SQLStore(FullStore):
             attempt=r["attempts"],
             checkpoint=self.d.loads(r["checkpoint"]),
             progress=Progress(r["progress_done"], r["progress_total"]),
+            timeout=r["timeout"],
         )
 
     def _api_key(self, r: Any) -> ApiKey:

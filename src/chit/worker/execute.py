@@ -4,22 +4,27 @@ happened. Nothing here raises: whatever a handler or its payload does, the job
 gets an outcome, handed once to the pipeline's `done`.
 
 How a handler is called is the one replaceable step, an `Executor`: threads
-for sync handlers and one event loop for async ones today (`worker/pool.py`).
-What an executor reports goes through the same classification, so a deadline
-or a child process plugs in as an executor that reports an error, not as a
-second path to an outcome.
+(`worker/pool.py`) or child processes (`worker/children.py`) for sync handlers,
+one event loop for async ones. What an executor reports goes through the same
+classification, so a deadline or a child's death is an executor reporting an
+error (`ReportedError`), not a second path to an outcome.
+
+An outcome and a free slot are two events: a sync thread past its deadline has
+its timeout recorded at the deadline but keeps its slot until the handler
+returns, so an executor reports once and frees once, in that order.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chit import backoff
-from chit.context import JobContext
+from chit.context import JobContext, timed_out
 from chit.encoding import storable_json_error, storable_text
 from chit.errors import PermanentError
 from chit.jobs import Cancelled, ClaimedJob, Failed, Outcome, Released, Succeeded
@@ -39,37 +44,43 @@ class Pipeline:
         queue: Queue,
         settings: Settings,
         done: Callable[[Outcome], None],
+        free: Callable[[str], None],
         *,
         sync: Executor,
         asynchronous: Executor,
     ) -> None:
         self.queue = queue
         self.settings = settings
-        self.done = done
+        self.done = done  # the job's outcome, ready to record
+        self.free = free  # the job's slot may run another (after `done`)
         self.sync = sync
         self.asynchronous = asynchronous
 
     def start(self, job: ClaimedJob, ctx: JobContext) -> None:
         log.info("job %s %s attempt %d/%d started", job.kind, job.id, job.attempt, job.max_attempts)
         # While it waited for a slot, cancellation was asked or the lease was lost.
-        if ctx.cancelled:
-            self.done(Cancelled(job.id, job.lease_token))
+        prepared = None
+        if ctx.cancel_requested:
+            early: Outcome | None = Cancelled(job.id, job.lease_token)
+        elif ctx.lease_lost:
+            early = Released(job.id, job.lease_token)  # fenced out: not ours now
+        else:
+            prepared = prepare(self.queue, job, self.settings)
+            early = prepared.early
+        if early is not None:
+            self.done(early)
+            self.free(job.id)
             return
-        if ctx.lease_lost:
-            self.done(Released(job.id, job.lease_token))  # fenced out: not ours now
-            return
-        prepared = prepare(self.queue, job, self.settings)
-        if prepared.early is not None:
-            self.done(prepared.early)
-            return
+        assert prepared is not None and prepared.task is not None
         task = prepared.task
-        assert task is not None
+        if ctx.timeout is None:  # a job stored before its task had a timeout
+            ctx.timeout = task.timeout
         executor = self.asynchronous if task.is_async else self.sync
 
         def report(returned: Returned) -> None:
             self.done(classify(job, ctx, self.settings, returned.result, returned.error))
 
-        executor.submit(Call(task, ctx, prepared.body), report)
+        executor.submit(Call(task, ctx, prepared.body, job), report, lambda: self.free(job.id))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +90,7 @@ class Call:
     task: Task
     ctx: JobContext
     body: Any
+    job: ClaimedJob  # what a child process is sent: it parses the payload itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +102,55 @@ class Returned:
 
 
 Report = Callable[[Returned], None]
+Free = Callable[[], None]
 
 
 class Executor(Protocol):
     """Where and when handlers run."""
 
-    def submit(self, call: Call, report: Report) -> None:
+    def submit(self, call: Call, report: Report, free: Free) -> None:
         """Start `call` and return at once. `report` is called exactly once, from
-        any thread, with what the handler returned or raised (an executor that
-        stops a call reports the error it stopped it with)."""
+        any thread, with what the handler returned or raised, or the error the
+        executor stopped it with (`TimedOut` at `call.ctx.timeout`, a child's
+        death). `free` is called exactly once, after `report`, when the call no
+        longer takes a slot: at once, unless the handler is still running."""
         ...
+
+
+class ReportedError(Exception):
+    """An error described where it happened, stored as its `text`: a deadline, a
+    child process's death, a handler's error raised in a child process."""
+
+    def __init__(self, text: str, permanent: bool = False) -> None:
+        super().__init__(text, permanent)
+        self.text = text
+        self.permanent = permanent  # fail without retry, as PermanentError
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class TimedOut(ReportedError):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(timed_out(seconds))
+
+
+class Once:
+    """A report that takes the first of its callers (the handler or its deadline)
+    and tells each later one it came too late."""
+
+    def __init__(self, report: Report) -> None:
+        self._report = report
+        self._lock = threading.Lock()
+        self._done = False
+
+    def __call__(self, returned: Returned) -> bool:
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+        self._report(returned)
+        return True
 
 
 def invoke(call: Call) -> Returned:
@@ -162,15 +213,18 @@ def classify(
 def _classify(
     job: ClaimedJob, ctx: JobContext, settings: Settings, result: Any, error: BaseException | None
 ) -> Outcome:
-    if ctx.cancelled:
+    if ctx.cancel_requested:  # not a deadline: that is an error, retried
         return Cancelled(job.id, job.lease_token)
     if error is None:
         problem = storable_json_error(result)
         if problem is not None:
             return Failed(job.id, job.lease_token, f"ResultNotJSON: {problem}")
         return Succeeded(job.id, job.lease_token, result, ctx.last_progress())
-    text = describe(error)
-    if isinstance(error, PermanentError):
+    if isinstance(error, ReportedError):
+        text, permanent = storable_text(error.text), error.permanent
+    else:
+        text, permanent = describe(error), isinstance(error, PermanentError)
+    if permanent:
         return Failed(job.id, job.lease_token, text)
     return retry_or_fail(job, text, settings)
 

@@ -97,7 +97,7 @@ class Finisher:
     def _finish(self, batch: list[Outcome]) -> None:
         # A job handed back is for another worker to take: no claim beside it.
         handed_back = any(isinstance(o, Released) for o in batch)
-        free = 0 if handed_back else self.slots.reserve(finishing=len(batch))
+        free = 0 if handed_back else self.slots.reserve(finishing=batch)
         recorded = None
         if free > 0:
             try:

@@ -73,7 +73,7 @@ class Heartbeat:
         self._last = now
         still_held = {ctx.id for ctx in self.held()}
         for ctx in contexts:
-            if ctx.id in result.cancel_requested and not ctx.cancelled:
+            if ctx.id in result.cancel_requested and not ctx.cancel_requested:
                 log.info("job %s %s: cancellation requested", ctx.kind, ctx.id)
                 ctx.mark_cancelled()
             lost = ctx.id not in result.held and ctx.id in still_held and not ctx.finished

@@ -1,5 +1,11 @@
 """The executors a worker calls handlers with: daemon threads for sync handlers,
-one event loop on its own thread for `async def` handlers."""
+one event loop on its own thread for `async def` handlers. (`children.py` runs
+sync handlers in child processes instead: `--pool process`.)
+
+Deadlines: an async handler is cancelled at its deadline. A thread cannot be
+stopped from outside, so a sync handler past its deadline has its timeout
+recorded at once, sees `job.cancelled`, and keeps its slot until it returns;
+what it returns then is dropped (the job is no longer its attempt's)."""
 
 from __future__ import annotations
 
@@ -7,30 +13,64 @@ import asyncio
 import logging
 import queue as queue_mod
 import threading
+import time
 
-from chit.worker.execute import Call, Report, ainvoke, invoke
+from chit.worker.deadlines import Deadlines
+from chit.worker.execute import Call, Free, Once, Report, Returned, TimedOut, ainvoke, invoke
 
 log = logging.getLogger("chit.worker")
+
+# How long an async handler cancelled at its deadline may take to unwind before
+# the timeout is recorded anyway (its slot stays taken until it does end).
+CANCEL_GRACE_SECONDS = 0.5
 
 
 class ThreadPool:
     """Daemon threads, so a worker that must exit is never held by a stuck handler."""
 
-    def __init__(self, size: int) -> None:
-        self._calls: queue_mod.SimpleQueue[tuple[Call, Report]] = queue_mod.SimpleQueue()
+    def __init__(self, size: int, deadlines: Deadlines | None = None) -> None:
+        self._deadlines = deadlines if deadlines is not None else Deadlines()
+        self._calls: queue_mod.SimpleQueue[tuple[Call, Report, Free]] = queue_mod.SimpleQueue()
         for i in range(size):
             threading.Thread(target=self._work, name=f"chit-job-{i}", daemon=True).start()
 
-    def submit(self, call: Call, report: Report) -> None:
-        self._calls.put((call, report))
+    def submit(self, call: Call, report: Report, free: Free) -> None:
+        self._calls.put((call, report, free))
 
     def _work(self) -> None:
         while True:
-            call, report = self._calls.get()
+            call, report, free = self._calls.get()
             try:
-                report(invoke(call))
+                self._run(call, report)
             except Exception:
                 log.exception("job thread error")
+            finally:
+                free()
+
+    def _run(self, call: Call, report: Report) -> None:
+        timeout = call.ctx.timeout
+        if timeout is None:
+            report(invoke(call))
+            return
+        once = Once(report)
+        started = time.monotonic()
+
+        def expire() -> None:
+            call.ctx.mark_timed_out(timeout)
+            once(Returned(error=TimedOut(timeout)))
+
+        deadline = self._deadlines.after(timeout, expire)
+        returned = invoke(call)
+        deadline.cancel()
+        if not once(returned):
+            log.warning(
+                "job %s %s returned %.1fs after its %gs timeout: what it returned is dropped "
+                "(the timeout was recorded; run it with --pool process to stop it at the deadline)",
+                call.ctx.kind,
+                call.ctx.id,
+                time.monotonic() - started - timeout,
+                timeout,
+            )
 
 
 class AsyncLoop:
@@ -40,11 +80,43 @@ class AsyncLoop:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def submit(self, call: Call, report: Report) -> None:
-        asyncio.run_coroutine_threadsafe(self._run(call, report), self._running_loop())
+    def submit(self, call: Call, report: Report, free: Free) -> None:
+        asyncio.run_coroutine_threadsafe(self._run(call, report, free), self._running_loop())
 
-    async def _run(self, call: Call, report: Report) -> None:
-        report(await ainvoke(call))
+    async def _run(self, call: Call, report: Report, free: Free) -> None:
+        timeout = call.ctx.timeout
+        if timeout is None:
+            try:
+                report(await ainvoke(call))
+            finally:
+                free()
+            return
+        task = asyncio.ensure_future(ainvoke(call))
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if done:
+            try:
+                report(task.result())
+            finally:
+                free()
+            return
+        call.ctx.mark_timed_out(timeout)
+        task.cancel()
+        # The handler may clean up on CancelledError: a moment for it, not forever.
+        await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
+        try:
+            report(Returned(error=TimedOut(timeout)))
+        finally:
+            if task.done():
+                free()
+            else:
+                log.warning(
+                    "job %s %s went on after it was cancelled at its %gs timeout; its slot "
+                    "stays taken until it ends",
+                    call.ctx.kind,
+                    call.ctx.id,
+                    timeout,
+                )
+                task.add_done_callback(lambda _: free())
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:

@@ -27,10 +27,11 @@ from types import FrameType
 from typing import Literal
 
 from chit.context import JobContext
-from chit.errors import StoreError
+from chit.errors import ConfigError, StoreError
 from chit.jobs import Outcome
 from chit.queue import Queue
 from chit.store import FlowControl, Store
+from chit.worker.children import ProcessPool
 from chit.worker.execute import Pipeline
 from chit.worker.finisher import Finisher
 from chit.worker.heartbeat import Heartbeat
@@ -76,10 +77,12 @@ class Worker:
         grace_seconds: float | None = None,
         poll_interval: float | None = None,
         prefetch: int | None = None,
+        pool: str | None = None,
     ) -> None:
         self.settings = queue.settings.replace(
             concurrency=concurrency,
             prefetch=prefetch,
+            pool=pool,
             queues=queues,
             lease_seconds=lease_seconds,
             grace_seconds=grace_seconds,
@@ -97,11 +100,13 @@ class Worker:
         self._idle_wait = FIRST_IDLE_WAIT
         self._error_wait = FIRST_ERROR_WAIT
         self._limits_declared = False
+        self.sync_pool = self._sync_pool()
         self.pipeline = Pipeline(
             queue,
             self.settings,
             self._ended,
-            sync=ThreadPool(self.concurrency),
+            self._freed,
+            sync=self.sync_pool,
             asynchronous=AsyncLoop(),
         )
         self.slots = Slots(
@@ -143,9 +148,27 @@ class Worker:
         self._stopping.set()
         self.slots.freed.set()
 
+    def _sync_pool(self) -> ThreadPool | ProcessPool:
+        if self.settings.pool == "thread":
+            return ThreadPool(self.concurrency)
+        if not self.settings.app:
+            raise ConfigError(
+                "--pool process needs the app as module:queue (--app or CHIT_APP): "
+                "its child processes import it"
+            )
+        return ProcessPool(
+            self.settings.app,
+            self.concurrency,
+            max_jobs=self.settings.max_jobs_per_child,
+            max_memory_mb=self.settings.max_memory_per_child,
+        )
+
+    # The pipeline is built before the slots that start its jobs.
     def _ended(self, outcome: Outcome) -> None:
-        # The pipeline is built before the slots that start its jobs.
         self.slots.end(outcome)
+
+    def _freed(self, job_id: str) -> None:
+        self.slots.free(job_id)
 
     # The claim loop
 
@@ -225,10 +248,11 @@ class Worker:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
         log.info(
-            "worker %s started: queues %s, concurrency %d, lease %.1fs",
+            "worker %s started: queues %s, concurrency %d (%s pool), lease %.1fs",
             self.id,
             ",".join(self.queues),
             self.concurrency,
+            self.settings.pool,
             self.lease_seconds,
         )
         self.finisher.start()
@@ -257,11 +281,18 @@ class Worker:
                 break
             self.slots.freed.wait(0.1)
         self.release_held()
+        self.close()
         self.finisher.stop()
         self.heartbeat.stop()
         self.maintenance.stop()
         log.info("worker %s stopped after %d jobs", self.id, self.processed)
         return 0
+
+    def close(self) -> None:
+        """Stop the child processes of the process pool (a thread pool's daemon
+        threads need nothing); a worker that ran calls it as it stops."""
+        if isinstance(self.sync_pool, ProcessPool):
+            self.sync_pool.close()
 
     def release_held(self, waiting_only: bool = False) -> int:
         """Hand back every job still held (or only those claimed ahead that have

@@ -6,6 +6,11 @@ A claim first reserves the slots it may fill (`reserve`), and `hold` ends the
 promise with what it claimed, so claims in flight together (the claim loop's,
 the finishers') never fill a slot twice. A job stays held until its outcome is
 recorded (`settle`), so the heartbeat keeps its lease until then.
+
+A slot is taken from a job's start until its handler returns (`free`), which is
+usually when its outcome is ready (`end`), but not for a sync thread past its
+deadline: its timeout is recorded and the job no longer held, while its thread
+runs on. Such a slot *lingers*: counted as taken, not held.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from chit.context import JobContext
 from chit.jobs import ClaimedJob, Outcome, Released
@@ -49,9 +54,12 @@ class Slots:
         self._lock = threading.Lock()
         self._active: dict[str, JobContext] = {}
         self._started: dict[str, float] = {}
-        # Held jobs claimed ahead, waiting for a slot; `_running` counts the others.
+        # Held jobs claimed ahead, waiting for a slot; `_running` holds the others'
+        # ids until their handler returns, and `_lingering` those whose outcome
+        # went to be recorded before it returned.
         self._waiting: collections.deque[tuple[ClaimedJob, JobContext]] = collections.deque()
-        self._running = 0
+        self._running: set[str] = set()
+        self._lingering: set[str] = set()
         self._reserved = 0
         self._mean_seconds: float | None = None  # recent jobs' run time, smoothed
         self._outcomes: list[Outcome] = []
@@ -61,19 +69,28 @@ class Slots:
             return list(self._active.values())
 
     def count(self) -> int:
+        """Jobs held, and slots taken by handlers past their recorded outcome."""
         with self._lock:
-            return len(self._active)
+            return len(self._active) + self._lingering_unheld()
 
-    def reserve(self, finishing: int = 0) -> int:
-        """Promise a claim the slots free once `finishing` held jobs are recorded
-        (and the prefetch while jobs are short; nothing while stopping); returns
-        how many. `hold` ends the promise."""
+    def _lingering_unheld(self) -> int:
+        return sum(1 for job_id in self._lingering if job_id not in self._active)
+
+    def reserve(self, finishing: Sequence[Outcome] = ()) -> int:
+        """Promise a claim the slots free once the `finishing` outcomes are recorded
+        (those whose handler returned), and the prefetch while jobs are short;
+        nothing while stopping. Returns how many. `hold` ends the promise."""
         if self._stopping.is_set():
             return 0
         with self._lock:
             short = self._mean_seconds is not None and self._mean_seconds < PREFETCH_BELOW_SECONDS
             ahead = self.prefetch if short else 0
-            free = self.concurrency + ahead - len(self._active) - self._reserved + finishing
+            # A handler still running keeps its slot past its outcome: `free` says
+            # when it is free (and wakes the claim loop to fill it).
+            still = {o.job_id for o in finishing if o.job_id in self._running}
+            self._lingering |= still
+            taken = len(self._active) + self._lingering_unheld() + self._reserved
+            free = self.concurrency + ahead - taken + len(finishing) - len(still)
             if free <= 0:
                 return 0
             self._reserved += free
@@ -89,8 +106,8 @@ class Slots:
             now = time.monotonic()
             for job, ctx in contexts:
                 self._active[job.id] = ctx
-                if self._running < self.concurrency:
-                    self._running += 1
+                if len(self._running) < self.concurrency:
+                    self._running.add(job.id)
                     self._started[job.id] = now
                     run_now.append((job, ctx))
                 else:
@@ -100,9 +117,8 @@ class Slots:
 
     def end(self, outcome: Outcome) -> None:
         """A started job's outcome: keep it for the finishers (unless the job was
-        handed back meanwhile), and start the next job waiting in its slot."""
+        handed back meanwhile). Its slot is freed by `free`."""
         with self._lock:
-            self._running -= 1
             started = self._started.get(outcome.job_id)
             if started is not None:
                 took = time.monotonic() - started
@@ -113,14 +129,28 @@ class Slots:
                 ctx.finished = True
                 self._outcomes.append(outcome)
         self.outcome_ready.set()
+
+    def free(self, job_id: str) -> None:
+        """A started job's handler returned (after its outcome): start the next job
+        waiting for a slot."""
+        with self._lock:
+            self._running.discard(job_id)
+            lingered = job_id in self._lingering
+            self._lingering.discard(job_id)
+        if lingered:  # a slot the claim loop counted as taken
+            self.freed.set()
         self._start_next()
 
     def _start_next(self) -> None:
         with self._lock:
-            if not self._waiting or self._running >= self.concurrency or self._stopping.is_set():
+            if (
+                not self._waiting
+                or len(self._running) >= self.concurrency
+                or self._stopping.is_set()
+            ):
                 return
             job, ctx = self._waiting.popleft()
-            self._running += 1
+            self._running.add(job.id)
             self._started[job.id] = time.monotonic()
         self._start(job, ctx)
 
@@ -134,6 +164,7 @@ class Slots:
         context and how long it ran."""
         now = time.monotonic()
         with self._lock:
+            self._lingering.update(o.job_id for o in batch if o.job_id in self._running)
             return [
                 (self._active.pop(o.job_id, None), now - self._started.pop(o.job_id, now))
                 for o in batch

@@ -30,7 +30,7 @@
 j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts,
 j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,
 j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,
-j.error, j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key,
+j.error, j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
 j.state = 'running' AND j.lease_expires_at < now() AS stale
 
 -- name: replay_reset
@@ -69,18 +69,18 @@ INSERT INTO chit_schema_migrations (version, name) VALUES (%(version)s, %(name)s
 -- idempotency key in one batch, the first one is inserted.
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
-    max_attempts, run_at, created_at, updated_at, concurrency_key
+    max_attempts, run_at, created_at, updated_at, concurrency_key, timeout
 )
 SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key,
        j.request_hash, j.max_attempts,
        coalesce(j.run_at, coalesce(%(now)s::timestamptz, now())),
        coalesce(%(now)s::timestamptz, now()),
        coalesce(%(now)s::timestamptz, now()),
-       j.concurrency_key
+       j.concurrency_key, j.timeout
 FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(
     n integer, id text, kind text, queue text, priority integer, payload jsonb, tenant text,
     idempotency_key text, request_hash text, max_attempts integer, run_at timestamptz,
-    concurrency_key text
+    concurrency_key text, timeout double precision
 )
 ORDER BY j.n
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -98,7 +98,7 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now
 -- a 2-core test machine, most of it updating this table's indexes).
 COPY chit_jobs (
     id, kind, queue, priority, payload, tenant, max_attempts, run_at, created_at, updated_at,
-    concurrency_key
+    concurrency_key, timeout
 ) FROM STDIN (FORMAT BINARY)
 
 -- name: find_by_idempotency_key
@@ -132,7 +132,7 @@ WITH due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key
+              j.concurrency_key, j.timeout
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -379,7 +379,7 @@ due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key
+              j.concurrency_key, j.timeout
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -796,7 +796,7 @@ WITH due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key
+              j.concurrency_key, j.timeout
 ), stray AS (
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',

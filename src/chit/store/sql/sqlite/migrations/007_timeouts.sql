@@ -1,0 +1,3 @@
+-- Timeouts (DESIGN.md, "Time"): the seconds an attempt may run before it is
+-- failed "timed out after N s"; NULL: no deadline (the task's, if it has one).
+ALTER TABLE chit_jobs ADD COLUMN timeout REAL;
