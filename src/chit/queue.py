@@ -304,6 +304,8 @@ class Queue:
             )
         run_at = None if request.run_at is None else _in_range(request.run_at)
         queue = request.queue or task.queue
+        if "\x00" in queue:  # PostgreSQL's text cannot hold it; refuse on both backends
+            raise InvalidRequest("a queue name cannot hold a NUL character (\\u0000)")
         concurrency_key = request.concurrency_key
         if concurrency_key is not None:
             check_concurrency_key(concurrency_key)

@@ -67,6 +67,8 @@ class Settings:
     # after sign-in whatever happens.
     session_idle_seconds: float = 3600.0
     session_max_seconds: float = 12 * 3600.0
+    # Web origins whose pages may call the API (CORS), exactly: "https://app.example".
+    cors_origins: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -141,6 +143,8 @@ class Settings:
                 f"CHIT_SQLITE_SYNCHRONOUS has value {self.sqlite_synchronous!r}: "
                 "use OFF, NORMAL, FULL or EXTRA"
             )
+        for origin in self.cors_origins:
+            _origin(origin)
         if self.retention.strip():
             try:
                 seconds = duration(self.retention)
@@ -195,6 +199,22 @@ def _seconds(name: str, value: float, *, zero: bool = False) -> None:
     if value > MAX_SECONDS:
         raise ConfigError(
             f"{name} has value {value}: must be at most {MAX_SECONDS:.0f} seconds (10 years)"
+        )
+
+
+def _origin(origin: str) -> None:
+    # An origin is compared exactly by browsers and by the CORS middleware: a
+    # path, a trailing "/" or "*" would never match, or match every site.
+    if origin == "*":
+        raise ConfigError(
+            "CHIT_CORS_ORIGINS has '*': list the exact origins whose pages may use "
+            "the API (a page holding a key could otherwise be any site's)"
+        )
+    scheme, sep, rest = origin.partition("://")
+    if scheme not in ("http", "https") or not sep or not rest or "/" in rest or "?" in rest:
+        raise ConfigError(
+            f"CHIT_CORS_ORIGINS has {origin!r}: not an origin; write scheme://host[:port], "
+            "e.g. https://app.example.com, with no path or trailing /"
         )
 
 

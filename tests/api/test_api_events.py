@@ -220,4 +220,5 @@ async def test_a_database_error_as_the_stream_starts_is_an_error_event(api: Api)
     response = await api.http.get(f"/jobs/{job_id}/events")
     [event] = events_of(response)
     assert event.event == "error" and event.job is None
-    assert "database is locked" in event.data and "reconnect" in event.data
+    assert "unavailable" in event.data and "reconnect" in event.data
+    assert "locked" not in event.data  # the store's message goes to the log only

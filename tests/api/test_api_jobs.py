@@ -6,6 +6,8 @@ would, so each state is reached exactly."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -323,3 +325,33 @@ async def test_readiness_is_503_when_the_sqlite_file_is_unusable(api: Api, tmp_p
 async def test_unknown_routes_and_methods_answer_json(api: Api) -> None:
     assert_error(await api.http.get("/nowhere"), 404, "not_found")
     assert_error(await api.http.delete("/jobs"), 405, "method_not_allowed")
+
+
+async def test_readiness_is_503_while_another_process_holds_the_write_lock(
+    api: Api, tmp_path
+) -> None:
+    if not api.queue.settings.database_url.startswith("sqlite"):
+        pytest.skip("SQLite's one write lock; PostgreSQL has no store-wide one")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+            "c.execute('BEGIN IMMEDIATE'); print('locked', flush=True); sys.stdin.read()",
+            str(tmp_path / "chit.db"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        body = assert_error(await api.http.get("/readyz"), 503, "writes_blocked")
+        assert "write lock" in body["message"]
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(10)
+        assert holder.stdout is not None
+        holder.stdout.close()
+    assert (await api.http.get("/readyz")).status_code == 200

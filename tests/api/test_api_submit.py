@@ -70,7 +70,7 @@ async def test_invalid_payload_gives_the_model_field_errors(api: Api) -> None:
         "/jobs", json={"kind": "echo", "payload": {"message": "", "seconds": -1}}
     )
     body = assert_error(response, 422, "invalid_payload")
-    assert {tuple(e["loc"]) for e in body["details"]} == {("message",), ("seconds",)}
+    assert {tuple(e["loc"]) for e in body["details"]["errors"]} == {("message",), ("seconds",)}
     assert "message:" in body["message"] and "seconds:" in body["message"]
     assert stored(api) == []
 

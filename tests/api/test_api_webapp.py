@@ -56,7 +56,7 @@ async def test_bad_reports_are_refused_as_json(webapp: ModuleType) -> None:
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
         bad = await http.post("/reports", json={"region": "", "quarter": "Q5"})
         assert bad.status_code == 422
-        assert {tuple(d["loc"]) for d in bad.json()["details"]} == {
+        assert {tuple(d["loc"]) for d in bad.json()["details"]["errors"]} == {
             ("body", "region"),
             ("body", "quarter"),
         }

@@ -152,3 +152,33 @@ async def test_stats_metrics_and_pages_give_the_last_hours_failure_rate_per_kind
     assert "failed / succeeded" not in overview
     failures = (await dashboard.http.get("/ui/failures")).text
     assert "report: 1 failed, 4 succeeded (failure rate 20.0 %)" in failures
+
+
+@pytest.mark.parametrize(
+    "query",
+    [{"kind": "a\x00b"}, {"queue": "a\x00b"}, {"q": "a\x00b"}, {"cursor": "a\x00b"}],
+    ids=["kind", "queue", "q", "cursor"],
+)
+async def test_a_nul_in_a_jobs_filter_is_422_on_both_backends(
+    dashboard: Browser, query: dict[str, str]
+) -> None:
+    await dashboard.sign_in(ADMIN_KEY)
+    response = await dashboard.http.get("/ui/jobs", params=query)
+    assert response.status_code == 422, response.text
+    assert "NUL" in response.text and "postgres" not in response.text.lower()
+
+
+async def test_a_nul_in_a_replayed_group_is_422_and_replays_nothing(dashboard: Browser) -> None:
+    failed = finished(dashboard.queue, error="Timeout: upstream")
+    await dashboard.sign_in(ADMIN_KEY)
+    token = await dashboard.csrf("/ui/failures")
+    for form in (
+        {"kind": "work\x00", "error": "Timeout: upstream"},
+        {"kind": "work", "error": "a\x00"},
+    ):
+        response = await dashboard.http.post(
+            "/ui/failures/replay", data={"csrf_token": token, **form}
+        )
+        assert response.status_code == 422, response.text
+        assert "postgres" not in response.text.lower()
+    assert dashboard.queue.store.get(failed).state is State.FAILED  # type: ignore[union-attr]

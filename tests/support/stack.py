@@ -36,6 +36,31 @@ class Server:
 
 
 @contextmanager
+def lone_server(tmp: Path, module: str = "support.api_app", **env: str) -> Iterator[str]:
+    """A real `chit serve` on `module`'s queue and a fresh SQLite file, no
+    workers; yields its URL once it answers."""
+    database = tmp / "chit.db"
+    SQLiteStore(database).close()
+    procs = Procs(tmp, child_env(CHIT_DATABASE_URL=f"sqlite:///{database}", **env))
+    port = free_port()
+    proc = procs.start(["-c", SERVER.format(module=module, port=port)], "server")
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        assert proc.alive(), proc.stderr()
+        try:
+            return httpx.get(f"{url}/readyz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_until(ready, 20, what="the server to answer")
+        yield url
+    finally:
+        procs.cleanup()
+
+
+@contextmanager
 def server_with_workers(
     tmp: Path,
     module: str,

@@ -18,13 +18,15 @@ from fastapi import APIRouter, FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 
 from chit.api import reference, routes
 from chit.api.auth import KEY_CACHE_SECONDS, Authenticator, parse_env_keys
 from chit.api.deps import ApiState
 from chit.api.errors import answer_exception
 from chit.api.events import POLL_INTERVAL, EventHub
-from chit.dashboard import routes as dashboard
+from chit.api.framing import RefuseAmbiguousLength
+from chit.dashboard import routes as dashboard_routes
 from chit.queue import Queue
 from chit.settings import Settings
 
@@ -35,6 +37,15 @@ DESCRIPTION = """Durable background jobs over HTTP.
 `GET /jobs/{id}/events`. Send `Authorization: Bearer KEY` when keys are configured.
 """
 
+
+# What a page on a CHIT_CORS_ORIGINS origin may send.
+CORS_REQUEST_HEADERS = [
+    "Authorization",
+    "Content-Type",
+    "Idempotency-Key",
+    "If-None-Match",
+    "Last-Event-ID",
+]
 
 # Where the dashboard lives under the API's own paths.
 DASHBOARD_PREFIX = "/ui"
@@ -100,13 +111,29 @@ def create_app(queue: Queue, *, dashboard: bool = True, **options: Any) -> FastA
         redoc_url=None,
     )
     app.include_router(routes.router)
+    app.state.routers = [("", routes.router)]  # for 405's Allow (errors.allowed_methods)
     if dashboard:
         _include_dashboard(app)
+        app.state.routers.append((DASHBOARD_PREFIX, dashboard_routes.router))
     _add_reference(app)
     # Routing's own 404/405 and anything unexpected answer JSON like the routes do.
     app.add_exception_handler(HTTPException, answer_exception)
     app.add_exception_handler(RequestValidationError, answer_exception)
     app.add_exception_handler(Exception, answer_exception)
+    app.add_middleware(RefuseAmbiguousLength)
+    origins = (options.get("settings") or queue.settings).cors_origins
+    if origins:
+        # Pages on these origins send the key in Authorization; no cookie goes
+        # cross-origin (the dashboard's session stays its own origin's).
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(origins),
+            allow_credentials=False,
+            allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
+            allow_headers=CORS_REQUEST_HEADERS,
+            expose_headers=["Location", "Retry-After", "ETag"],
+            max_age=600,
+        )
     app.openapi = lambda: _openapi_with_tasks(app, queue)  # type: ignore[method-assign]
     return app
 
@@ -129,7 +156,19 @@ def _add_reference(app: FastAPI) -> None:
 
 
 def _include_dashboard(target: FastAPI | APIRouter) -> None:
-    target.include_router(dashboard.router, prefix=DASHBOARD_PREFIX)
+    target.include_router(dashboard_routes.router, prefix=DASHBOARD_PREFIX)
+
+
+def _errors_as_json(schema: dict[str, Any]) -> None:
+    """Errors are JSON on every route. FastAPI documents them in the route's
+    own media type: text/plain for /metrics, which generated clients then
+    read as text (schemathesis: "content type not documented")."""
+    for item in schema["paths"].values():
+        for operation in item.values():
+            for status, response in operation.get("responses", {}).items():
+                content = response.get("content")
+                if status[0] in "45" and content and "application/json" not in content:
+                    response["content"] = {"application/json": next(iter(content.values()))}
 
 
 def _openapi_with_tasks(app: FastAPI, queue: Queue) -> dict[str, Any]:
@@ -138,6 +177,7 @@ def _openapi_with_tasks(app: FastAPI, queue: Queue) -> dict[str, Any]:
     if app.openapi_schema is not None:
         return app.openapi_schema
     schema = FastAPI.openapi(app)
+    _errors_as_json(schema)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
     variants = []

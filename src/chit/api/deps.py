@@ -69,10 +69,12 @@ async def load_job(request: Request, job_id: str, principal: Principal) -> Job:
     return job
 
 
-def job_status(request: Request, job: Job) -> JobStatus:
+def job_status(request: Request, job: Job, traceback: bool) -> JobStatus:
+    """`traceback`: the error whole (its paths and code are the server's: for
+    admin keys and the dashboard); otherwise its first line only."""
     url = request.url_for("get_job_result", job_id=job.id).path if job.result_external else ""
-    return JobStatus.of(job, url)
+    return JobStatus.of(job, url, traceback)
 
 
-def render_status(request: Request, job: Job) -> str:
-    return job_status(request, job).model_dump_json()
+def render_status(request: Request, job: Job, traceback: bool) -> str:
+    return job_status(request, job, traceback).model_dump_json()

@@ -1,4 +1,5 @@
-"""Every error the API answers is JSON: `{"error": code, "message": ..., "details": ...}`.
+"""Every error the API answers is JSON: `{"error": code, "message": ..., "details": {...}}`,
+`details` always an object (`{}` when there is nothing more to say).
 
 chit's exceptions map to statuses here, in one table. `ChitRoute` applies the
 mapping inside each route, so the routes answer the same way when an
@@ -30,6 +31,7 @@ from chit.errors import (
     StoreError,
     UnknownKind,
 )
+from chit.ids import is_job_id
 from chit.limits import LimitError
 
 log = logging.getLogger("chit.api")
@@ -53,12 +55,12 @@ class ApiProblem(Exception):
         self.status = status
         self.code = code
         self.message = message
-        self.details = details
+        self.details = details or {}
         self.headers = dict(headers or {})
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
-    return {"error": code, "message": message, "details": details}
+    return {"error": code, "message": message, "details": details or {}}
 
 
 def to_problem(exc: Exception) -> ApiProblem | None:
@@ -69,7 +71,7 @@ def to_problem(exc: Exception) -> ApiProblem | None:
         case UnknownKind():
             return ApiProblem(422, "unknown_kind", str(exc), {"known_kinds": exc.known})
         case InvalidPayload():
-            return ApiProblem(422, "invalid_payload", str(exc), exc.errors)
+            return ApiProblem(422, "invalid_payload", str(exc), {"errors": exc.errors})
         case PayloadTooLarge():
             return ApiProblem(413, "payload_too_large", str(exc))
         case InvalidRequest():
@@ -83,11 +85,19 @@ def to_problem(exc: Exception) -> ApiProblem | None:
             return ApiProblem(404, "job_not_found", str(exc))
         case InvalidTransition():
             return ApiProblem(409, "invalid_transition", str(exc))
+        case StoreError() if not exc.transient:
+            # The request held what the database cannot store: a retry never helps.
+            log.warning("the database refused a value: %s", exc)
+            return ApiProblem(
+                422, "invalid_request", "the request holds a value the job database cannot store"
+            )
         case StoreError():
+            # The store's message names the server: it goes to the log, not the client.
+            log.warning("the database is unavailable: %s", exc)
             return ApiProblem(
                 503,
                 "store_unavailable",
-                f"the job database cannot be used right now ({exc}); try again shortly",
+                "the job database is unavailable right now; try again shortly",
                 headers={"Retry-After": str(STORE_RETRY_AFTER)},
             )
         case ChitError():
@@ -107,7 +117,7 @@ def _invalid(errors: Sequence[Any]) -> ApiProblem:
         for e in errors
     ]
     fields = "; ".join(f"{'.'.join(d['loc']) or 'body'}: {d['msg']}" for d in details)
-    return ApiProblem(422, "invalid_request", f"invalid request: {fields}", details)
+    return ApiProblem(422, "invalid_request", f"invalid request: {fields}", {"errors": details})
 
 
 def error_response(exc: ApiProblem) -> JSONResponse:
@@ -132,14 +142,37 @@ def answer_exception(request: Request, exc: Exception) -> Response:
 def _routing_error(request: Request, exc: HTTPException) -> ApiProblem:
     where = f"{request.method} {request.url.path[:200]}"
     if exc.status_code == 405:
-        allowed = (exc.headers or {}).get("Allow", "")
+        allowed = allowed_methods(request)
         return ApiProblem(
             405,
             "method_not_allowed",
             f"{where}: method not allowed here; allowed: {allowed or 'none'}",
-            headers=exc.headers,
+            headers={"Allow": allowed},
         )
     return ApiProblem(404, "not_found", f"{where}: no such route; the routes are listed at /docs")
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route takes at this path. Starlette's 405 names only
+    the first route whose path matched (`PUT /jobs` said `Allow: POST`); a
+    `{job_id}` that is not a job id does not count (`/jobs/replay`). The app
+    lists its routers as `app.state.routers`: (prefix, router) pairs."""
+    path = request.scope["path"]
+    methods: set[str] = set()
+    for prefix, router in getattr(request.app.state, "routers", ()):
+        if not path.startswith(prefix):
+            continue
+        for route in router.routes:
+            if not isinstance(route, APIRoute):
+                continue
+            found = route.path_regex.match(path.removeprefix(prefix))
+            if found is None:
+                continue
+            job_id = found.groupdict().get("job_id")
+            if job_id is not None and not is_job_id(job_id):
+                continue
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
 
 
 class ChitRoute(APIRoute):

@@ -189,11 +189,14 @@ async def stream(
     """The event stream for one listener: the current status (unless the client
     already has it), then one event per visible change, ending after a terminal
     state or when the job is deleted."""
-    yield f"retry: {RECONNECT_MS}\n\n".encode()
+    # `retry:` goes with the first event, not alone: a lone block is an empty
+    # event to some clients (httpx-sse).
+    retry = f"retry: {RECONNECT_MS}\n".encode()
     last = first
     if send_first:
         watch.seen = version(first)
-        yield sse("state", render(first), watch.seen)
+        yield retry + sse("state", render(first), watch.seen)
+        retry = b""
     if first.state.terminal:
         return
     while not watch.closed:
@@ -201,13 +204,14 @@ async def stream(
             yield b": keepalive\n\n"
             continue
         if watch.gone:
-            yield sse("gone", '{"message": "the job was deleted"}')
+            yield retry + sse("gone", '{"message": "the job was deleted"}')
             return
         job = watch.latest
         if job is None or version(job) == watch.seen:
             continue
         watch.seen = version(job)
-        yield sse(kind_of_change(last, job), render(job), watch.seen)
+        yield retry + sse(kind_of_change(last, job), render(job), watch.seen)
+        retry = b""
         last = job
         if job.state.terminal:
             return
@@ -233,8 +237,12 @@ def response(
                 current = await anyio.to_thread.run_sync(store.get, job.id, tenant) or job
             except StoreError as e:
                 # The answer has started: say so as an event; the client reconnects.
-                message = f"the job database cannot be used right now ({e}); reconnect shortly"
-                yield sse("error", json.dumps({"message": message}))
+                # The store's message names the server: the log's, not the client's.
+                log.warning("event stream of %s: %s", job.id, e)
+                message = "the job database is unavailable right now; reconnect shortly"
+                yield f"retry: {RECONNECT_MS}\n".encode() + sse(
+                    "error", json.dumps({"message": message})
+                )
                 return
             send_first = watch.seen != version(current)
             async for chunk in stream(watch, current, render, send_first):

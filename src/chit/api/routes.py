@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.security import HTTPBearer
+from pydantic import AfterValidator
 from starlette.convertors import Convertor, register_url_convertor
 
 from chit import bounds
@@ -28,7 +29,7 @@ from chit.api.deps import (
     load_job,
     render_status,
 )
-from chit.api.errors import ApiProblem, ChitRoute, documented
+from chit.api.errors import STORE_RETRY_AFTER, ApiProblem, ChitRoute, documented
 from chit.api.schemas import (
     Cleared,
     FailureGroupOut,
@@ -48,6 +49,7 @@ from chit.api.schemas import (
     StatsOut,
     SubmitJob,
     Submitted,
+    no_nul,
 )
 from chit.errors import InvalidTransition, JobNotFound
 from chit.ids import is_job_id
@@ -63,8 +65,12 @@ from chit.queue import JobRequest
 
 # How soon to poll again a job that is running (or due and waiting for a worker).
 RUNNING_RETRY_AFTER = 1
+# Seconds /readyz waits for the database's write lock before saying not ready.
+WRITABLE_WITHIN = 1.0
 
-router = APIRouter(route_class=ChitRoute)
+# Operation ids are the routes' names (`submit_job`, `get_job`): what generated
+# clients call their methods, rather than FastAPI's `submit_job_jobs_post`.
+router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
 _bearer = HTTPBearer(
     auto_error=False,
     description="An API key from CHIT_API_KEYS or `chit keys create`",
@@ -186,14 +192,45 @@ async def get_job(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """`Retry-After` says when to poll again while the job is not finished."""
+    return await _status(request, job_id, principal, if_none_match)
+
+
+@router.head(
+    "/jobs/{job_id}",
+    summary="A job's status headers, no body: a probe (404 once gone)",
+    responses={
+        200: {"description": "the job exists; the headers are GET's"},
+        304: {"description": "unchanged since the ETag sent"},
+        **documented(404),
+    },
+)
+async def head_job(
+    request: Request,
+    job_id: str,
+    principal: Reader,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    return await _status(request, job_id, principal, if_none_match, head=True)
+
+
+async def _status(
+    request: Request,
+    job_id: str,
+    principal: Principal,
+    if_none_match: str | None,
+    head: bool = False,
+) -> Response:
     job = await load_job(request, job_id, principal)
-    body = render_status(request, job).encode()
+    body = render_status(request, job, _traceback(principal)).encode()
     etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if not job.state.terminal:
         headers["Retry-After"] = str(retry_after(job, datetime.now(UTC)))
     if if_none_match is not None and _etag_matches(if_none_match, etag):
         return Response(status_code=304, headers=headers)
+    if head:  # GET's headers, its length included, without the body
+        headers["Content-Length"] = str(len(body))
+        return Response(media_type="application/json", headers=headers)
     return Response(body, media_type="application/json", headers=headers)
 
 
@@ -223,8 +260,8 @@ async def list_jobs(
     request: Request,
     principal: Reader,
     state: State | None = None,
-    kind: Annotated[str | None, Query(max_length=bounds.NAME_MAX)] = None,
-    queue: Annotated[str | None, Query(max_length=bounds.NAME_MAX)] = None,
+    kind: Annotated[str | None, Query(max_length=bounds.NAME_MAX), AfterValidator(no_nul)] = None,
+    queue: Annotated[str | None, Query(max_length=bounds.NAME_MAX), AfterValidator(no_nul)] = None,
     since: Annotated[Moment | None, Query(description="created at or after")] = None,
     limit: Annotated[int, Query(ge=1, le=bounds.API_PAGE_MAX)] = bounds.PAGE_SIZE,
     cursor: Annotated[
@@ -242,18 +279,23 @@ async def list_jobs(
     where = JobFilter(state=state, kind=kind, queue=queue, since=since, tenant=principal.tenant)
     page = await blocking(api_state(request).store.list, where, limit, cursor)
     answer = JobList(
-        jobs=[job_status(request, job) for job in page.jobs], next_cursor=page.next_cursor
+        jobs=[job_status(request, job, _traceback(principal)) for job in page.jobs],
+        next_cursor=page.next_cursor,
     )
     return Response(answer.model_dump_json(), media_type="application/json")
 
 
-# One Server-Sent Event; `data` is a job status as JSON (for `gone`, a message).
+# One Server-Sent Event, as OpenAPI 3.2's `itemSchema` describes each item of a
+# stream; `data` is a job status as JSON (for `gone` and `error`, a message).
+# No `schema` for the whole stream: generated clients then hand back the text
+# (with an object schema, openapi-python-client parsed the stream as JSON).
 _SSE_EVENT = {
     "type": "object",
     "properties": {
         "event": {"enum": ["state", "progress", "gone", "error"]},
         "id": {"type": "string"},
         "data": {"type": "string", "contentMediaType": "application/json"},
+        "retry": {"type": "integer"},
     },
     "required": ["event", "data"],
 }
@@ -265,7 +307,7 @@ _SSE_EVENT = {
     response_class=StreamingResponse,
     responses={
         200: {
-            "content": {"text/event-stream": {"schema": _SSE_EVENT}},
+            "content": {"text/event-stream": {"itemSchema": _SSE_EVENT}},
             "description": "events `state` and `progress`, data a job status; ends after "
             "the terminal state",
         },
@@ -273,7 +315,7 @@ _SSE_EVENT = {
         **documented(404),
     },
 )
-async def job_events(
+async def stream_job_events(
     request: Request,
     job_id: str,
     principal: Reader,
@@ -287,7 +329,7 @@ async def job_events(
         job,
         principal.tenant,
         last_event_id,
-        lambda j: render_status(request, j),
+        lambda j: render_status(request, j, _traceback(principal)),
     )
 
 
@@ -391,7 +433,7 @@ async def replay_jobs(request: Request, principal: Admin) -> Replayed:
     summary="Failed jobs grouped by kind and first line of the error",
     responses=documented(),
 )
-async def failures(request: Request, principal: Admin) -> Failures:
+async def list_failures(request: Request, principal: Admin) -> Failures:
     groups = await blocking(api_state(request).store.failures, principal.tenant)
     return Failures(groups=[FailureGroupOut.of(g) for g in groups])
 
@@ -402,7 +444,7 @@ async def failures(request: Request, principal: Admin) -> Failures:
     summary="Counts by state and kind, failure rate",
     responses=documented(),
 )
-async def stats(request: Request, principal: Admin) -> StatsOut:
+async def get_stats(request: Request, principal: Admin) -> StatsOut:
     store = api_state(request).store
     minutes = await blocking(store.finished_per_minute, principal.tenant)
     counts = await blocking(store.stats, principal.tenant)
@@ -421,7 +463,7 @@ async def stats(request: Request, principal: Admin) -> StatsOut:
         **documented(),
     },
 )
-async def prometheus_metrics(request: Request, principal: Admin) -> Response:
+async def get_metrics(request: Request, principal: Admin) -> Response:
     state = api_state(request)
     text = await blocking(metrics.render, state.store, principal.tenant, state.hub.listeners)
     return Response(text, media_type=metrics.CONTENT_TYPE)
@@ -532,18 +574,27 @@ async def resume_kind(request: Request, kind: KindPath, principal: Operator) -> 
 
 
 @router.get("/healthz", response_model=Health, summary="Liveness: the process answers")
-async def healthz() -> Health:
+async def get_health() -> Health:
     return Health(status="ok")
 
 
 @router.get(
     "/readyz",
     response_model=Ready,
-    summary="Readiness: the database answers",
+    summary="Readiness: the database answers and takes writes",
     responses=documented(),
 )
-async def readyz(request: Request) -> Ready:
-    version = await blocking(api_state(request).store.schema_version)
+async def get_readiness(request: Request) -> Ready:
+    store = api_state(request).store
+    version = await blocking(store.schema_version)
+    if not await blocking(store.writable, WRITABLE_WITHIN):
+        raise ApiProblem(
+            503,
+            "writes_blocked",
+            "the job database answers reads, but another process holds its write lock: "
+            "writes would wait and fail; try again shortly",
+            headers={"Retry-After": str(STORE_RETRY_AFTER)},
+        )
     return Ready(status="ready", schema_version=version)
 
 
@@ -562,7 +613,13 @@ async def _answer(
     request: Request, job_id: str, principal: Principal, status: int = 200
 ) -> Response:
     job = await load_job(request, job_id, principal)
-    return Response(render_status(request, job), status_code=status, media_type="application/json")
+    body = render_status(request, job, _traceback(principal))
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def _traceback(principal: Principal) -> bool:
+    # A traceback shows the server's paths and code: for admin keys only.
+    return principal.allows("admin")
 
 
 def _path(request: Request, route: str, job_id: str) -> str:

@@ -42,8 +42,15 @@ def _printable(value: str) -> str:
     return value
 
 
+def no_nul(value: Any) -> Any:
+    """PostgreSQL's text cannot hold NUL and SQLite would: refuse it on both."""
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError("text cannot hold a NUL character (\\u0000)")
+    return value
+
+
 Moment = Annotated[AwareDatetime, BeforeValidator(_written_out), AfterValidator(_in_range)]
-Name = Annotated[str, Field(min_length=1, max_length=bounds.NAME_MAX)]
+Name = Annotated[str, Field(min_length=1, max_length=bounds.NAME_MAX), AfterValidator(no_nul)]
 ConcurrencyKey = Annotated[
     str,
     Field(
@@ -112,7 +119,17 @@ class JobStatus(BaseModel):
     result_url: str | None = Field(
         default=None, description="set when the result is too large to inline"
     )
-    error: str | None = None
+    error: str | None = Field(
+        default=None,
+        description="why a failed job failed: its first line ('Type: message'); "
+        "the traceback too for admin keys",
+    )
+    error_type: str | None = Field(default=None, description="the exception's type, of `error`")
+    last_error: str | None = Field(
+        default=None,
+        description="an earlier attempt's error, while the job is not failed (queued for a "
+        "retry, running again, or succeeded after it); shown as `error` is",
+    )
     stale: bool = Field(description="running, but the lease expired: the worker may be gone")
     cancel_requested: bool
     run_at: datetime
@@ -123,7 +140,11 @@ class JobStatus(BaseModel):
     timeout: float | None = Field(default=None, description="seconds an attempt may run")
 
     @classmethod
-    def of(cls, job: Job, result_url: str) -> JobStatus:
+    def of(cls, job: Job, result_url: str, traceback: bool = False) -> JobStatus:
+        """`traceback`: the error whole, with the server's paths (admin keys,
+        the dashboard); otherwise its first line only."""
+        error = job.error if traceback or job.error is None else headline(job.error)
+        failed = job.state in (State.FAILED, State.CANCELLED)
         return cls(
             id=job.id,
             kind=job.kind,
@@ -136,7 +157,9 @@ class JobStatus(BaseModel):
             progress=ProgressOut(done=job.progress.done, total=job.progress.total),
             result=None if job.result_external else job.result,
             result_url=result_url if job.result_external else None,
-            error=job.error,
+            error=error if failed else None,
+            error_type=error_type(job.error) if failed else None,
+            last_error=None if failed else error,
             stale=job.stale,
             cancel_requested=job.cancel_requested,
             run_at=job.run_at,
@@ -146,6 +169,18 @@ class JobStatus(BaseModel):
             finished_at=job.finished_at,
             timeout=job.timeout,
         )
+
+
+def headline(error: str) -> str:
+    """The first line of a stored error: 'Type: message' (worker/execute.py)."""
+    return error.split("\n", 1)[0]
+
+
+def error_type(error: str | None) -> str | None:
+    if not error:
+        return None
+    name = headline(error).split(":", 1)[0].strip()
+    return name if name.replace(".", "").replace("_", "").isalnum() else None
 
 
 class JobList(BaseModel):
@@ -161,7 +196,9 @@ class ReplayRequest(BaseModel):
 
     ids: list[str] | None = Field(default=None, max_length=bounds.REPLAY_IDS_MAX)
     kind: Name | None = None
-    error_prefix: str | None = Field(default=None, min_length=1, max_length=bounds.ERROR_PREFIX_MAX)
+    error_prefix: Annotated[str, AfterValidator(no_nul)] | None = Field(
+        default=None, min_length=1, max_length=bounds.ERROR_PREFIX_MAX
+    )
     since: Moment | None = Field(default=None, description="failed at or after this time")
 
 
@@ -370,8 +407,9 @@ class Ready(BaseModel):
 
 class ErrorOut(BaseModel):
     """Every error the API answers: a stable `error` code for programs and a
-    `message` for people; `details` carries field errors or known kinds."""
+    `message` for people; `details` is always an object: `errors` (a list of
+    `loc`, `msg`, `type`) for invalid fields, `known_kinds`, `job_id`, or empty."""
 
     error: str
     message: str
-    details: Any = None
+    details: dict[str, Any] = Field(default_factory=dict)

@@ -12,6 +12,7 @@ from types import FrameType
 import uvicorn
 
 from chit.api.auth import parse_env_keys
+from chit.cli.http_protocol import ChitH11Protocol
 from chit.errors import ConfigError
 from chit.queue import Queue
 from chit.settings import Settings
@@ -20,6 +21,14 @@ log = logging.getLogger("chit.api")
 
 # Seconds open requests (event streams above all) get to finish on SIGTERM.
 SHUTDOWN_GRACE = 5
+# uvicorn's limits, set on purpose (docs/http-api.md, "Limits"). A request line
+# and headers over this many bytes are refused (h11's own default is 16 KiB).
+MAX_HEAD_BYTES = 64 * 1024
+# An idle keep-alive connection is closed after this many seconds.
+KEEP_ALIVE_SECONDS = 5
+# Connections and requests at once; beyond it uvicorn answers 503 at once
+# rather than queueing. Event streams count: each holds one.
+MAX_CONCURRENCY = 1000
 
 
 class _Server(uvicorn.Server):
@@ -102,6 +111,10 @@ def serve(
         log_level=log_level.lower(),
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
         server_header=False,
+        http=ChitH11Protocol,  # h11, with a header timeout and 431 (http_protocol.py)
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        limit_concurrency=MAX_CONCURRENCY,
     )
     try:
         _Server(config).run()

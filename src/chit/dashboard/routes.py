@@ -35,7 +35,6 @@ from chit.api.deps import authenticate as authenticate_header
 from chit.api.errors import ApiProblem, to_problem
 from chit.dashboard import chart, flow, session
 from chit.dashboard.session import Session
-from chit.errors import StoreError
 from chit.ids import is_job_id
 from chit.jobs import (
     CancelResult,
@@ -93,11 +92,7 @@ class PageRoute(APIRoute):
                 response = await handler(request)
             except Redirect as r:
                 response = RedirectResponse(r.url, status_code=303)
-            except StoreError as e:
-                response = _error_page(
-                    request, 503, f"The job database cannot be used right now ({e}). Try again."
-                )
-            except Exception as exc:
+            except Exception as exc:  # a StoreError too: its message names no database
                 error = to_problem(exc)
                 if error is None:
                     log.exception("%s %s failed", request.method, request.url.path)
@@ -457,6 +452,7 @@ async def jobs(
     store = api_state(request).store
     tenant = current.principal.tenant
     chosen = State(state) if state in {s.value for s in State} else None
+    _no_nul(kind, queue, q, cursor)
     kind, queue = kind.strip()[: bounds.NAME_MAX], queue.strip()[: bounds.NAME_MAX]
     q = q.strip()[:300]
     next_cursor = None
@@ -576,7 +572,7 @@ async def job_events(request: Request, job_id: str) -> Response:
         job,
         current.principal.tenant,
         request.headers.get("last-event-id"),
-        lambda j: render_status(request, j),
+        lambda j: render_status(request, j, traceback=True),  # operators see it whole
     )
 
 
@@ -647,6 +643,7 @@ async def replay_confirm(request: Request, kind: str = "", error: str = "") -> R
 async def replay(request: Request) -> Response:
     current, form = await checked_form(request, admin=True)
     kind, error = form.get("kind", ""), form.get("error", "")
+    _no_nul(kind, error)
     if not kind:
         raise ApiProblem(422, "invalid_request", "Say which group to replay.")
     count = await blocking(
@@ -654,6 +651,12 @@ async def replay(request: Request) -> Response:
     )
     query = urllib.parse.urlencode({"replayed": count, "kind": kind})
     return RedirectResponse(f"{request.url_for('ui_failures').path}?{query}", status_code=303)
+
+
+def _no_nul(*values: str) -> None:
+    # PostgreSQL's text cannot hold NUL: refused alike on both backends.
+    if any("\x00" in v for v in values):
+        raise ApiProblem(422, "invalid_request", "A filter cannot hold a NUL character.")
 
 
 # Formatting

@@ -61,6 +61,12 @@ class Store(abc.ABC):
     def schema_version(self) -> int:
         """The version recorded in the database; 0 for an empty database."""
 
+    def writable(self, timeout: float) -> bool:
+        """Whether a write could start within `timeout` seconds, writing nothing
+        (readiness: a database that answers reads may still make every write
+        wait). True where no store-wide lock holds writes back."""
+        return True
+
     # Submitting
 
     @abc.abstractmethod

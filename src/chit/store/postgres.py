@@ -68,15 +68,25 @@ Connection = psycopg.Connection[dict[str, Any]]
 
 
 def describe_url(url: str) -> str:
-    """The server and database a URL names, without its password, for messages."""
+    """The server a URL names, for messages: its host and port, never the user,
+    password or database (messages reach logs and terminals; issue 16)."""
     try:
         info = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.Error:
         return "PostgreSQL (unparsable URL)"
-    user = f"{info['user']}@" if info.get("user") else ""
     host = info.get("host") or "localhost"
     port = f":{info['port']}" if info.get("port") else ""
-    return f"postgresql://{user}{host}{port}/{info.get('dbname') or ''}"
+    return f"PostgreSQL at {host}{port}"
+
+
+def _summary(e: psycopg.Error) -> str:
+    """The server's one-line message, without the SQL text or context lines
+    psycopg's own message carries."""
+    primary = e.diag.message_primary
+    if primary:
+        return primary
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__
 
 
 def _text(value: str) -> str:
@@ -216,9 +226,11 @@ class PostgresStore(SQLStore):
                 f" connection is busy ({e})"
             ) from e
         except psycopg.OperationalError as e:
-            raise StoreError(f"lost the connection to {self.where}: {e}") from e
+            raise StoreError(f"lost the connection to {self.where}: {_summary(e)}") from e
+        except psycopg.DataError as e:  # this value can never be stored: not worth a retry
+            raise StoreError(f"{self.where}: {_summary(e)}", transient=False) from e
         except psycopg.Error as e:
-            raise StoreError(f"{self.where}: {e}") from e
+            raise StoreError(f"{self.where}: {_summary(e)}") from e
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:

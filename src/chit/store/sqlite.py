@@ -165,6 +165,22 @@ class SQLiteStore(SQLStore):
 
     _tx = _write
 
+    def writable(self, timeout: float) -> bool:
+        # Another process's write transaction holds the file's one write lock:
+        # every write here would wait BUSY_TIMEOUT_MS and fail.
+        with self._read() as conn:
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("ROLLBACK")
+                return True
+            except sqlite3.OperationalError as e:
+                if "locked" in str(e) or "busy" in str(e):
+                    return False
+                raise
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
     def close(self) -> None:
         with self._lock:
             conns, self._all = self._all, []
