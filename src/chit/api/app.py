@@ -151,7 +151,7 @@ def _add_reference(app: FastAPI) -> None:
 
     @app.get("/favicon.ico", include_in_schema=False)
     async def favicon() -> Response:
-        icon = dashboard.static_file("favicon.ico")
+        icon = dashboard_routes.static_file("favicon.ico")
         return Response(icon, media_type="image/x-icon", headers={"Cache-Control": "max-age=86400"})
 
 
