@@ -126,7 +126,7 @@ ERRORS = {
         ["stats", "--database-url", "postgresql://postgres@127.0.0.1:1/test"],
         {},
         3,
-        "cannot connect to postgresql://postgres@127.0.0.1:1/test: connection failed: ",
+        "cannot connect to PostgreSQL at 127.0.0.1:1: connection failed: ",
     ),
     "bad variable": (["stats"], {"CHIT_LEASE_SECONDS": "abc"}, 2, "CHIT_LEASE_SECONDS"),
     "worker with a bad variable": (
