@@ -625,7 +625,7 @@ LIMIT :limit
 -- A kind's running jobs (a lease not yet expired: a killed worker's free
 -- themselves at expiry), its attempts started within the rate window, and in
 -- how many seconds the oldest of those leaves it (NULL without a window).
-SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_running_kind
+SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_state_kind
         WHERE state = 'running' AND kind = :kind
           AND lease_expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS running,
        CASE WHEN :window IS NULL THEN 0 ELSE
@@ -639,7 +639,7 @@ SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_running_kind
 
 -- name: key_in_use
 -- The same for one concurrency key of a kind.
-SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_running_kind
+SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_state_kind
         WHERE state = 'running' AND kind = :kind AND concurrency_key = :key
           AND lease_expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS running,
        CASE WHEN :window IS NULL THEN 0 ELSE
@@ -710,7 +710,7 @@ DELETE FROM chit_limits WHERE kind = :kind AND source = 'operator'
 -- name: limit_usage
 -- Each limited kind's running jobs, and its queued jobs that are due.
 SELECT k.kind,
-       (SELECT count(*) FROM chit_jobs AS j INDEXED BY chit_jobs_running_kind
+       (SELECT count(*) FROM chit_jobs AS j INDEXED BY chit_jobs_state_kind
         WHERE j.state = 'running' AND j.kind = k.kind
           AND j.lease_expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS running,
        (SELECT count(*) FROM chit_jobs AS j INDEXED BY chit_jobs_state_kind

@@ -12,9 +12,9 @@ ALTER TABLE chit_attempts ADD COLUMN concurrency_key text NOT NULL DEFAULT '';
 -- a loose scan finds the groups, a paused or full kind is stepped over in one seek.
 CREATE INDEX chit_jobs_groups ON chit_jobs
     (queue, kind, tenant, concurrency_key, priority, run_at, id) WHERE state = 'queued';
--- Running jobs per kind and key, counted against a limit.
-CREATE INDEX chit_jobs_running_kind ON chit_jobs (kind, concurrency_key, lease_expires_at)
-    WHERE state = 'running';
+-- Running jobs per kind (and key) are counted on chit_jobs_state_kind, which
+-- every claim and outcome writes already: one more index there cost a worker
+-- on SQLite a fifth of its jobs a second.
 -- Starts per kind (and key) within a rate window.
 CREATE INDEX chit_attempts_starts ON chit_attempts (kind, started_at);
 CREATE INDEX chit_attempts_key_starts ON chit_attempts (kind, concurrency_key, started_at)
