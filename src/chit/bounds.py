@@ -20,6 +20,8 @@ RATE_MAX = 1_000_000
 # A job's timeout, seconds: above 0 and at most 30 days. An attempt's budget
 # beyond that is a slip (milliseconds typed for seconds), not a deadline.
 TIMEOUT_MAX = 30 * 86400
+# A durable step's name (JobContext.step): 1 to this many characters.
+STEP_NAME_MAX = 200
 # The default of CHIT_MAX_PAYLOAD_BYTES and CHIT_MAX_BODY_BYTES.
 PAYLOAD_BYTES = 1024 * 1024
 

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import json
+import logging
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from chit.bounds import STEP_NAME_MAX
+from chit.encoding import storable_json_error, storable_text
+from chit.errors import InvalidStep
 from chit.jobs import ClaimedJob, Progress
+
+log = logging.getLogger("chit.worker")
 
 
 class ContextStore(Protocol):
@@ -15,6 +25,10 @@ class ContextStore(Protocol):
     def checkpoint(
         self, job_id: str, lease_token: str, data: Any, progress: Progress | None, lease: float
     ) -> bool: ...
+
+    def step(self, job_id: str, name: str) -> tuple[bool, Any]: ...
+
+    def save_step(self, job_id: str, lease_token: str, name: str, result: Any) -> bool: ...
 
 
 class JobContext:
@@ -124,7 +138,76 @@ class JobContext:
             self._lost.set()
         return stored
 
-    # For the worker
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` once for this job and return its result.
+
+        The result (JSON) is stored under (job id, `name`), fenced by this
+        attempt's lease; a later attempt of the job (after a crash, a retry or a
+        replay) gets the stored result back without calling `fn`. What is
+        returned is the stored form either way (a tuple comes back a list), so
+        the first run and a resumed one see the same value.
+
+        At least once: if the worker dies after `fn` did its work but before
+        the result is stored, `fn` runs again in the next attempt; make its side
+        effects idempotent, keyed on (`job.id`, `name`).
+
+        Raises `InvalidStep` (nothing stored) for an empty name, one over 200
+        characters or with a NUL, and for a result that is not JSON. If the
+        lease was lost the result is returned but not stored (logged, and
+        `lease_lost` turns true). An async handler uses `astep`."""
+        _check_name(name)
+        if inspect.iscoroutinefunction(fn):
+            raise InvalidStep(
+                f"step {name!r}: {fn.__name__} is a coroutine function; "
+                "in an async handler use `await job.astep(...)`"
+            )
+        found, stored = self.stored_step(name)
+        if found:
+            return stored
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()
+            raise InvalidStep(
+                f"step {name!r} returned an awaitable; in an async handler use "
+                "`await job.astep(...)`"
+            )
+        result = _stored_form(name, value)
+        self.save_step(name, result)
+        return result
+
+    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """`step` for async handlers: `fn` may be a coroutine function (awaited)
+        or a plain one; the store is read and written off the event loop."""
+        _check_name(name)
+        found, stored = await asyncio.to_thread(self.stored_step, name)
+        if found:
+            return stored
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        result = _stored_form(name, value)
+        await asyncio.to_thread(self.save_step, name, result)
+        return result
+
+    # For the worker (and `step`)
+
+    def stored_step(self, name: str) -> tuple[bool, Any]:
+        """(True, result) when this job stored step `name` in any attempt."""
+        return self._store.step(self.id, name)
+
+    def save_step(self, name: str, result: Any) -> bool:
+        """Store a checked step result with this attempt's lease; False (logged,
+        and the lease marked lost) when fenced out."""
+        if self._store.save_step(self.id, self.lease_token, name, result):
+            return True
+        self._lost.set()
+        log.warning(
+            "job %s: step %r not stored: the lease was lost (another worker may hold the job)",
+            self.id,
+            name,
+        )
+        return False
 
     def take_progress(self) -> Progress | None:
         """Progress reported since the last call, or None when unchanged."""
@@ -164,3 +247,26 @@ class JobContext:
 def timed_out(seconds: float) -> str:
     """The error of an attempt past its deadline, e.g. "timed out after 2 s"."""
     return f"timed out after {seconds:g} s"
+
+
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str):
+        raise InvalidStep(f"a step name is text, not {type(name).__name__}")
+    if not name:
+        raise InvalidStep("a step name must not be empty")
+    if len(name) > STEP_NAME_MAX:
+        raise InvalidStep(
+            f"step name {name[:40]!r}... is {len(name)} characters; at most {STEP_NAME_MAX}"
+        )
+    if storable_text(name) != name:
+        raise InvalidStep(f"step name {name!r} holds a NUL or a lone surrogate")
+
+
+def _stored_form(name: str, value: Any) -> Any:
+    """`value` as the store gives it back (JSON decoded), or InvalidStep."""
+    problem = storable_json_error(value)
+    if problem is not None:
+        raise InvalidStep(
+            f"step {name!r} returned a value that is not JSON ({problem}); nothing was stored"
+        )
+    return json.loads(json.dumps(value, ensure_ascii=False))

@@ -11,7 +11,9 @@ Exception
       │    └── PayloadTooLarge
       ├── IdempotencyConflict  the key was used before with a different request
       ├── JobNotFound
-      └── InvalidTransition  the job is not in a state that allows the action
+      ├── InvalidTransition  the job is not in a state that allows the action
+      └── InvalidStep        a durable step's name or result cannot be stored
+                             (also a PermanentError: a retry would run the same code)
 """
 
 from __future__ import annotations
@@ -90,3 +92,9 @@ class JobNotFound(ChitError):
 
 class InvalidTransition(ChitError):
     pass
+
+
+class InvalidStep(ChitError, PermanentError):
+    """Raised by `JobContext.step`: the name is empty, too long or not storable
+    text, or the step's function returned a value that is not JSON. Nothing is
+    stored, and the job fails without a retry unless the handler catches it."""

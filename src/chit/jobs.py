@@ -138,6 +138,18 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True)
+class Step:
+    """A durable step a job stored (`JobContext.step`): its name, the attempt
+    that ran it, and its JSON result."""
+
+    job_id: str
+    name: str
+    attempt: int
+    result: Any
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Beat:
     """One held job in a heartbeat; progress is written only when given."""
 

@@ -78,3 +78,21 @@ def stall_first(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
     if job.attempt == 1:
         threading.Event().wait(body["seconds"])
     return {"pid": os.getpid(), "attempt": job.attempt}
+
+
+@queue.task("two_steps", max_attempts=3)
+def two_steps(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """Two durable steps, each logging a line to body['log'] when its function
+    runs; between them the first attempt logs 'between' and waits
+    body['seconds'] (long enough to be killed in)."""
+
+    def run(name: str) -> dict[str, Any]:
+        append_line(body["log"], f"{name} {job.id} {job.attempt} {os.getpid()}")
+        return {"step": name, "attempt": job.attempt}
+
+    first = job.step("first", run, "first")
+    if job.attempt == 1:
+        append_line(body["log"], f"between {job.id} {job.attempt} {os.getpid()}")
+        threading.Event().wait(body["seconds"])
+    second = job.step("second", run, "second")
+    return {"first": first, "second": second, "attempt": job.attempt}

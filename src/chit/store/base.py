@@ -37,6 +37,9 @@ from chit.jobs import (
     RescueReport,
 )
 
+# Whether a step is stored, and its result (None when not).
+StoredStep = tuple[bool, Any]
+
 
 class Store(abc.ABC):
     """A job store. Safe to share between threads; each backend manages its connections."""
@@ -123,6 +126,25 @@ class Store(abc.ABC):
     ) -> bool:
         """Persist resume state now, renewing the lease (and progress) with it.
         False when fenced out."""
+
+    @abc.abstractmethod
+    def step(self, job_id: str, name: str) -> StoredStep:
+        """(True, result) when the job stored a step of that name (in any
+        attempt), (False, None) when not. Steps are kept across retry and replay
+        and go with the job when it is deleted."""
+
+    @abc.abstractmethod
+    def save_step(
+        self,
+        job_id: str,
+        lease_token: str,
+        name: str,
+        result: Any,
+        now: datetime | None = None,
+    ) -> bool:
+        """Store a step's result (JSON the caller has checked), fenced like a
+        checkpoint: False, storing nothing, when the token no longer holds the
+        job. A step already stored keeps its first result (True)."""
 
     @abc.abstractmethod
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:

@@ -27,6 +27,7 @@ from chit.jobs import (
     Page,
     StateKindCount,
     Stats,
+    Step,
 )
 from chit.limits import KindLimits, Limits, Paused
 from chit.store.base import Store
@@ -38,6 +39,10 @@ class Reports(abc.ABC):
     @abc.abstractmethod
     def attempts(self, job_id: str) -> builtins.list[Attempt]:
         """Every claim of the job, oldest first."""
+
+    @abc.abstractmethod
+    def steps(self, job_id: str) -> builtins.list[Step]:
+        """The durable steps a job stored, in the order they were stored."""
 
     @abc.abstractmethod
     def list(self, where: JobFilter, limit: int = 50, cursor: str | None = None) -> Page:

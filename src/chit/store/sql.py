@@ -47,6 +47,7 @@ from chit.jobs import (
     State,
     StateKindCount,
     Stats,
+    Step,
 )
 from chit.limits import KindLimits, Limits, Paused
 from chit.store import queries
@@ -499,6 +500,24 @@ class SQLStore(FullStore):
         with self._write() as conn:
             return conn.execute(self.Q["checkpoint"], params).rowcount == 1
 
+    def step(self, job_id: str, name: str) -> tuple[bool, Any]:
+        rows = self._rows(self.Q["step"], {"id": job_id, "name": name})
+        return (True, self.d.loads(rows[0]["result"])) if rows else (False, None)
+
+    def save_step(
+        self,
+        job_id: str,
+        lease_token: str,
+        name: str,
+        result: Any,
+        now: datetime | None = None,
+    ) -> bool:
+        params = {"id": job_id, "token": lease_token, "name": name, "now": self.d.now(now)}
+        with self._write() as conn:
+            return (
+                conn.execute(self.Q["save_step"], params | {"result": dumps(result)}).rowcount == 1
+            )
+
     # Reading
 
     def _rows(self, query: Any, params: Mapping[str, Any], write: bool = False) -> Any:
@@ -523,6 +542,18 @@ class SQLStore(FullStore):
                 outcome=None if r["outcome"] is None else AttemptOutcome(r["outcome"]),
             )
             for r in self._rows(self.Q["attempts"], {"id": job_id})
+        ]
+
+    def steps(self, job_id: str) -> list[Step]:
+        return [
+            Step(
+                job_id=job_id,
+                name=r["name"],
+                attempt=r["attempt"],
+                result=self.d.loads(r["result"]),
+                created_at=self._at(r["created_at"]),
+            )
+            for r in self._rows(self.Q["steps"], {"id": job_id})
         ]
 
     def failures(self, tenant: str | None = None) -> list[FailureGroup]:

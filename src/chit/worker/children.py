@@ -20,10 +20,14 @@ imported (preloaded); each child is a fork of it, ready in milliseconds.
 
 Between worker and child, tuples over two one-way pipes:
   to the child:   ("run", job, timeout) ("cancel", id) ("lost", id)
-                  ("checkpointed", ok, error) ("exit",)
+                  ("checkpointed", ok, error) ("answered", value, error) ("exit",)
   from the child: ("ready",) ("broken", text) ("progress", id, progress)
                   ("checkpoint", data, progress) ("returned", result, progress, peak_kb)
                   ("raised", text, permanent, progress, peak_kb)
+                  ("step", name) ("save_step", name, result)
+A checkpoint or a step waits for the worker's answer ("checkpointed", or
+"answered" with the stored step or whether it was saved), as the worker holds
+the lease that fences it.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -237,6 +242,10 @@ class ProcessPool:
                     self._tell(child, ("checkpointed", ctx.checkpoint(data), None))
                 except Exception as e:  # the handler sees it raised, as with a thread
                     self._tell(child, ("checkpointed", False, f"{type(e).__name__}: {e}"))
+            case ("step", name):
+                self._answer(child, lambda: ctx.stored_step(name))
+            case ("save_step", name, result):
+                self._answer(child, lambda: ctx.save_step(name, result))
             case ("returned", result, progress, peak_kb):
                 _progressed(ctx, progress)
                 report(Returned(result))
@@ -250,6 +259,14 @@ class ProcessPool:
                 report(Returned(error=ReportedError("child process broke the protocol")))
                 return False
         return None
+
+    def _answer(self, child: _Child, ask: Callable[[], Any]) -> None:
+        """Send the child what `ask` gives, or the error it raised (which the
+        handler then sees raised, as it would in a thread)."""
+        try:
+            self._tell(child, ("answered", ask(), None))
+        except Exception as e:
+            self._tell(child, ("answered", None, f"{type(e).__name__}: {e}"))
 
     def _reusable(self, child: _Child, peak_kb: int) -> bool:
         child.jobs += 1
@@ -387,7 +404,9 @@ class _Link:
         self._jobs: queue_mod.SimpleQueue[tuple[ClaimedJob, float | None] | None] = (
             queue_mod.SimpleQueue()
         )
-        self._replies: queue_mod.SimpleQueue[tuple[bool, str | None]] = queue_mod.SimpleQueue()
+        self._replies: queue_mod.SimpleQueue[tuple[Any, str | None]] = queue_mod.SimpleQueue()
+        # One question to the worker at a time: its answers come in the order asked.
+        self._asking = threading.Lock()
         self._current: JobContext | None = None
         threading.Thread(target=self._read, name="chit-child-reader", daemon=True).start()
 
@@ -426,11 +445,24 @@ class _Link:
         self, job_id: str, lease_token: str, data: Any, progress: Progress | None, lease: float
     ) -> bool:
         """`JobContext.checkpoint`, written by the worker; waits for its answer."""
-        self.send(("checkpoint", data, progress))
-        ok, error = self._replies.get()
+        return bool(self._ask(("checkpoint", data, progress)))
+
+    def step(self, job_id: str, name: str) -> tuple[bool, Any]:
+        """`JobContext.step`'s read, made by the worker."""
+        found, result = self._ask(("step", name))
+        return bool(found), result
+
+    def save_step(self, job_id: str, lease_token: str, name: str, result: Any) -> bool:
+        """`JobContext.step`'s write, made by the worker with the job's lease."""
+        return bool(self._ask(("save_step", name, result)))
+
+    def _ask(self, message: tuple[Any, ...]) -> Any:
+        with self._asking:
+            self.send(message)
+            value, error = self._replies.get()
         if error is not None:
             raise StoreError(error)
-        return ok
+        return value
 
     def _read(self) -> None:
         while True:
@@ -453,8 +485,8 @@ class _Link:
                 current.mark_cancelled()
             case ("lost", job_id) if current is not None and current.id == job_id:
                 current.mark_lost()
-            case ("checkpointed", ok, error):
-                self._replies.put((ok, error))
+            case ("checkpointed", value, error) | ("answered", value, error):
+                self._replies.put((value, error))
             case ("exit",):
                 self._jobs.put(None)
 

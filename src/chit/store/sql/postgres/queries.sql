@@ -183,6 +183,20 @@ SET checkpoint = %(checkpoint)s::jsonb,
     updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = %(id)s::text AND lease_token = %(token)s::text
 
+-- name: step
+-- A durable step's stored result (JobContext.step); no row: not run yet.
+SELECT result FROM chit_steps WHERE job_id = %(id)s::text AND name = %(name)s::text
+
+-- name: save_step
+-- Fenced on the job's lease: a worker that lost the job stores nothing (no row
+-- selected). A step already stored keeps its first result; the no-op update
+-- makes the row count say only whether the lease was held.
+INSERT INTO chit_steps (job_id, name, attempt, result, created_at)
+SELECT id, %(name)s::text, attempts, %(result)s::jsonb, coalesce(%(now)s::timestamptz, now())
+FROM chit_jobs
+WHERE id = %(id)s::text AND lease_token = %(token)s::text AND state = 'running'
+ON CONFLICT (job_id, name) DO UPDATE SET result = chit_steps.result
+
 -- name: lock_jobs
 -- Before a batch of outcomes of several kinds: take every row lock in id order.
 SELECT id FROM chit_jobs WHERE id = ANY(%(ids)s::text[]) ORDER BY id FOR UPDATE
@@ -463,6 +477,10 @@ WHERE j.id = %(id)s::text AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s
 -- name: attempts
 SELECT job_id, attempt, worker, started_at, finished_at, outcome, error
 FROM chit_attempts WHERE job_id = %(id)s::text ORDER BY seq
+
+-- name: steps
+-- A job's stored steps, in the order they were stored.
+SELECT name, attempt, result, created_at FROM chit_steps WHERE job_id = %(id)s::text ORDER BY seq
 
 -- name: cancel
 UPDATE chit_jobs

@@ -134,6 +134,19 @@ SET checkpoint = :checkpoint,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND lease_token = :token AND state = 'running'
 
+-- name: step
+-- A durable step's stored result (JobContext.step); no row: not run yet.
+SELECT result FROM chit_steps WHERE job_id = :id AND name = :name
+
+-- name: save_step
+-- Fenced on the job's lease: a worker that lost the job stores nothing (no row
+-- selected). A step already stored keeps its first result; the no-op update
+-- makes the row count say only whether the lease was held.
+INSERT INTO chit_steps (job_id, name, attempt, result, created_at)
+SELECT id, :name, attempts, :result, strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+FROM chit_jobs WHERE id = :id AND lease_token = :token AND state = 'running'
+ON CONFLICT (job_id, name) DO UPDATE SET result = chit_steps.result
+
 -- name: succeed
 UPDATE chit_jobs
 SET state = 'succeeded', result = :result, result_external = :result_external,
@@ -300,6 +313,10 @@ WHERE j.id = :id AND (:tenant IS NULL OR j.tenant = :tenant)
 -- name: attempts
 SELECT job_id, attempt, worker, started_at, finished_at, outcome, error
 FROM chit_attempts WHERE job_id = :id ORDER BY rowid
+
+-- name: steps
+-- A job's stored steps, in the order they were stored.
+SELECT name, attempt, result, created_at FROM chit_steps WHERE job_id = :id ORDER BY rowid
 
 -- name: cancel
 UPDATE chit_jobs
