@@ -39,3 +39,9 @@ def storable_json_error(value: Any) -> str | None:
 def storable_text(text: str) -> str:
     """Text any backend stores: lone surrogates and NUL replaced."""
     return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
+
+
+def one_line(value: Any, width: int) -> str:
+    """A JSON value on one line, cut to `width` characters (for tables)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 1] + "\u2026"

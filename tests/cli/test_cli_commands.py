@@ -128,6 +128,24 @@ def test_status_shows_the_job_and_every_attempt(cli: Cli, app: chit.Queue) -> No
     assert body["attempts_history"][0]["error"].startswith("ConnectionError: first attempt")
 
 
+def test_status_shows_the_steps_a_job_stored(cli: Cli, app: chit.Queue) -> None:
+    job_id = submitted(cli("submit", "stepped", "{}"))
+    run_jobs(app)
+
+    out = cli("status", job_id).out
+    rows = out.split("steps:\n", 1)[1].splitlines()
+    assert rows[0].split() == ["step", "attempt", "stored", "result"]
+    assert rows[1].split()[:2] == ["fetch", "1"]
+    assert json.loads(rows[1].split(None, 4)[4]) == {"rows": 3, "by": 1}
+
+    body = cli("status", job_id, "--json").json()
+    assert body["result"] == {"fetched": {"rows": 3, "by": 1}, "attempt": 2}
+    assert [(s["name"], s["attempt"], s["result"]) for s in body["steps"]] == [
+        ("fetch", 1, {"rows": 3, "by": 1})
+    ]
+    assert "steps:" not in cli("status", submitted(cli("submit", "flaky", "{}"))).out
+
+
 def test_status_of_a_failed_job_shows_the_whole_error(cli: Cli, app: chit.Queue) -> None:
     job_id = submitted(cli("submit", "boom", '{"message": "disk full"}'))
     run_jobs(app)

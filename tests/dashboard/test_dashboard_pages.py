@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from chit import JobContext
 from chit.dashboard import routes
 from chit.jobs import NewJob, State
 from support.dashboard import ADMIN_KEY, Browser, finished, hidden
@@ -94,6 +95,24 @@ async def test_a_job_page_shows_payload_result_attempts_and_acts(dashboard: Brow
     result = await dashboard.http.get(f"/ui/jobs/{big}/result")
     assert result.status_code == 200 and len(result.json()["blob"]) == 100_000
     assert (await dashboard.http.get("/ui/jobs/not-a-job-id")).status_code == 404
+
+
+async def test_a_job_page_shows_its_steps(dashboard: Browser) -> None:
+    store = dashboard.queue.store
+    job_id = store.enqueue(NewJob("work", {"message": "x"}, queue="stepping")).id
+    [held] = store.claim("test-worker", ["stepping"], 1, 30)
+    ctx = JobContext.of(held, store, 30)
+    ctx.step("fetch <page>", lambda: {"rows": 3, "text": "y" * 200})
+    plain = finished(dashboard.queue)
+    await dashboard.sign_in(ADMIN_KEY)
+
+    page = (await dashboard.http.get(f"/ui/jobs/{job_id}")).text
+    steps = page.split('<section class="panel" id="steps">', 1)[1].split("</section>", 1)[0]
+    assert "fetch &lt;page&gt;" in steps  # the name, escaped
+    assert '<td class="num">1</td>' in steps  # the attempt that stored it
+    assert "&#34;rows&#34;: 3" in steps and "y" * 200 in steps  # the whole result, folded
+    assert "\u2026</summary>" in steps  # its one-line summary, cut
+    assert 'id="steps"' not in (await dashboard.http.get(f"/ui/jobs/{plain}")).text
 
 
 async def test_failures_are_grouped_and_a_group_is_replayed_after_confirmation(

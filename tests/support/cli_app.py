@@ -34,6 +34,16 @@ def boom(job: chit.JobContext, body: dict[str, Any]) -> None:
     raise RuntimeError(body.get("message", "boom"))
 
 
+@queue.task("stepped", max_attempts=3)
+def stepped(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """A durable step, then a failure on the first attempt: the second attempt
+    gets the step's result back (stored by attempt 1)."""
+    fetched = job.step("fetch", lambda: {"rows": 3, "by": job.attempt})
+    if job.attempt == 1:
+        raise ConnectionError("after the step")
+    return {"fetched": fetched, "attempt": job.attempt}
+
+
 @queue.task("flaky", max_attempts=3)
 def flaky(job: chit.JobContext, body: dict[str, Any]) -> dict[str, int]:
     if job.attempt == 1:

@@ -47,6 +47,8 @@ from chit.api.schemas import (
     ReplayRequest,
     SetLimits,
     StatsOut,
+    StepList,
+    StepOut,
     SubmitJob,
     Submitted,
     no_nul,
@@ -253,6 +255,21 @@ async def get_job_result(request: Request, job_id: str, principal: Reader) -> Re
     if not found:
         raise JobNotFound(job_id)
     return JSONResponse(result)
+
+
+@router.get(
+    "/jobs/{job_id}/steps",
+    name="list_job_steps",
+    response_model=StepList,
+    summary="A job's durable steps (job.step), in the order they were stored",
+    responses=documented(404),
+)
+async def list_job_steps(request: Request, job_id: str, principal: Reader) -> StepList:
+    """Each step's name, the attempt that stored it and its JSON result. Steps
+    outlive retries and replays; a job not yet run, or without steps, has none."""
+    job = await load_job(request, job_id, principal)
+    steps = await blocking(api_state(request).store.steps, job.id)
+    return StepList(steps=[StepOut.of(step) for step in steps])
 
 
 @router.get("/jobs", response_model=JobList, summary="Jobs, newest first", responses=documented())

@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 from chit import bounds
-from chit.jobs import FailureGroup, Job, KindLastHour, State, Stats
+from chit.jobs import FailureGroup, Job, KindLastHour, State, Stats, Step
 from chit.limits import KindLimits, Limits, Paused
 
 
@@ -186,6 +186,23 @@ def error_type(error: str | None) -> str | None:
 class JobList(BaseModel):
     jobs: list[JobStatus]
     next_cursor: str | None = Field(description="pass as `cursor` for the next page")
+
+
+class StepOut(BaseModel):
+    name: str
+    attempt: int = Field(description="the attempt that ran the step and stored its result")
+    result: Any = Field(description="the step's JSON result, as stored")
+    created_at: datetime = Field(description="when the result was stored")
+
+    @classmethod
+    def of(cls, step: Step) -> StepOut:
+        return cls(
+            name=step.name, attempt=step.attempt, result=step.result, created_at=step.created_at
+        )
+
+
+class StepList(BaseModel):
+    steps: list[StepOut] = Field(description="in the order they were stored")
 
 
 class ReplayRequest(BaseModel):

@@ -16,6 +16,7 @@ from chit.cli import output
 from chit.cli.loading import Setup
 from chit.cli.progress import WaitDisplay
 from chit.cli.supervise import Child, Supervisor
+from chit.encoding import one_line
 from chit.errors import ConfigError, InvalidRequest, JobNotFound, StoreError
 from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
 from chit.queue import Queue
@@ -191,8 +192,10 @@ def status(args: argparse.Namespace, setup: Setup) -> int:
     queue = setup.queue()
     job = _job(queue, args.id)
     attempts = queue.store.attempts(job.id)
+    steps = queue.store.steps(job.id)
     if args.json:
-        output.print_json(output.to_json(job) | {"attempts_history": output.to_json(attempts)})
+        history = {"attempts_history": output.to_json(attempts), "steps": output.to_json(steps)}
+        output.print_json(output.to_json(job) | history)
         return 0
     print(_describe(job))
     if attempts:
@@ -209,6 +212,12 @@ def status(args: argparse.Namespace, setup: Setup) -> int:
             for a in attempts
         ]
         print(output.table(["#", "worker", "started", "finished", "outcome", "error"], rows))
+    if steps:
+        print("\nsteps:")
+        step_rows = [
+            (s.name, s.attempt, output.when(s.created_at), one_line(s.result, 60)) for s in steps
+        ]
+        print(output.table(["step", "attempt", "stored", "result"], step_rows))
     return 0
 
 

@@ -35,6 +35,7 @@ from chit.api.deps import authenticate as authenticate_header
 from chit.api.errors import ApiProblem, to_problem
 from chit.dashboard import chart, flow, session
 from chit.dashboard.session import Session
+from chit.encoding import one_line
 from chit.ids import is_job_id
 from chit.jobs import (
     CancelResult,
@@ -125,6 +126,7 @@ def templates() -> jinja2.Environment:
     env.filters["when"] = lambda t: "" if t is None else t.strftime("%Y-%m-%d %H:%M:%S UTC")
     env.filters["iso"] = lambda t: "" if t is None else t.isoformat()
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
+    env.filters["brief"] = lambda v: one_line(v, 80)
     env.filters["first_line"] = lambda s: (s or "").split("\n", 1)[0]
     env.filters["duration"] = duration
     env.filters["percent"] = lambda r: "\u2013" if r is None else f"{100 * r:.1f} %"
@@ -511,6 +513,7 @@ async def job_page(request: Request, job_id: str, notice: str = "") -> Response:
     assert current is not None
     job = await _job(request, job_id, current.principal)
     attempts = await blocking(api_state(request).store.attempts, job.id)
+    steps = await blocking(api_state(request).store.steps, job.id)
     held, applying = await blocking(_held_back, request, job, current.principal.tenant is None)
     return render(
         request,
@@ -519,6 +522,7 @@ async def job_page(request: Request, job_id: str, notice: str = "") -> Response:
         page="jobs",
         job=job,
         attempts=attempts,
+        steps=steps,
         held=held,
         applying=applying,
         notice=NOTICES.get(notice, ""),
