@@ -22,8 +22,9 @@ from chit.errors import (
     PermanentError,
     StoreError,
     UnknownKind,
+    WorkflowNotFound,
 )
-from chit.jobs import Job, State
+from chit.jobs import Job, RunOn, State, Workflow
 from chit.queue import JobRequest, Queue
 from chit.settings import Settings
 from chit.worker import Worker
@@ -45,11 +46,14 @@ __all__ = [
     "PayloadTooLarge",
     "PermanentError",
     "Queue",
+    "RunOn",
     "Settings",
     "State",
     "StoreError",
     "UnknownKind",
     "Worker",
+    "Workflow",
+    "WorkflowNotFound",
 ]
 
 

@@ -25,6 +25,10 @@ STEP_NAME_MAX = 200
 # The default of CHIT_MAX_PAYLOAD_BYTES and CHIT_MAX_BODY_BYTES.
 PAYLOAD_BYTES = 1024 * 1024
 
+# Workflows: edges (dependencies) one enqueue_many call may store, and a ref's length.
+DEPENDENCIES_MAX = 100_000
+REF_MAX = 200
+
 # Jobs on a page of a listing unless asked otherwise, and at most through the
 # API; the CLI reads the database itself and may list more at once.
 PAGE_SIZE = 50

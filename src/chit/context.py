@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from chit.bounds import STEP_NAME_MAX
 from chit.encoding import storable_json_error, storable_text
 from chit.errors import InvalidStep
-from chit.jobs import ClaimedJob, Progress
+from chit.jobs import ClaimedJob, DependencyInfo, Progress, State
 
 log = logging.getLogger("chit.worker")
 
@@ -29,6 +29,44 @@ class ContextStore(Protocol):
     def step(self, job_id: str, name: str) -> tuple[bool, Any]: ...
 
     def save_step(self, job_id: str, lease_token: str, name: str, result: Any) -> bool: ...
+
+    def dependencies(self, job_id: str) -> list[DependencyInfo]: ...
+
+    def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]: ...
+
+
+class Dependency:
+    """One direct dependency of the running job: `.id`, `.kind`, `.state` (a
+    `chit.State`) and `.result`, a large result read from the store on first use."""
+
+    __slots__ = ("_info", "_result", "_store")
+
+    def __init__(self, info: DependencyInfo, store: ContextStore) -> None:
+        self._info = info
+        self._store = store
+        self._result: Any = info.result
+
+    @property
+    def id(self) -> str:
+        return self._info.id
+
+    @property
+    def kind(self) -> str:
+        return self._info.kind
+
+    @property
+    def state(self) -> State:
+        return self._info.state
+
+    @property
+    def result(self) -> Any:
+        if self._info.result_external:
+            _, self._result = self._store.get_result(self._info.id)
+            self._info = DependencyInfo(self.id, self.kind, self.state, self._result)
+        return self._result
+
+    def __repr__(self) -> str:
+        return f"<Dependency {self.kind} {self.id} {self.state.value}>"
 
 
 class JobContext:
@@ -52,6 +90,7 @@ class JobContext:
         store: ContextStore,
         lease_seconds: float,
         timeout: float | None = None,
+        has_dependencies: bool = False,
     ) -> None:
         self.id = id
         self.kind = kind
@@ -74,6 +113,8 @@ class JobContext:
         self._lost = threading.Event()
         # Set by the worker once the handler's outcome is waiting to be recorded.
         self.finished = False
+        self._has_dependencies = has_dependencies
+        self._dependencies: list[Dependency] | None = None
 
     @classmethod
     def of(cls, job: ClaimedJob, store: ContextStore, lease_seconds: float) -> JobContext:
@@ -90,10 +131,20 @@ class JobContext:
             store=store,
             lease_seconds=lease_seconds,
             timeout=job.timeout,
+            has_dependencies=job.has_dependencies,
         )
 
     def __repr__(self) -> str:
         return f"<JobContext {self.kind} {self.id} attempt {self.attempt}/{self.max_attempts}>"
+
+    @property
+    def dependencies(self) -> list[Dependency]:
+        """The jobs this one depends on directly, in the order given at enqueue,
+        each with its state and result (read once, on first use); [] for none."""
+        if self._dependencies is None:
+            infos = self._store.dependencies(self.id) if self._has_dependencies else []
+            self._dependencies = [Dependency(info, self._store) for info in infos]
+        return self._dependencies
 
     @property
     def cancelled(self) -> bool:

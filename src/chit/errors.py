@@ -11,6 +11,7 @@ Exception
       │    └── PayloadTooLarge
       ├── IdempotencyConflict  the key was used before with a different request
       ├── JobNotFound
+      ├── WorkflowNotFound
       ├── InvalidTransition  the job is not in a state that allows the action
       └── InvalidStep        a durable step's name or result cannot be stored
                              (also a PermanentError: a retry would run the same code)
@@ -88,6 +89,12 @@ class JobNotFound(ChitError):
     def __init__(self, job_id: str) -> None:
         self.job_id = job_id
         super().__init__(f"no job with id {job_id!r}")
+
+
+class WorkflowNotFound(ChitError):
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        super().__init__(f"no workflow with id {workflow_id!r}")
 
 
 class InvalidTransition(ChitError):

@@ -13,6 +13,9 @@ from typing import Any
 
 
 class State(enum.StrEnum):
+    # Enqueued with dependencies not yet met (DESIGN.md "Workflows and steps"):
+    # never claimed; `queued` in the transaction that records the last one.
+    WAITING = "waiting"
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -25,6 +28,15 @@ class State(enum.StrEnum):
 
 
 TERMINAL_STATES = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
+
+
+class RunOn(enum.StrEnum):
+    """When a job with dependencies runs: once every dependency `succeeded`
+    (the default; a dependency that fails or is cancelled cancels it), or once
+    every dependency `finished`, whatever the outcome (a callback)."""
+
+    SUCCEEDED = "succeeded"
+    FINISHED = "finished"
 
 
 class AttemptOutcome(enum.StrEnum):
@@ -60,6 +72,12 @@ class NewJob:
     # `payload` as JSON, when the caller has it already (Queue.prepare encodes it
     # to validate and size it): a store may write this rather than encode again.
     payload_json: str | None = None
+    # Workflows: a name other jobs of the same enqueue_many call use in their
+    # `depends_on`; the jobs this one waits for (refs of the same call, or ids of
+    # stored jobs of the same tenant); when it runs (RunOn).
+    ref: str | None = None
+    depends_on: tuple[str, ...] = ()
+    run_on: RunOn = RunOn.SUCCEEDED
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +86,20 @@ class Enqueued:
     created: bool
     # Only meaningful when created is False: the stored job's fingerprint.
     request_hash: str | None = None
+    # The workflow the job belongs to: every job of an enqueue_many call that
+    # has refs or dependencies shares one (see Store.enqueue_many); None otherwise.
+    workflow_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DependencyCounts:
+    """A job's direct dependencies by outcome; `pending` are not terminal yet."""
+
+    total: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    pending: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +140,12 @@ class Job:
     stale: bool = False
     concurrency_key: str = ""  # "" for none
     timeout: float | None = None  # seconds an attempt may run; None: no deadline
+    # Workflows: None, (), None for a job enqueued without refs or dependencies.
+    workflow_id: str | None = None
+    ref: str | None = None
+    run_on: RunOn = RunOn.SUCCEEDED
+    depends_on: tuple[str, ...] = ()  # job ids, in the order given at enqueue
+    dependencies: DependencyCounts | None = None  # None: the job has none
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +162,52 @@ class ClaimedJob:
     checkpoint: Any = None
     progress: Progress = field(default_factory=Progress)
     timeout: float | None = None  # seconds this attempt may run; None: no deadline
+    # Whether the job has dependencies (JobContext.dependencies reads them then).
+    has_dependencies: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DependencyInfo:
+    """One direct dependency of a job as its handler sees it. `result` is the
+    stored result when small; when `result_external`, read it with
+    `Store.get_result` (JobContext.dependencies does, on first use)."""
+
+    id: str
+    kind: str
+    state: State
+    result: Any = None
+    result_external: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowJob:
+    """One job of a workflow: what `GET /workflows/{id}` lists."""
+
+    id: str
+    ref: str | None
+    kind: str
+    state: State
+    depends_on: tuple[str, ...]  # job ids
+    run_on: RunOn = RunOn.SUCCEEDED
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowView:
+    """A stored workflow: its jobs in enqueue order, each with its edges."""
+
+    id: str
+    tenant: str
+    jobs: list[WorkflowJob]
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """What `Queue.enqueue_workflow` returns: the workflow id, and each job's id
+    by its ref (jobs given without a ref are only in `ids`, in input order)."""
+
+    id: str
+    jobs: dict[str, str]
+    ids: list[str]
 
 
 @dataclass(frozen=True, slots=True)

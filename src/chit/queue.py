@@ -42,8 +42,9 @@ from chit.errors import (
     JobNotFound,
     PayloadTooLarge,
     UnknownKind,
+    WorkflowNotFound,
 )
-from chit.jobs import CancelResult, Enqueued, Job, NewJob
+from chit.jobs import CancelResult, Enqueued, Job, NewJob, RunOn, Workflow, WorkflowView
 from chit.limits import LimitError, Limits
 from chit.settings import Settings
 from chit.store import FullStore, open_store
@@ -81,6 +82,13 @@ class JobRequest:
     tenant: str = ""
     concurrency_key: str | None = None
     timeout: float | None = None  # seconds; None: the task's
+    # Workflows: a name for this job that later requests of the same call give
+    # in `depends_on`; the jobs it waits for (refs of this call, or ids of
+    # stored jobs); "succeeded" (the default) or "finished" (run whatever the
+    # dependencies' outcome: a callback).
+    ref: str | None = None
+    depends_on: Sequence[str] = ()
+    run_on: str = "succeeded"
 
 
 class Queue:
@@ -189,11 +197,17 @@ class Queue:
         tenant: str = "",
         concurrency_key: str | None = None,
         timeout: float | None = None,
+        depends_on: Sequence[str] = (),
+        run_on: str = "succeeded",
         connection: Any = None,
     ) -> Enqueued:
         """Store a job and return `.id` and `.created` (False when the idempotency
         key matched an existing job with the same request). `timeout` (seconds)
         overrides the task's deadline for this job's attempts.
+
+        `depends_on` (job ids): the job waits (`waiting`) until each has
+        succeeded, and is cancelled if one fails or is cancelled; with
+        `run_on="finished"` it runs once each has ended, whatever the outcome.
 
         With `connection` (your psycopg connection, or your sqlite3 connection to
         the same file) the job is inserted in the transaction open on it: it exists
@@ -211,6 +225,8 @@ class Queue:
             tenant,
             concurrency_key,
             timeout,
+            depends_on=depends_on,
+            run_on=run_on,
         )
         return self.enqueue_many([request], connection=connection)[0]
 
@@ -231,6 +247,39 @@ class Queue:
                 assert job.idempotency_key is not None
                 raise IdempotencyConflict(job.idempotency_key, result.id)
         return results
+
+    def enqueue_workflow(
+        self, requests: Iterable[JobRequest], *, connection: Any = None
+    ) -> Workflow:
+        """`enqueue_many` for a graph: the jobs, linked by `ref` and `depends_on`,
+        stored in one transaction under one workflow id. A cycle, an unknown ref
+        or id, a duplicate ref or a self-dependency raises InvalidRequest and
+        nothing is stored."""
+        requests = list(requests)
+        results = self.enqueue_many(requests, connection=connection)
+        workflow_id = next((r.workflow_id for r in results if r.workflow_id), None)
+        if workflow_id is None:  # no refs, no dependencies: still one workflow
+            raise InvalidRequest("a workflow needs at least one job with a ref or dependencies")
+        return Workflow(
+            id=workflow_id,
+            jobs={r.ref: e.id for r, e in zip(requests, results, strict=True) if r.ref},
+            ids=[e.id for e in results],
+        )
+
+    def workflow(self, workflow_id: str, *, tenant: str | None = None) -> WorkflowView:
+        """The workflow's jobs, states and edges. Raises WorkflowNotFound."""
+        view = self.store.workflow(workflow_id, tenant)
+        if view is None:
+            raise WorkflowNotFound(workflow_id)
+        return view
+
+    def cancel_workflow(self, workflow_id: str, *, tenant: str | None = None) -> int:
+        """Cancel every unfinished job of the workflow (running ones are asked to
+        stop); how many. Raises WorkflowNotFound."""
+        count = self.store.cancel_workflow(workflow_id, tenant)
+        if count is None:
+            raise WorkflowNotFound(workflow_id)
+        return count
 
     # Following a job it enqueued: what `chit.Client` does over HTTP, for code
     # that talks to the database itself.
@@ -335,7 +384,17 @@ class Queue:
                 request.timeout,
             ),
             payload_json=encoded,
+            ref=request.ref,
+            depends_on=tuple(request.depends_on),
+            run_on=_run_on(request.run_on),
         )
+
+
+def _run_on(value: str) -> RunOn:
+    try:
+        return RunOn(value)
+    except ValueError:
+        raise InvalidRequest(f"run_on must be 'succeeded' or 'finished', not {value!r}") from None
 
 
 class _PreparedOnRead(Sequence[NewJob]):

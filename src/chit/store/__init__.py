@@ -5,12 +5,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from chit.store.base import Store
-from chit.store.reports import ApiKeys, FlowControl, FullStore, Reports, Sessions
+from chit.store.reports import ApiKeys, FlowControl, FullStore, Reports, Sessions, Workflows
 
 if TYPE_CHECKING:
     from chit.settings import Settings
 
-__all__ = ["ApiKeys", "FlowControl", "FullStore", "Reports", "Sessions", "Store", "open_store"]
+__all__ = [
+    "ApiKeys",
+    "FlowControl",
+    "FullStore",
+    "Reports",
+    "Sessions",
+    "Store",
+    "Workflows",
+    "open_store",
+]
 
 
 def open_store(settings: Settings) -> FullStore:

@@ -27,6 +27,7 @@ from chit.jobs import (
     Beat,
     CancelResult,
     ClaimedJob,
+    DependencyInfo,
     Enqueued,
     HeartbeatResult,
     Job,
@@ -89,7 +90,21 @@ class Store(abc.ABC):
 
         Reading a job of `jobs` may raise (Queue.enqueue_many validates each as
         it is read): let it through, and store none. Read them all before taking
-        a lock other writers wait on."""
+        a lock other writers wait on.
+
+        Workflows (DESIGN.md "Workflows and steps"): each job's `depends_on`
+        names refs of this call or ids of stored jobs of the same tenant. A job
+        with dependencies is stored `waiting` (never claimed), or `queued` at
+        once when every dependency has already succeeded (or, for
+        `run_on=finished`, is terminal), or `cancelled` with error
+        `dependency <id> failed` / `... cancelled` when one already failed or
+        was cancelled (and so on down the graph). Every job of a call with
+        refs or dependencies gets one `workflow_id` (returned in each
+        Enqueued): that of its first dependency outside the call that has one,
+        else a new id. Refused with InvalidRequest, storing nothing: a cycle,
+        an unknown ref or id, a self-dependency, a duplicate ref, another
+        tenant's job, more than bounds.DEPENDENCIES_MAX edges, a ref another
+        job depends on carrying an idempotency key that matched a stored job."""
 
     # Working
 
@@ -157,7 +172,13 @@ class Store(abc.ABC):
         - Released: `queued` at once, the attempt not counted.
         - Cancelled: `cancelled`.
         A job whose cancellation was requested ends `cancelled` on Failed and
-        Released too. Each closes the job's open attempt record."""
+        Released too. Each closes the job's open attempt record.
+
+        In the same transaction, a job that ends `succeeded` counts down its
+        dependents and makes `queued` those whose last dependency it was; one
+        that ends `failed` or `cancelled` cancels its waiting dependents (all
+        the way down) and counts down the `run_on=finished` ones. The cost is
+        proportional to the dependents; a job without any pays nothing."""
 
     @abc.abstractmethod
     def finish_and_claim(
@@ -179,13 +200,20 @@ class Store(abc.ABC):
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
         """Running jobs past their lease: `queued` again when attempts remain,
         `failed` with "worker lost: lease expired after N attempts" when not,
-        `cancelled` when cancellation was requested."""
+        `cancelled` when cancellation was requested. A job it fails or cancels
+        settles its dependents as `finish` does."""
 
     # Reading
 
     @abc.abstractmethod
     def get(self, job_id: str, tenant: str | None = None) -> Job | None:
-        """One job, without a large result; None if unknown (or another tenant's)."""
+        """One job, without a large result; None if unknown (or another tenant's).
+        A job with dependencies carries `depends_on` and `dependencies` counts."""
+
+    @abc.abstractmethod
+    def dependencies(self, job_id: str) -> list[DependencyInfo]:
+        """The direct dependencies of a job, in the order given at enqueue (those
+        pruned since are left out); large results are not loaded."""
 
     @abc.abstractmethod
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
@@ -195,13 +223,18 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def cancel(self, job_id: str, tenant: str | None = None) -> CancelResult:
-        """Queued: cancelled at once. Running: cancellation requested (the worker
-        sees it at its next heartbeat). Terminal: unchanged."""
+        """Queued or waiting: cancelled at once, and its waiting dependents with
+        it (all the way down; `run_on=finished` ones are counted down). Running:
+        cancellation requested (the worker sees it at its next heartbeat).
+        Terminal: unchanged."""
 
     @abc.abstractmethod
     def retry(self, job_id: str, tenant: str | None = None) -> bool:
-        """A failed or cancelled job back to `queued`, attempts 0. False when the
-        job is in any other state (or unknown); history is kept."""
+        """A failed or cancelled job back to `queued`, attempts 0 (`waiting`
+        when dependencies of its own are not met). The dependents its failure
+        or cancellation cancelled go back to `waiting`, all the way down, and
+        `run_on=finished` ones count it as pending again. False when the job is
+        in any other state (or unknown); history is kept."""
 
     @abc.abstractmethod
     def replay(self, selector: ReplaySelector) -> int:

@@ -28,9 +28,30 @@ from chit.jobs import (
     StateKindCount,
     Stats,
     Step,
+    WorkflowView,
 )
 from chit.limits import KindLimits, Limits, Paused
 from chit.store.base import Store
+
+
+class Workflows(abc.ABC):
+    """Workflows (jobs stored in one enqueue_many call with refs or dependencies)
+    as the API, the client, the CLI and the dashboard read and cancel them."""
+
+    @abc.abstractmethod
+    def workflow(self, workflow_id: str, tenant: str | None = None) -> WorkflowView | None:
+        """The workflow's jobs in enqueue order, each with its ref, kind, state
+        and dependency ids; None if unknown (or another tenant's)."""
+
+    @abc.abstractmethod
+    def cancel_workflow(self, workflow_id: str, tenant: str | None = None) -> int | None:
+        """`cancel` every job of the workflow that is not terminal: waiting and
+        queued ones are cancelled, running ones asked to stop. How many were
+        cancelled or asked; None if the workflow is unknown (or another tenant's)."""
+
+    @abc.abstractmethod
+    def dependents(self, job_id: str, tenant: str | None = None) -> builtins.list[str]:
+        """The ids of the jobs that depend directly on this one, oldest first."""
 
 
 class Reports(abc.ABC):
@@ -213,5 +234,5 @@ class FlowControl(abc.ABC):
         """What is paused, queues first, by name."""
 
 
-class FullStore(Store, Reports, ApiKeys, Sessions, FlowControl):
+class FullStore(Store, Reports, Workflows, ApiKeys, Sessions, FlowControl):
     """A store with its reports, keys and sessions: what `open_store` returns."""

@@ -33,6 +33,7 @@ from chit.jobs import (
     Beat,
     CancelResult,
     ClaimedJob,
+    DependencyInfo,
     Enqueued,
     FailureGroup,
     HeartbeatResult,
@@ -48,6 +49,7 @@ from chit.jobs import (
     StateKindCount,
     Stats,
     Step,
+    WorkflowView,
 )
 from chit.limits import KindLimits, Limits, Paused
 from chit.store import queries
@@ -532,6 +534,20 @@ class SQLStore(FullStore):
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
         rows = self._rows(self.Q["get_result"], {"id": job_id, "tenant": tenant})
         return (True, self.d.loads(rows[0]["result"])) if rows else (False, None)
+
+    # Workflows (implemented in the next commits of issue 14)
+
+    def dependencies(self, job_id: str) -> list[DependencyInfo]:
+        raise NotImplementedError("issue 14: dependencies are being built")
+
+    def dependents(self, job_id: str, tenant: str | None = None) -> list[str]:
+        raise NotImplementedError("issue 14: dependencies are being built")
+
+    def workflow(self, workflow_id: str, tenant: str | None = None) -> WorkflowView | None:
+        raise NotImplementedError("issue 14: dependencies are being built")
+
+    def cancel_workflow(self, workflow_id: str, tenant: str | None = None) -> int | None:
+        raise NotImplementedError("issue 14: dependencies are being built")
 
     def attempts(self, job_id: str) -> list[Attempt]:
         return [

@@ -52,7 +52,7 @@ from typing import Any
 from chit.context import JobContext
 from chit.encoding import storable_json_error
 from chit.errors import ConfigError, PermanentError, StoreError
-from chit.jobs import ClaimedJob, Progress
+from chit.jobs import ClaimedJob, DependencyInfo, Progress
 from chit.queue import Queue, parse_payload
 from chit.worker.execute import (
     Call,
@@ -408,6 +408,7 @@ class _Link:
         # One question to the worker at a time: its answers come in the order asked.
         self._asking = threading.Lock()
         self._current: JobContext | None = None
+        self._queue: Queue | None = None
         threading.Thread(target=self._read, name="chit-child-reader", daemon=True).start()
 
     def send(self, message: tuple[Any, ...]) -> None:
@@ -415,6 +416,7 @@ class _Link:
             self._outbox.send(message)
 
     def serve(self, queue: Queue) -> None:
+        self._queue = queue
         while (item := self._jobs.get()) is not None:
             job, timeout = item
             self._run(queue, job, timeout)
@@ -440,6 +442,15 @@ class _Link:
         if problem is not None:  # it may not even pickle: say why here
             message = ("raised", f"ResultNotJSON: {problem}", True, ctx.last_progress(), _peak_kb())
         self.send(message)
+
+    def dependencies(self, job_id: str) -> list[DependencyInfo]:
+        """`JobContext.dependencies`: read by this child itself (reads need no lease)."""
+        assert self._queue is not None
+        return self._queue.store.dependencies(job_id)
+
+    def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
+        assert self._queue is not None
+        return self._queue.store.get_result(job_id, tenant)
 
     def checkpoint(
         self, job_id: str, lease_token: str, data: Any, progress: Progress | None, lease: float
