@@ -30,6 +30,7 @@ from chit.errors import (
     PayloadTooLarge,
     StoreError,
     UnknownKind,
+    WorkflowNotFound,
 )
 from chit.ids import is_job_id
 from chit.limits import LimitError
@@ -83,6 +84,8 @@ def to_problem(exc: Exception) -> ApiProblem | None:
             return ApiProblem(422, "idempotency_conflict", message, {"job_id": exc.job_id})
         case JobNotFound():
             return ApiProblem(404, "job_not_found", str(exc))
+        case WorkflowNotFound():
+            return ApiProblem(404, "workflow_not_found", str(exc))
         case InvalidTransition():
             return ApiProblem(409, "invalid_transition", str(exc))
         case StoreError() if not exc.transient:

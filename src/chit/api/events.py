@@ -20,7 +20,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 import anyio.to_thread
 from starlette.responses import Response, StreamingResponse
@@ -67,13 +67,14 @@ def kind_of_change(before: Job | None, after: Job) -> str:
 class Watch:
     """One listener's view of one job: the latest snapshot the hub saw."""
 
-    def __init__(self, job_id: str, seen: str | None) -> None:
+    def __init__(self, job_id: str, seen: str | None, wake: asyncio.Event | None = None) -> None:
         self.job_id = job_id
         self.seen = seen
         self.latest: Job | None = None
         self.gone = False
         self.closed = False
-        self._changed = asyncio.Event()
+        # Shared by the watches of one workflow's jobs: one listener wakes for any.
+        self._changed = wake or asyncio.Event()
 
     def offer(self, job: Job | None) -> None:
         if job is None:
@@ -126,8 +127,10 @@ class EventHub:
             self._task = None
 
     @contextlib.contextmanager
-    def watch(self, job_id: str, seen: str | None = None) -> Iterator[Watch]:
-        w = Watch(job_id, seen)
+    def watch(
+        self, job_id: str, seen: str | None = None, wake: asyncio.Event | None = None
+    ) -> Iterator[Watch]:
+        w = Watch(job_id, seen, wake)
         self._watches.setdefault(job_id, set()).add(w)
         self._wake.set()
         try:
@@ -246,6 +249,105 @@ def response(
                 return
             send_first = watch.seen != version(current)
             async for chunk in stream(watch, current, render, send_first):
+                yield chunk
+
+    return StreamingResponse(
+        body(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+# A workflow's events (`GET /workflows/{id}/events`): the same hub watches each
+# of its jobs, all waking one listener. Each event is one job's status; its id
+# is a digest of every job's visible status after it, so a client reconnecting
+# with the latest id gets nothing again (204 once every job has finished).
+
+
+def workflow_version(jobs: Iterable[Job]) -> str:
+    seen = sorted((job.id, version(job)) for job in jobs)
+    return hashlib.blake2b(repr(seen).encode(), digest_size=8).hexdigest()
+
+
+async def workflow_stream(
+    watches: Sequence[Watch],
+    wake: asyncio.Event,
+    first: Sequence[Job],
+    render: Callable[[Job], str],
+    send_first: bool,
+    keepalive: float = KEEPALIVE_SECONDS,
+) -> AsyncIterator[bytes]:
+    """Every job's current status (unless the client already has them all), then
+    one event per visible change of any job, ending once every job is terminal."""
+    retry = f"retry: {RECONNECT_MS}\n".encode()
+    current = {job.id: job for job in first}
+    for w in watches:
+        if w.job_id in current:
+            w.seen = version(current[w.job_id])
+    if send_first:
+        for job in first:
+            yield retry + sse("state", render(job), workflow_version(current.values()))
+            retry = b""
+    while current and not all(job.state.terminal for job in current.values()):
+        try:
+            await asyncio.wait_for(wake.wait(), keepalive)
+        except TimeoutError:
+            yield b": keepalive\n\n"
+            continue
+        wake.clear()
+        if any(w.closed for w in watches):
+            return
+        for w in watches:
+            if w.gone and w.job_id in current:
+                del current[w.job_id]
+                data = json.dumps({"id": w.job_id, "message": "the job was deleted"})
+                yield retry + sse("gone", data, workflow_version(current.values()))
+                retry = b""
+                continue
+            latest = w.latest
+            if latest is None or w.gone or version(latest) == w.seen:
+                continue
+            w.seen = version(latest)
+            change = kind_of_change(current.get(latest.id), latest)
+            current[latest.id] = latest
+            yield retry + sse(change, render(latest), workflow_version(current.values()))
+            retry = b""
+
+
+def workflow_response(
+    hub: EventHub,
+    store: FullStore,
+    jobs_now: Sequence[Job],
+    tenant: str | None,
+    last_event_id: str | None,
+    render: Callable[[Job], str],
+) -> Response:
+    """`GET /workflows/{id}/events` for a workflow the caller may see, whose
+    jobs (`jobs_now`, in the workflow's order) were just read."""
+    if last_event_id == workflow_version(jobs_now) and all(j.state.terminal for j in jobs_now):
+        return Response(status_code=204)
+    job_ids = [job.id for job in jobs_now]
+
+    async def body() -> AsyncIterator[bytes]:
+        wake = asyncio.Event()
+        with contextlib.ExitStack() as stack:
+            watches = [stack.enter_context(hub.watch(i, None, wake)) for i in job_ids]
+            try:
+                # Read once watched, so no change can fall between the two.
+                jobs = await anyio.to_thread.run_sync(store.get_many, list(job_ids))
+            except StoreError as e:
+                log.warning("event stream of a workflow: %s", e)
+                message = "the job database is unavailable right now; reconnect shortly"
+                yield f"retry: {RECONNECT_MS}\n".encode() + sse(
+                    "error", json.dumps({"message": message})
+                )
+                return
+            if tenant is not None:
+                jobs = [job for job in jobs if job.tenant == tenant]
+            order = {job_id: n for n, job_id in enumerate(job_ids)}
+            jobs.sort(key=lambda job: order[job.id])
+            send_first = last_event_id != workflow_version(jobs)
+            async for chunk in workflow_stream(watches, wake, jobs, render, send_first):
                 yield chunk
 
     return StreamingResponse(

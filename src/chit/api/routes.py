@@ -151,7 +151,8 @@ async def submit_job(
         ),
     ] = None,
 ) -> Response:
-    """Answers 202 and `Location` at once; a worker runs the job later."""
+    """Answers 202 and `Location` at once; a worker runs the job later (once its
+    `depends_on` have succeeded, or ended for `run_on: finished`)."""
     state = api_state(request)
     if len(request.headers.getlist("Idempotency-Key")) > 1:
         # Which one the client meant is a guess either way; a proxy may keep another.
@@ -168,10 +169,15 @@ async def submit_job(
         tenant=principal.submit_tenant,
         timeout=body.timeout,
         concurrency_key=body.concurrency_key,
+        ref=body.ref,
+        depends_on=body.depends_on,
+        run_on=body.run_on,
     )
     [result] = await blocking(state.queue.enqueue_many, [job])
     url = _path(request, "get_job", result.id)
-    answer = Submitted(job_id=result.id, status_url=url, created=result.created)
+    answer = Submitted(
+        job_id=result.id, status_url=url, created=result.created, workflow_id=result.workflow_id
+    )
     return JSONResponse(
         answer.model_dump(), status_code=202 if result.created else 200, headers={"Location": url}
     )

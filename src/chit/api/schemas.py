@@ -15,10 +15,11 @@ from pydantic import (
     ConfigDict,
     Field,
     WithJsonSchema,
+    model_validator,
 )
 
 from chit import bounds
-from chit.jobs import FailureGroup, Job, KindLastHour, State, Stats, Step
+from chit.jobs import FailureGroup, Job, KindLastHour, State, Stats, Step, WorkflowView
 from chit.limits import KindLimits, Limits, Paused
 
 
@@ -62,6 +63,28 @@ ConcurrencyKey = Annotated[
 ]
 
 
+def _one_line(value: str) -> str:
+    if not value.isprintable():
+        raise ValueError("a ref is printable text: no NUL or control characters")
+    return value
+
+
+Ref = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=bounds.REF_MAX,
+        description="this job's name in its workflow, which other jobs give in depends_on",
+    ),
+    AfterValidator(_one_line),
+]
+# A dependency: a job id, or (in POST /workflows) a ref of the same request.
+DependencyName = Annotated[
+    str, Field(min_length=1, max_length=bounds.REF_MAX), AfterValidator(_one_line)
+]
+RunOnIn = Literal["succeeded", "finished"]
+
+
 class SubmitJob(BaseModel):
     """`POST /jobs`. The payload is checked against the task's model."""
 
@@ -90,12 +113,107 @@ class SubmitJob(BaseModel):
         description="seconds an attempt may run before it fails 'timed out'; default: the task's",
     )
     concurrency_key: ConcurrencyKey | None = None
+    ref: Ref | None = None
+    depends_on: list[DependencyName] = Field(
+        default_factory=list,
+        max_length=bounds.DEPENDENCIES_MAX,
+        description="ids of jobs (of the same tenant) this one waits for: it stays "
+        "`waiting` until each has succeeded, and is cancelled if one fails or is cancelled",
+    )
+    run_on: RunOnIn = Field(
+        default="succeeded",
+        description="`finished`: run once every dependency has ended, whatever the outcome "
+        "(a callback)",
+    )
 
 
 class Submitted(BaseModel):
     job_id: str
     status_url: str
     created: bool = Field(description="false: the Idempotency-Key matched an existing job")
+    workflow_id: str | None = Field(
+        default=None, description="the workflow the job joined (one with dependencies)"
+    )
+
+
+class SubmitWorkflow(BaseModel):
+    """`POST /workflows`: jobs linked by `ref` and `depends_on` (refs of this
+    request, or ids of stored jobs), stored all or nothing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[SubmitJob] = Field(min_length=1, description="in the order they are stored")
+
+    @model_validator(mode="after")
+    def _edges(self) -> SubmitWorkflow:
+        edges = sum(len(job.depends_on) for job in self.jobs)
+        if edges > bounds.DEPENDENCIES_MAX:
+            raise ValueError(
+                f"a workflow has at most {bounds.DEPENDENCIES_MAX:,} dependencies "
+                f"(depends_on entries, over all its jobs); this one has {edges:,}"
+            )
+        return self
+
+
+class WorkflowSubmitted(BaseModel):
+    workflow_id: str
+    jobs: dict[str, str] = Field(description="each job's id by its ref")
+    ids: list[str] = Field(description="every job's id, in the order given (with or without a ref)")
+    status_url: str
+    created: bool = Field(description="false: the Idempotency-Key matched an existing workflow")
+
+
+class WorkflowJobOut(BaseModel):
+    id: str
+    ref: str | None
+    kind: str
+    state: State
+    depends_on: list[str] = Field(description="job ids")
+    run_on: RunOnIn
+
+
+class WorkflowOut(BaseModel):
+    """`GET /workflows/{id}`: its jobs in the order stored, with their edges."""
+
+    id: str
+    jobs: list[WorkflowJobOut]
+    states: dict[str, int] = Field(description="how many of its jobs are in each state")
+
+    @classmethod
+    def of(cls, view: WorkflowView) -> WorkflowOut:
+        states: dict[str, int] = {}
+        for job in view.jobs:
+            states[job.state.value] = states.get(job.state.value, 0) + 1
+        return cls(
+            id=view.id,
+            jobs=[
+                WorkflowJobOut(
+                    id=j.id,
+                    ref=j.ref,
+                    kind=j.kind,
+                    state=j.state,
+                    depends_on=list(j.depends_on),
+                    run_on=j.run_on.value,
+                )
+                for j in view.jobs
+            ],
+            states=states,
+        )
+
+
+class WorkflowCancelled(BaseModel):
+    id: str
+    cancelled: int = Field(
+        description="jobs cancelled (waiting or queued) or asked to stop (running)"
+    )
+
+
+class DependenciesOut(BaseModel):
+    total: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    pending: int = Field(description="not finished yet")
 
 
 class ProgressOut(BaseModel):
@@ -138,6 +256,13 @@ class JobStatus(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     timeout: float | None = Field(default=None, description="seconds an attempt may run")
+    workflow_id: str | None = Field(default=None, description="null: in no workflow")
+    ref: str | None = None
+    depends_on: list[str] = Field(default_factory=list, description="ids of its dependencies")
+    run_on: RunOnIn = "succeeded"
+    dependencies: DependenciesOut | None = Field(
+        default=None, description="its direct dependencies by outcome; null: it has none"
+    )
 
     @classmethod
     def of(cls, job: Job, result_url: str, traceback: bool = False) -> JobStatus:
@@ -168,6 +293,19 @@ class JobStatus(BaseModel):
             started_at=job.started_at,
             finished_at=job.finished_at,
             timeout=job.timeout,
+            workflow_id=job.workflow_id,
+            ref=job.ref,
+            depends_on=list(job.depends_on),
+            run_on=job.run_on.value,
+            dependencies=None
+            if job.dependencies is None
+            else DependenciesOut(
+                total=job.dependencies.total,
+                succeeded=job.dependencies.succeeded,
+                failed=job.dependencies.failed,
+                cancelled=job.dependencies.cancelled,
+                pending=job.dependencies.pending,
+            ),
         )
 
 
