@@ -12,6 +12,7 @@ matching local exceptions, so `except chit.JobNotFound` works either way:
 
 APIError (ChitError)          status, code, message, details
  ├── APINotFound (JobNotFound)                404
+ │    └── APIWorkflowNotFound (WorkflowNotFound)  404 for a workflow
  ├── APIInvalidRequest (InvalidRequest)       400, 413, 415, 422
  ├── APIIdempotencyConflict (IdempotencyConflict)
  ├── APIConflict (InvalidTransition)          409
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -47,6 +48,9 @@ from chit.api.schemas import (
     Replayed,
     StatsOut,
     Submitted,
+    WorkflowCancelled,
+    WorkflowOut,
+    WorkflowSubmitted,
 )
 from chit.bounds import PAGE_SIZE
 from chit.errors import (
@@ -56,6 +60,7 @@ from chit.errors import (
     InvalidTransition,
     JobNotFound,
     StoreError,
+    WorkflowNotFound,
 )
 from chit.jobs import State
 from chit.limits import Rate
@@ -78,6 +83,10 @@ class APIError(ChitError):
 
 
 class APINotFound(APIError, JobNotFound):
+    pass
+
+
+class APIWorkflowNotFound(APINotFound, WorkflowNotFound):
     pass
 
 
@@ -192,6 +201,9 @@ def _submit(
     run_at: datetime | None,
     max_attempts: int | None,
     concurrency_key: str | None = None,
+    depends_on: Iterable[str] | None = None,
+    ref: str | None = None,
+    run_on: str | None = None,
 ) -> _Call[Submitted]:
     body: dict[str, Any] = {"kind": kind, "payload": payload}
     for name, value in (
@@ -199,13 +211,45 @@ def _submit(
         ("priority", priority),
         ("max_attempts", max_attempts),
         ("concurrency_key", concurrency_key),
+        ("ref", ref),
+        ("run_on", run_on),
     ):
         if value is not None:
             body[name] = value
+    if depends_on is not None:
+        body["depends_on"] = list(depends_on)
     if run_at is not None:
         body["run_at"] = run_at.isoformat()
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
     return _Call("POST", "/jobs", _model(Submitted), body, headers=headers, ok=(200, 202))
+
+
+def _submit_workflow(
+    jobs: Iterable[Mapping[str, Any]], idempotency_key: str | None
+) -> _Call[WorkflowSubmitted]:
+    body = {"jobs": [_job_body(job) for job in jobs]}
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
+    return _Call(
+        "POST", "/workflows", _model(WorkflowSubmitted), body, headers=headers, ok=(200, 202)
+    )
+
+
+def _job_body(job: Mapping[str, Any]) -> dict[str, Any]:
+    body = dict(job)
+    if isinstance(body.get("run_at"), datetime):
+        body["run_at"] = body["run_at"].isoformat()
+    if "depends_on" in body:
+        body["depends_on"] = list(body["depends_on"])
+    return body
+
+
+def _get_workflow(workflow_id: str) -> _Call[WorkflowOut]:
+    return _Call("GET", f"/workflows/{quote(workflow_id, safe='')}", _model(WorkflowOut))
+
+
+def _cancel_workflow(workflow_id: str) -> _Call[WorkflowCancelled]:
+    path = f"/workflows/{quote(workflow_id, safe='')}/cancel"
+    return _Call("POST", path, _model(WorkflowCancelled))
 
 
 def _list(
@@ -290,7 +334,7 @@ def _raise_for(response: httpx.Response) -> None:
         code, message, details = f"http_{response.status_code}", response.text[:500], None
     status = response.status_code
     if status == 404:
-        cls: type[APIError] = APINotFound
+        cls: type[APIError] = APIWorkflowNotFound if code == "workflow_not_found" else APINotFound
     elif code == "idempotency_conflict":
         cls = APIIdempotencyConflict
     elif status in (400, 413, 415, 422):
@@ -423,7 +467,12 @@ class Client:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         concurrency_key: str | None = None,
+        depends_on: Iterable[str] | None = None,
+        ref: str | None = None,
+        run_on: str | None = None,
     ) -> Submitted:
+        """`depends_on` (job ids): the job waits until each has succeeded;
+        `run_on="finished"`: until each has ended, whatever the outcome."""
         return self._send(
             _submit(
                 kind,
@@ -434,8 +483,26 @@ class Client:
                 run_at,
                 max_attempts,
                 concurrency_key,
+                depends_on,
+                ref,
+                run_on,
             )
         )
+
+    def submit_workflow(
+        self, jobs: Iterable[Mapping[str, Any]], *, idempotency_key: str | None = None
+    ) -> WorkflowSubmitted:
+        """Store a graph in one request, all or nothing: each job a mapping as
+        `POST /workflows` takes it (`kind`, `payload`, `ref`, `depends_on` refs
+        or ids, `run_on`, ...). `.workflow_id`, `.jobs` (ids by ref), `.ids`."""
+        return self._send(_submit_workflow(jobs, idempotency_key))
+
+    def get_workflow(self, workflow_id: str) -> WorkflowOut:
+        return self._send(_get_workflow(workflow_id))
+
+    def cancel_workflow(self, workflow_id: str) -> WorkflowCancelled:
+        """Cancel every job of the workflow that has not finished."""
+        return self._send(_cancel_workflow(workflow_id))
 
     def get(self, job_id: str) -> JobStatus:
         return self._send(_job("GET", job_id))
@@ -610,6 +677,9 @@ class AsyncClient:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         concurrency_key: str | None = None,
+        depends_on: Iterable[str] | None = None,
+        ref: str | None = None,
+        run_on: str | None = None,
     ) -> Submitted:
         return await self._send(
             _submit(
@@ -621,8 +691,22 @@ class AsyncClient:
                 run_at,
                 max_attempts,
                 concurrency_key,
+                depends_on,
+                ref,
+                run_on,
             )
         )
+
+    async def submit_workflow(
+        self, jobs: Iterable[Mapping[str, Any]], *, idempotency_key: str | None = None
+    ) -> WorkflowSubmitted:
+        return await self._send(_submit_workflow(jobs, idempotency_key))
+
+    async def get_workflow(self, workflow_id: str) -> WorkflowOut:
+        return await self._send(_get_workflow(workflow_id))
+
+    async def cancel_workflow(self, workflow_id: str) -> WorkflowCancelled:
+        return await self._send(_cancel_workflow(workflow_id))
 
     async def get(self, job_id: str) -> JobStatus:
         return await self._send(_job("GET", job_id))

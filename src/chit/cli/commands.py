@@ -162,6 +162,8 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
             max_attempts=args.max_attempts,
             run_at=run_at,
             concurrency_key=args.concurrency_key,
+            depends_on=args.depends_on,
+            run_on=args.run_on,
             wait=args.wait,
             timeout=args.timeout,
             as_json=args.json,
@@ -176,6 +178,8 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
         queue=args.queue,
         max_attempts=args.max_attempts,
         concurrency_key=args.concurrency_key,
+        depends_on=args.depends_on,
+        run_on=args.run_on,
     )
     if not args.wait:
         if args.json:
@@ -218,6 +222,24 @@ def status(args: argparse.Namespace, setup: Setup) -> int:
             (s.name, s.attempt, output.when(s.created_at), one_line(s.result, 60)) for s in steps
         ]
         print(output.table(["step", "attempt", "stored", "result"], step_rows))
+    return 0
+
+
+def workflow(args: argparse.Namespace, setup: Setup) -> int:
+    if args.url:
+        from chit.cli.remote import workflow_remote
+
+        jobs = workflow_remote(args.url, _api_key(args), args.id)
+    else:
+        view = setup.queue().workflow(args.id)
+        jobs = [
+            output.WorkflowRow(j.id, j.ref, j.kind, j.state.value, list(j.depends_on), j.run_on)
+            for j in view.jobs
+        ]
+    if args.json:
+        output.print_json({"id": args.id, "jobs": jobs})
+        return 0
+    print(output.workflow_table(args.id, jobs))
     return 0
 
 

@@ -120,12 +120,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency-key",
         help="jobs of one key are limited together (the task's key_concurrency, key_rate)",
     )
+    p.add_argument(
+        "--depends-on",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="wait for this job to succeed first (repeatable)",
+    )
+    p.add_argument(
+        "--run-on",
+        choices=["succeeded", "finished"],
+        default="succeeded",
+        help="with --depends-on: 'finished' runs once they have ended, whatever the outcome",
+    )
     p.add_argument("--wait", action="store_true", help="wait for the result")
     p.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
     remote_flags(p)
 
-    p = command("status", commands.status, "show a job and every attempt")
+    p = command("status", commands.status, "show a job, every attempt and its steps")
     p.add_argument("id")
+
+    p = command("workflow", commands.workflow, "show a workflow: its jobs, states and edges")
+    p.add_argument("id")
+    remote_flags(p)
 
     p = command("wait", commands.wait, "wait for a job to finish, with a progress bar")
     p.add_argument("id")

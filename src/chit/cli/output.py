@@ -51,3 +51,37 @@ def progress_bar(done: int | None, total: int | None, width: int = 30) -> str:
     share = max(0.0, min(1.0, done / total))
     filled = int(share * width)
     return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {share:4.0%}"
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkflowRow:
+    """One job of `chit workflow`, read from the database or the API alike."""
+
+    id: str
+    ref: str | None
+    kind: str
+    state: str
+    depends_on: list[str]
+    run_on: str
+
+
+def workflow_table(workflow_id: str, jobs: list[WorkflowRow]) -> str:
+    """The jobs in the order stored; edges by ref where the dependency has one."""
+    names = {j.id: j.ref or j.id for j in jobs}
+    counts: dict[str, int] = {}
+    for j in jobs:
+        counts[j.state] = counts.get(j.state, 0) + 1
+    summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    rows = [
+        (
+            j.id,
+            j.ref or "-",
+            j.kind,
+            j.state,
+            ", ".join(names.get(d, d) for d in j.depends_on) or "-",
+            "finished" if j.run_on == "finished" else "",
+        )
+        for j in jobs
+    ]
+    head = f"workflow {workflow_id}: {len(jobs)} jobs ({summary})"
+    return head + "\n" + table(["id", "ref", "kind", "state", "depends on", "runs on"], rows)

@@ -31,6 +31,8 @@ def submit_remote(
     max_attempts: int | None = None,
     run_at: datetime | None = None,
     concurrency_key: str | None = None,
+    depends_on: list[str] | None = None,
+    run_on: str | None = None,
     wait: bool = False,
     timeout: float | None = None,
     as_json: bool = False,
@@ -45,6 +47,8 @@ def submit_remote(
             run_at=run_at,
             max_attempts=max_attempts,
             concurrency_key=concurrency_key,
+            depends_on=depends_on or None,
+            run_on=None if not depends_on else run_on,
         )
         if not wait:
             if as_json:
@@ -57,6 +61,16 @@ def submit_remote(
         if not as_json:
             print(submitted.job_id, file=sys.stderr)
         return _wait(client, submitted.job_id, timeout, as_json)
+
+
+def workflow_remote(url: str, api_key: str | None, workflow_id: str) -> list[output.WorkflowRow]:
+    """`chit workflow ID --url URL`: the rows `chit workflow` prints."""
+    with Client(url, api_key) as client:
+        view = client.get_workflow(workflow_id)
+    return [
+        output.WorkflowRow(j.id, j.ref, j.kind, j.state.value, j.depends_on, j.run_on)
+        for j in view.jobs
+    ]
 
 
 def wait_remote(
