@@ -1099,6 +1099,7 @@ def test_stats_count_states_kinds_last_hour_lag_and_stale(store: Store) -> None:
     now = later(5)
     stats = store.stats(now=now)
     assert stats.by_state == {
+        "waiting": 0,
         "queued": 4,
         "running": 1,
         "succeeded": 1,

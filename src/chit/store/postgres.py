@@ -22,13 +22,14 @@ from __future__ import annotations
 import select
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg.conninfo
+import psycopg.errors
 from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
@@ -50,7 +51,7 @@ from chit.jobs import (
     State,
     Succeeded,
 )
-from chit.store import queries
+from chit.store import graph, queries
 from chit.store.sql import Claim, Dialect, SQLStore, dumps, rescued, scalar
 
 Q = queries.load("postgres")
@@ -65,6 +66,7 @@ _COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"]
 _COPY_TYPES += ["timestamptz"] * 3 + ["text", "float8"]
 
 Connection = psycopg.Connection[dict[str, Any]]
+_T = TypeVar("_T")
 
 
 def describe_url(url: str) -> str:
@@ -286,11 +288,22 @@ class PostgresStore(SQLStore):
             len(jobs) < COPY_FROM
             or connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF
         ):
+            if graph.is_graph(jobs):  # a workflow takes several statements
+                with connection.transaction():
+                    return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
             return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
         if connection.autocommit:
-            with connection.transaction():
-                return self._copy_jobs(conn, jobs)
-        return self._copy_jobs(conn, jobs)
+            try:
+                with connection.transaction():
+                    return self._copy_jobs(conn, jobs)
+            except _GraphFound:
+                pass  # rolled back; the jobs read so far are not read again
+        elif graph.is_graph(jobs):
+            return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
+        else:
+            return self._copy_jobs(conn, jobs)
+        with connection.transaction():
+            return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
 
     def _copy_jobs(
         self, conn: Connection | psycopg.Cursor[Any], jobs: Sequence[NewJob]
@@ -306,6 +319,8 @@ class PostgresStore(SQLStore):
             copy.set_types(_COPY_TYPES)
             write = copy.write_row
             for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True)):
+                if job.depends_on or job.ref is not None:
+                    raise _GraphFound  # a workflow: inserted as JSON (_insert_graph)
                 if job.idempotency_key is not None:
                     keyed.append(n)
                     continue
@@ -327,12 +342,22 @@ class PostgresStore(SQLStore):
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         if not outcomes:
             return []
+        return _retrying(lambda: self._finish_once(outcomes, now))
+
+    def _finish_once(self, outcomes: Sequence[Outcome], now: datetime | None) -> list[bool]:
         encoded = _encode_results(outcomes)
         # One statement is atomic on an autocommit connection: one round trip.
-        with self._conn() if self._one_statement(outcomes, encoded) else self._tx() as conn:
+        # Successes only: a failure may cancel dependents, in further statements.
+        one = self._one_statement(outcomes, encoded) and isinstance(outcomes[0], Succeeded)
+        with self._conn() if one else self._tx() as conn:
             return self._finish(conn, outcomes, _utc(now), encoded)
 
     def _finish_and_claim(
+        self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        return _retrying(lambda: self._finish_and_claim_once(outcomes, claim, now))
+
+    def _finish_and_claim_once(
         self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
     ) -> tuple[list[bool], list[ClaimedJob]]:
         encoded = _encode_results(outcomes)
@@ -405,19 +430,25 @@ class PostgresStore(SQLStore):
                     for job_id in sorted(large & done)
                 )
                 conn.execute(Q["store_result"], {"items": f"[{stored}]"})
+        ended: list[str] = []  # failed or cancelled, with dependents to settle
         for kind, query in ((Failed, "fail"), (Released, "release"), (Cancelled, "mark_cancelled")):
             group = [o for o in outcomes if isinstance(o, kind)]
             if group:
                 params = {"items": dumps([_fenced(o) for o in group]), "now": now}
-                rows = conn.execute(Q[query], params | {"free": self.free_hand_backs})
+                rows = conn.execute(Q[query], params | {"free": self.free_hand_backs}).fetchall()
                 applied |= {r["id"] for r in rows}
+                ended += [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
+        if ended:
+            self._settle(conn, [], ended, now)
         return [o.job_id in applied for o in outcomes]
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
-        with self._conn() as conn:
-            return rescued(
-                [r["state"] for r in conn.execute(Q["rescue_expired"], {"now": _utc(now)})]
-            )
+        with self._tx() as conn:
+            rows = conn.execute(Q["rescue_expired"], {"now": _utc(now)}).fetchall()
+            ended = [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
+            if ended:
+                self._settle(conn, [], ended, _utc(now))
+        return rescued([r["state"] for r in rows])
 
     # Reading
 
@@ -522,6 +553,30 @@ class PostgresStore(SQLStore):
         with self._lock:
             self._all_listeners.append(conn)
         return conn
+
+
+class _GraphFound(Exception):
+    """A COPY batch holds a workflow's job: insert the batch as JSON instead."""
+
+
+# A finish that found a dependent enqueued after its snapshot, or two finishes
+# that counted down the same dependents in opposite orders, is rolled back
+# whole: run it again, a few times (each retry sees the other's commit).
+_RETRIES = 5
+
+
+def _retrying(call: Callable[[], _T]) -> _T:
+    for attempt in range(_RETRIES):
+        try:
+            return call()
+        except StoreError as e:
+            cause = e.__cause__
+            retry = isinstance(
+                cause, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
+            )
+            if not retry or attempt == _RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _check_connection(conn: Connection) -> None:

@@ -23,8 +23,8 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, ClassVar
 
-from chit.errors import StoreError
-from chit.ids import id_prefix_range
+from chit.errors import InvalidRequest, StoreError
+from chit.ids import id_prefix_range, new_job_ids
 from chit.jobs import (
     ApiKey,
     Attempt,
@@ -33,6 +33,7 @@ from chit.jobs import (
     Beat,
     CancelResult,
     ClaimedJob,
+    DependencyCounts,
     DependencyInfo,
     Enqueued,
     FailureGroup,
@@ -45,14 +46,16 @@ from chit.jobs import (
     Progress,
     ReplaySelector,
     RescueReport,
+    RunOn,
     State,
     StateKindCount,
     Stats,
     Step,
+    WorkflowJob,
     WorkflowView,
 )
 from chit.limits import KindLimits, Limits, Paused
-from chit.store import queries
+from chit.store import graph, queries
 from chit.store.flow import (
     FLOW_SECONDS,
     THROTTLED_POLL,
@@ -90,6 +93,7 @@ class Dialect:
 # A job's columns that are read as they come, in both dialects.
 _AS_THEY_ARE: tuple[str, ...] = ("id", "kind", "queue", "priority", "attempts", "max_attempts")
 _AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error", "concurrency_key", "timeout")
+_AS_THEY_ARE += ("workflow_id", "ref")
 
 
 # A new job's fields that `enqueue` sends as they are.
@@ -189,7 +193,14 @@ class SQLStore(FullStore):
         }
         fields |= {name: bool(r[name]) for name in ("result_external", "cancel_requested", "stale")}
         progress = Progress(r["progress_done"], r["progress_total"])
-        return Job(**fields, state=State(r["state"]), progress=progress)
+        depends_on = tuple(loads(r["depends_on"]) or ())
+        return Job(
+            **fields,
+            state=State(r["state"]),
+            progress=progress,
+            run_on=RunOn(r["run_on"]),
+            depends_on=depends_on,
+        )
 
     def _claimed(self, r: Any) -> ClaimedJob:
         return ClaimedJob(
@@ -199,6 +210,7 @@ class SQLStore(FullStore):
             checkpoint=self.d.loads(r["checkpoint"]),
             progress=Progress(r["progress_done"], r["progress_total"]),
             timeout=r["timeout"],
+            has_dependencies=bool(r["has_dependencies"]),
         )
 
     def _api_key(self, r: Any) -> ApiKey:
@@ -259,9 +271,13 @@ class SQLStore(FullStore):
             | {"n": n, "id": job_id, "run_at": None if job.run_at is None else time(job.run_at)}
             for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
         ]
-        inserted = self._insert(conn, batch)
+        if not graph.is_graph(jobs):
+            inserted = self._insert(conn, batch)
+            workflow_id = None
+        else:
+            inserted, workflow_id = self._insert_graph(conn, ids, jobs, batch)
         if len(inserted) == len(jobs):
-            return [Enqueued(job_id, True) for job_id in ids]
+            return [Enqueued(job_id, True, workflow_id=workflow_id) for job_id in ids]
         # Some idempotency keys were taken (by earlier jobs, or earlier in this batch).
         taken = dumps([item for item in batch if item["id"] not in inserted])
         existing = {
@@ -269,11 +285,54 @@ class SQLStore(FullStore):
             for r in conn.execute(self.Q["find_by_idempotency_key"], {"jobs": taken})
         }
         return [
-            Enqueued(job_id, True)
+            Enqueued(job_id, True, workflow_id=workflow_id)
             if job_id in inserted
             else existing[job.tenant, job.idempotency_key]
             for job_id, job in zip(ids, jobs, strict=True)
         ]
+
+    def _insert_graph(
+        self, conn: Any, ids: Sequence[str], jobs: Sequence[NewJob], batch: list[dict[str, Any]]
+    ) -> tuple[set[str], str]:
+        """Insert a batch with refs or dependencies: checked (graph.check), the
+        stored jobs it names locked and read, each job in its first state, and
+        the stored dependencies told of their new dependents. Raises
+        InvalidRequest inside the transaction, which then stores nothing."""
+        edges = graph.check(jobs, ids)
+        found: dict[str, graph.Stored] = {}
+        if edges.stored:
+            rows = conn.execute(self.Q["lock_dependencies"], {"ids": self.d.array(edges.stored)})
+            found = {
+                r["id"]: graph.Stored(r["tenant"], State(r["state"]), r["workflow_id"])
+                for r in rows.fetchall()
+            }
+        # The workflow of the first stored dependency that has one: a job added
+        # to a running graph joins it.
+        workflow_id = (
+            next(
+                (found[t].workflow_id for t in edges.stored if t in found and found[t].workflow_id),
+                None,
+            )
+            or new_job_ids(1)[0]
+        )
+        for item, columns in zip(batch, graph.plan(jobs, edges, found, workflow_id), strict=True):
+            item |= columns
+        inserted = self._insert(conn, batch)
+        for n, job_id in enumerate(ids):
+            if (
+                job_id not in inserted
+                and edges.depends_on
+                and any(job_id in targets for targets in edges.depends_on)
+            ):
+                raise InvalidRequest(
+                    f"job {n}: its idempotency key matched a stored job, so the jobs of this"
+                    " call that depend on it cannot be linked; leave the key off"
+                )
+        told = graph.stored_dependents(edges, inserted)
+        if told:
+            items = [{"id": t, "dependents": new} for t, new in told.items()]
+            conn.execute(self.Q["add_dependents"], {"items": dumps(items)})
+        return inserted, workflow_id
 
     def _insert(self, conn: Any, batch: list[dict[str, Any]]) -> set[str]:
         """Insert the jobs of `batch` in one statement; the ids it inserted."""
@@ -362,6 +421,31 @@ class SQLStore(FullStore):
     ) -> tuple[list[bool], list[ClaimedJob]]:
         with self._tx() as conn:
             return self._finish(conn, outcomes, now), self._claim_in(conn, claim, now)
+
+    # Workflows: what an outcome does to the jobs that depend on it, in the
+    # transaction that records it. Each step reads the dependents from the rows
+    # of the jobs that ended: work proportional to the dependents.
+
+    def _settle(self, conn: Any, succeeded: Sequence[str], ended: Sequence[str], now: Any) -> None:
+        """`succeeded`: jobs that just succeeded; `ended`: jobs that just failed
+        or were cancelled. Only jobs that have dependents need be given."""
+        if succeeded:
+            params = {"ids": self.d.array(list(succeeded)), "callbacks_only": False, "now": now}
+            conn.execute(self.Q["count_down"], params)
+        while ended:
+            params = {"ids": self.d.array(list(ended)), "callbacks_only": True, "now": now}
+            conn.execute(self.Q["count_down"], params)
+            rows = conn.execute(self.Q["cancel_dependents"], params).fetchall()
+            ended = [r["id"] for r in rows if r["has_dependents"]]
+
+    def _restore(self, conn: Any, replayed: Sequence[str], now: Any) -> None:
+        """Jobs a replay took out of failed or cancelled: the dependents they
+        cancelled wait again, all the way down; callbacks count them pending."""
+        while replayed:
+            params = {"ids": self.d.array(list(replayed)), "now": now}
+            conn.execute(self.Q["count_up"], params)
+            rows = conn.execute(self.Q["uncancel_dependents"], params).fetchall()
+            replayed = [r["id"] for r in rows if r["has_dependents"]]
 
     # Flow control
 
@@ -528,26 +612,70 @@ class SQLStore(FullStore):
             return conn.execute(query, params).fetchall()
 
     def get(self, job_id: str, tenant: str | None = None) -> Job | None:
-        rows = self._rows(self.Q["get"], {"id": job_id, "tenant": tenant})
-        return self._job(rows[0]) if rows else None
+        with self._read() as conn:
+            rows = conn.execute(self.Q["get"], {"id": job_id, "tenant": tenant}).fetchall()
+            if not rows:
+                return None
+            job = self._job(rows[0])
+            if not job.depends_on:
+                return job
+            states = conn.execute(self.Q["dependency_states"], {"id": job_id}).fetchall()
+        n = {r["state"]: r["n"] for r in states}
+        done = n.get("succeeded", 0), n.get("failed", 0), n.get("cancelled", 0)
+        total = len(job.depends_on)
+        counts = DependencyCounts(total, *done, pending=sum(n.values()) - sum(done))
+        return replace(job, dependencies=counts)
 
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
         rows = self._rows(self.Q["get_result"], {"id": job_id, "tenant": tenant})
         return (True, self.d.loads(rows[0]["result"])) if rows else (False, None)
 
-    # Workflows (implemented in the next commits of issue 14)
+    # Workflows
 
     def dependencies(self, job_id: str) -> list[DependencyInfo]:
-        raise NotImplementedError("issue 14: dependencies are being built")
+        return [
+            DependencyInfo(
+                r["id"],
+                r["kind"],
+                State(r["state"]),
+                self.d.loads(r["result"]),
+                bool(r["result_external"]),
+            )
+            for r in self._rows(self.Q["dependencies"], {"id": job_id})
+        ]
 
     def dependents(self, job_id: str, tenant: str | None = None) -> list[str]:
-        raise NotImplementedError("issue 14: dependencies are being built")
+        return [r["id"] for r in self._rows(self.Q["dependents"], {"id": job_id, "tenant": tenant})]
 
     def workflow(self, workflow_id: str, tenant: str | None = None) -> WorkflowView | None:
-        raise NotImplementedError("issue 14: dependencies are being built")
+        params = {"workflow_id": workflow_id, "tenant": tenant}
+        rows = self._rows(self.Q["workflow"], params)
+        if not rows:
+            return None
+        jobs = [
+            WorkflowJob(
+                id=r["id"],
+                ref=r["ref"],
+                kind=r["kind"],
+                state=State(r["state"]),
+                depends_on=tuple(self.d.loads(r["depends_on"]) or ()),
+                run_on=RunOn(r["run_on"]),
+            )
+            for r in rows
+        ]
+        return WorkflowView(workflow_id, rows[0]["tenant"], jobs)
 
     def cancel_workflow(self, workflow_id: str, tenant: str | None = None) -> int | None:
-        raise NotImplementedError("issue 14: dependencies are being built")
+        now = self.d.now(None)
+        params = {"workflow_id": workflow_id, "tenant": tenant, "now": now}
+        with self._tx() as conn:
+            rows = conn.execute(self.Q["cancel_workflow"], params).fetchall()
+            if not rows:
+                found = conn.execute(self.Q["workflow"], params).fetchone()
+                return 0 if found is not None else None
+            ended = [r["id"] for r in rows if r["state"] == "cancelled" and r["has_dependents"]]
+            self._settle(conn, [], ended, now)
+        return len(rows)
 
     def attempts(self, job_id: str) -> list[Attempt]:
         return [
@@ -608,10 +736,13 @@ class SQLStore(FullStore):
 
     def cancel(self, job_id: str, tenant: str | None = None) -> CancelResult:
         params = {"id": job_id, "tenant": tenant, "now": self.d.now(None)}
-        with self._write() as conn:
+        with self._tx() as conn:
             row = conn.execute(self.Q["cancel"], params).fetchone()
             if row is not None:
-                return CancelResult(row["result"])
+                result = CancelResult(row["result"])
+                if result is CancelResult.CANCELLED and row["has_dependents"]:
+                    self._settle(conn, [], [job_id], params["now"])
+                return result
             exists = conn.execute(self.Q["job_state"], params).fetchone()
         return CancelResult.ALREADY_FINISHED if exists else CancelResult.NOT_FOUND
 
@@ -634,7 +765,14 @@ class SQLStore(FullStore):
             with_kind = selector.kind is not None
             name = "replay_failed_kind" if with_kind else "replay_failed"
             query = self.d.query(name, tenant=self.d.tenant(tenant, with_kind))
-        return len(self._rows(query, params, write=True))
+        return self._replayed(query, params)
+
+    def _replayed(self, query: Any, params: Mapping[str, Any]) -> int:
+        """Run a replay query, and put back what the replayed jobs had cancelled."""
+        with self._tx() as conn:
+            rows = conn.execute(query, params).fetchall()
+            self._restore(conn, [r["id"] for r in rows if r["has_dependents"]], self.d.now(None))
+        return len(rows)
 
     def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
         age, batch = self.d.interval(-older_than_seconds), self.d.prune_batch()
@@ -794,4 +932,4 @@ class SQLStore(FullStore):
     def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
         query = self.d.query("replay_failure_group", tenant=self.d.tenant(tenant, True))
         params = {"kind": kind, "error": self.d.text(error), "tenant": tenant}
-        return len(self._rows(query, params, write=True))
+        return self._replayed(query, params)

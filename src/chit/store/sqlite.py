@@ -219,7 +219,10 @@ class SQLiteStore(SQLStore):
     def _insert(self, conn: sqlite3.Connection | sqlite3.Cursor, batch: list[Any]) -> set[str]:
         inserted = set()
         for item in batch:
-            params = item | {"payload": dumps(item["payload"]), "now": "now"}
+            params = _NO_WORKFLOW | item | {"payload": dumps(item["payload"]), "now": "now"}
+            if "depends_on" in item:  # a workflow's job: its edges as JSON arrays
+                params["depends_on"] = _json_or_none(item["depends_on"])
+                params["dependents"] = _json_or_none(item["dependents"])
             if conn.execute(Q["enqueue"], params).rowcount:
                 inserted.add(item["id"])
         return inserted
@@ -255,9 +258,21 @@ class SQLiteStore(SQLStore):
     def _finish(
         self, conn: sqlite3.Connection, outcomes: Sequence[Outcome], clock: str
     ) -> list[bool]:
-        return [self._finish_one(conn, outcome, clock) for outcome in outcomes]
+        succeeded: list[str] = []  # jobs with dependents, by how they ended
+        ended: list[str] = []
+        applied = [self._finish_one(conn, o, clock, succeeded, ended) for o in outcomes]
+        if succeeded or ended:
+            self._settle(conn, succeeded, ended, clock)
+        return applied
 
-    def _finish_one(self, conn: sqlite3.Connection, outcome: Outcome, clock: str) -> bool:
+    def _finish_one(
+        self,
+        conn: sqlite3.Connection,
+        outcome: Outcome,
+        clock: str,
+        succeeded: list[str],
+        ended: list[str],
+    ) -> bool:
         # Each statement returns the outcome its attempt record closes with, and the error.
         fence: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token, "now": clock}
         match outcome:
@@ -278,6 +293,11 @@ class SQLiteStore(SQLStore):
         if row is None:
             return False
         conn.execute(Q["close_attempt"], fence | {"outcome": row["outcome"], "error": row["error"]})
+        if row["has_dependents"]:
+            if row["state"] == "succeeded":
+                succeeded.append(outcome.job_id)
+            elif row["state"] in ("failed", "cancelled"):
+                ended.append(outcome.job_id)
         return True
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
@@ -290,6 +310,8 @@ class SQLiteStore(SQLStore):
             rows = conn.execute(Q["rescue_expired"], {"now": clock}).fetchall()
             ids = dumps([r["id"] for r in rows])
             conn.execute(Q["expire_attempts"], {"ids": ids, "now": clock})
+            ended = [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
+            self._settle(conn, [], ended, clock)
         return rescued([r["state"] for r in rows])
 
     # Reading
@@ -329,6 +351,16 @@ class SQLiteStore(SQLStore):
                 time.sleep(min(_CHANGE_CHECK_SECONDS, max(0.0, deadline - time.monotonic())))
                 if conn.execute(Q["data_version"]).fetchone()[0] != seen:
                     return
+
+
+# The workflow columns of a job enqueued on its own (Store.enqueue_many).
+_NO_WORKFLOW: dict[str, Any] = {"state": "queued", "error": None, "deps_pending": 0}
+_NO_WORKFLOW |= {"workflow_id": None, "ref": None, "run_on": "succeeded"}
+_NO_WORKFLOW |= {"depends_on": None, "dependents": None}
+
+
+def _json_or_none(ids: list[str] | None) -> str | None:
+    return None if ids is None else dumps(ids)
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:

@@ -31,12 +31,14 @@ j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempt
 j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,
 j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,
 j.error, j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
+j.workflow_id, j.ref, j.run_on, j.depends_on,
 j.state = 'running' AND j.lease_expires_at < now() AS stale
 
 -- name: replay_reset
 -- A failed or cancelled job made new (replay): queries.load puts it where a
 -- replay query says so. History (attempt records) is kept.
-state = 'queued', attempts = 0, hand_backs = 0,
+state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
+    attempts = 0, hand_backs = 0,
     run_at = now(),
     error = NULL, result = NULL, result_external = false, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = false,
@@ -69,18 +71,24 @@ INSERT INTO chit_schema_migrations (version, name) VALUES (%(version)s, %(name)s
 -- idempotency key in one batch, the first one is inserted.
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
-    max_attempts, run_at, created_at, updated_at, concurrency_key, timeout
+    max_attempts, run_at, created_at, updated_at, concurrency_key, timeout,
+    state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at
 )
 SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key,
        j.request_hash, j.max_attempts,
        coalesce(j.run_at, coalesce(%(now)s::timestamptz, now())),
        coalesce(%(now)s::timestamptz, now()),
        coalesce(%(now)s::timestamptz, now()),
-       j.concurrency_key, j.timeout
+       j.concurrency_key, j.timeout,
+       -- A workflow's jobs carry these (store/graph.py); others leave them out.
+       coalesce(j.state, 'queued'), j.workflow_id, j.ref, coalesce(j.run_on, 'succeeded'),
+       j.depends_on, j.dependents, coalesce(j.deps_pending, 0), j.error,
+       CASE WHEN j.state = 'cancelled' THEN coalesce(%(now)s::timestamptz, now()) END
 FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(
     n integer, id text, kind text, queue text, priority integer, payload jsonb, tenant text,
     idempotency_key text, request_hash text, max_attempts integer, run_at timestamptz,
-    concurrency_key text, timeout double precision
+    concurrency_key text, timeout double precision, state text, workflow_id text, ref text,
+    run_on text, depends_on text[], dependents text[], deps_pending integer, error text
 )
 ORDER BY j.n
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -132,7 +140,7 @@ WITH due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key, j.timeout
+              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -223,14 +231,35 @@ WITH o AS (
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM locked, o
     WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
-    RETURNING j.id
+    RETURNING j.id, j.dependents
 ), closed AS (
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'succeeded', error = NULL
     FROM done
     WHERE a.job_id = done.id AND a.finished_at IS NULL
+), wanted AS (
+    -- Workflows: the dependents of the jobs that succeeded count them done; a
+    -- waiting one whose last dependency this was is queued (count_down). From
+    -- the rows `done` returns: nothing to do for a job without dependents.
+    SELECT d.id, count(*) AS n FROM done, unnest(done.dependents) AS d(id) GROUP BY d.id
+), released AS (
+    UPDATE chit_jobs AS j
+    SET deps_pending = j.deps_pending - wanted.n,
+        state = CASE WHEN j.state = 'waiting' AND j.deps_pending = wanted.n THEN 'queued'
+                     ELSE j.state END,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM wanted
+    WHERE j.id = wanted.id
+), moved AS (
+    -- `done` returns the newest row; this reads the statement's snapshot. They
+    -- differ when a dependent was enqueued after the snapshot was taken (its
+    -- transaction held the row): `released` cannot see it, so start again
+    -- (chit_dependents_moved raises a serialization failure; the store retries).
+    SELECT 1 FROM done JOIN chit_jobs AS s ON s.id = done.id
+    WHERE done.dependents IS NOT NULL AND s.dependents IS DISTINCT FROM done.dependents
 )
 SELECT id FROM done
+WHERE CASE WHEN EXISTS (SELECT 1 FROM moved) THEN chit_dependents_moved() ELSE true END
 
 -- name: store_result
 INSERT INTO chit_results (job_id, result)
@@ -263,7 +292,7 @@ WITH o AS (
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM locked, o
     WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
-    RETURNING j.id, j.state, o.error
+    RETURNING j.id, j.state, o.error, j.dependents IS NOT NULL AS has_dependents
 ), closed AS (
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()),
@@ -273,7 +302,7 @@ WITH o AS (
     FROM done
     WHERE a.job_id = done.id AND a.finished_at IS NULL
 )
-SELECT id, state FROM done
+SELECT id, state, has_dependents FROM done
 
 -- name: release
 -- Items: {id, token}. The first `free` hand-backs of a job do not use up its
@@ -305,7 +334,7 @@ WITH o AS (
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM locked, o
     WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
-    RETURNING j.id, j.state, j.error
+    RETURNING j.id, j.state, j.error, j.dependents IS NOT NULL AS has_dependents
 ), closed AS (
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()),
@@ -314,7 +343,7 @@ WITH o AS (
     FROM done
     WHERE a.job_id = done.id AND a.finished_at IS NULL
 )
-SELECT id, state FROM done
+SELECT id, state, has_dependents FROM done
 
 -- name: mark_cancelled
 -- Items: {id, token}.
@@ -332,14 +361,142 @@ WITH o AS (
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM locked, o
     WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
-    RETURNING j.id
+    RETURNING j.id, j.state, j.dependents IS NOT NULL AS has_dependents
 ), closed AS (
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'cancelled', error = NULL
     FROM done
     WHERE a.job_id = done.id AND a.finished_at IS NULL
 )
-SELECT id FROM done
+SELECT id, state, has_dependents FROM done
+
+-- name: count_down
+-- Workflows: the dependents of jobs that just ended (:ids) count them done; a
+-- waiting one whose last dependency that was becomes queued. On a success every
+-- dependent counts it (`succeed` does this inline); on a failure or cancellation
+-- only the run_on = 'finished' ones (:callbacks_only). Read from the finished
+-- jobs' own rows: work proportional to their dependents, never a scan of
+-- waiting jobs. The store runs it after the statement that ended them, in the
+-- same transaction: a fresh snapshot, which sees every dependent.
+UPDATE chit_jobs AS j
+SET deps_pending = j.deps_pending - c.n,
+    state = CASE WHEN j.state = 'waiting' AND j.deps_pending = c.n THEN 'queued'
+                 ELSE j.state END,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM (
+    SELECT d.id, count(*) AS n
+    FROM chit_jobs AS x, unnest(x.dependents) AS d(id)
+    WHERE x.id = ANY(%(ids)s::text[])
+    GROUP BY d.id
+) AS c
+WHERE j.id = c.id AND (NOT %(callbacks_only)s::boolean OR j.run_on = 'finished')
+RETURNING j.id
+
+-- name: count_up
+-- The reverse, for jobs a replay took out of failed or cancelled (:ids): their
+-- run_on = 'finished' dependents count them pending again, and one that was
+-- released but not yet claimed waits again.
+UPDATE chit_jobs AS j
+SET deps_pending = j.deps_pending + c.n,
+    state = CASE WHEN j.state = 'queued' THEN 'waiting' ELSE j.state END,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM (
+    SELECT d.id, count(*) AS n
+    FROM chit_jobs AS x, unnest(x.dependents) AS d(id)
+    WHERE x.id = ANY(%(ids)s::text[])
+    GROUP BY d.id
+) AS c
+WHERE j.id = c.id AND j.run_on = 'finished'
+RETURNING j.id
+
+-- name: cancel_dependents
+-- The waiting dependents of jobs that just ended failed or cancelled (:ids),
+-- cancelled with the first such dependency's id and state ("dependency <id>
+-- failed"); the store repeats this for those returned, all the way down.
+UPDATE chit_jobs AS j
+SET state = 'cancelled', error = 'dependency ' || c.cause || ' ' || c.how,
+    finished_at = coalesce(%(now)s::timestamptz, now()),
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM (
+    SELECT DISTINCT ON (d.id) d.id, x.id AS cause, x.state AS how
+    FROM chit_jobs AS x, unnest(x.dependents) AS d(id)
+    WHERE x.id = ANY(%(ids)s::text[])
+    ORDER BY d.id, x.id
+) AS c
+WHERE j.id = c.id AND j.state = 'waiting' AND j.run_on = 'succeeded'
+RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
+
+-- name: uncancel_dependents
+-- Replay's reverse of cancel_dependents: the dependents that a job now replayed
+-- (:ids) cancelled wait again; the store repeats this for those returned.
+UPDATE chit_jobs AS j
+SET state = 'waiting', error = NULL, finished_at = NULL, cancel_requested = false,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM (
+    SELECT DISTINCT d.id, x.id AS cause
+    FROM chit_jobs AS x, unnest(x.dependents) AS d(id)
+    WHERE x.id = ANY(%(ids)s::text[])
+) AS c
+WHERE j.id = c.id AND j.state = 'cancelled' AND j.run_on = 'succeeded'
+  AND j.error IN ('dependency ' || c.cause || ' failed', 'dependency ' || c.cause || ' cancelled')
+RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
+
+-- name: lock_dependencies
+-- The stored jobs a new batch depends on, locked until the batch is in: one
+-- that ends meanwhile waits, then finds its new dependents on its row.
+SELECT id, tenant, state, workflow_id FROM chit_jobs
+WHERE id = ANY(%(ids)s::text[])
+ORDER BY id
+FOR UPDATE
+
+-- name: add_dependents
+-- Items: {id, dependents (new job ids)}.
+UPDATE chit_jobs AS j
+SET dependents = coalesce(j.dependents, '{}') || i.dependents
+FROM jsonb_to_recordset(%(items)s::jsonb) AS i(id text, dependents text[])
+WHERE j.id = i.id
+
+-- name: dependencies
+-- A job's direct dependencies in the order given (those pruned since left out).
+SELECT x.id, x.kind, x.state, x.result, x.result_external
+FROM chit_jobs AS j, unnest(j.depends_on) WITH ORDINALITY AS d(id, n)
+JOIN chit_jobs AS x ON x.id = d.id
+WHERE j.id = %(id)s::text
+ORDER BY d.n
+
+-- name: dependency_states
+SELECT x.state, count(*) AS n
+FROM chit_jobs AS j, unnest(j.depends_on) AS d(id)
+JOIN chit_jobs AS x ON x.id = d.id
+WHERE j.id = %(id)s::text
+GROUP BY x.state
+
+-- name: dependents
+SELECT d.id
+FROM chit_jobs AS j, unnest(j.dependents) WITH ORDINALITY AS d(id, n)
+WHERE j.id = %(id)s::text AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
+ORDER BY d.n
+
+-- name: workflow
+SELECT j.id, j.ref, j.kind, j.state, j.run_on, j.depends_on, j.tenant
+FROM chit_jobs AS j
+WHERE j.workflow_id = %(workflow_id)s::text
+  AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
+ORDER BY j.id COLLATE "C"
+
+-- name: cancel_workflow
+-- Every job of the workflow that is not terminal: waiting and queued ones
+-- cancelled, running ones asked to stop.
+UPDATE chit_jobs AS j
+SET state = CASE WHEN j.state IN ('waiting', 'queued') THEN 'cancelled' ELSE j.state END,
+    cancel_requested = true,
+    finished_at = CASE WHEN j.state IN ('waiting', 'queued')
+                       THEN coalesce(%(now)s::timestamptz, now()) ELSE j.finished_at END,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+WHERE j.workflow_id = %(workflow_id)s::text
+  AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
+  AND j.state IN ('waiting', 'queued', 'running')
+RETURNING j.id, j.state, j.dependents IS NOT NULL AS has_dependents
 
 -- name: succeed_and_claim
 -- A busy worker's outcomes and its next jobs in one statement: `succeed`'s CTEs,
@@ -366,12 +523,32 @@ WITH o AS (
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM locked, o
     WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
-    RETURNING j.id
+    RETURNING j.id, j.dependents
 ), closed AS (
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'succeeded', error = NULL
     FROM done
     WHERE a.job_id = done.id AND a.finished_at IS NULL
+), wanted AS (
+    -- Workflows: the dependents of the jobs that succeeded count them done; a
+    -- waiting one whose last dependency this was is queued (count_down). From
+    -- the rows `done` returns: nothing to do for a job without dependents.
+    SELECT d.id, count(*) AS n FROM done, unnest(done.dependents) AS d(id) GROUP BY d.id
+), released AS (
+    UPDATE chit_jobs AS j
+    SET deps_pending = j.deps_pending - wanted.n,
+        state = CASE WHEN j.state = 'waiting' AND j.deps_pending = wanted.n THEN 'queued'
+                     ELSE j.state END,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM wanted
+    WHERE j.id = wanted.id
+), moved AS (
+    -- `done` returns the newest row; this reads the statement's snapshot. They
+    -- differ when a dependent was enqueued after the snapshot was taken (its
+    -- transaction held the row): `released` cannot see it, so start again
+    -- (chit_dependents_moved raises a serialization failure; the store retries).
+    SELECT 1 FROM done JOIN chit_jobs AS s ON s.id = done.id
+    WHERE done.dependents IS NOT NULL AND s.dependents IS DISTINCT FROM done.dependents
 ),
 due AS (
     SELECT id FROM chit_jobs
@@ -393,7 +570,7 @@ due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key, j.timeout
+              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -412,7 +589,10 @@ due AS (
     FROM claimed
     WHERE (SELECT count(*) FROM stray) >= 0
 )
-SELECT f.finished, c.* FROM (SELECT array_agg(id) AS finished FROM done) AS f
+SELECT f.finished, c.* FROM (
+    SELECT array_agg(id) AS finished FROM done
+    WHERE CASE WHEN EXISTS (SELECT 1 FROM moved) THEN chit_dependents_moved() ELSE true END
+) AS f
 LEFT JOIN claimed AS c ON true ORDER BY c.priority, c.run_at, c.id
 
 -- name: rescue_expired
@@ -436,7 +616,7 @@ WITH expired AS (
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM expired
     WHERE j.id = expired.id
-    RETURNING j.id, j.state
+    RETURNING j.id, j.state, j.dependents IS NOT NULL AS has_dependents
 ), closed AS (
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',
@@ -444,7 +624,7 @@ WITH expired AS (
     FROM rescued
     WHERE a.job_id = rescued.id AND a.finished_at IS NULL
 )
-SELECT state FROM rescued
+SELECT id, state, has_dependents FROM rescued
 
 -- name: get
 SELECT {columns}
@@ -484,14 +664,15 @@ SELECT name, attempt, result, created_at FROM chit_steps WHERE job_id = %(id)s::
 
 -- name: cancel
 UPDATE chit_jobs
-SET state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
+SET state = CASE WHEN state IN ('queued', 'waiting') THEN 'cancelled' ELSE state END,
     cancel_requested = true,
-    finished_at = CASE WHEN state = 'queued'
+    finished_at = CASE WHEN state IN ('queued', 'waiting')
                        THEN coalesce(%(now)s::timestamptz, now()) ELSE finished_at END,
     updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
-  AND state IN ('queued', 'running')
-RETURNING CASE state WHEN 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result
+  AND state IN ('queued', 'waiting', 'running')
+RETURNING CASE state WHEN 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result,
+          dependents IS NOT NULL AS has_dependents
 
 -- name: job_state
 SELECT state FROM chit_jobs
@@ -546,7 +727,7 @@ UPDATE chit_jobs AS j
 SET {replay_reset}
 WHERE j.id = ANY(%(ids)s::text[]) AND j.state IN ('failed', 'cancelled')
   AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
-RETURNING j.id
+RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: replay_failed
 -- Failed jobs by error prefix and time.
@@ -555,7 +736,7 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND {tenant}
   AND (%(error_prefix)s::text IS NULL OR starts_with(j.error, %(error_prefix)s::text))
   AND (%(since)s::timestamptz IS NULL OR j.finished_at >= %(since)s::timestamptz)
-RETURNING j.id
+RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: replay_failed_kind
 -- The same for one kind.
@@ -564,7 +745,7 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = %(kind)s::text AND {tenant}
   AND (%(error_prefix)s::text IS NULL OR starts_with(j.error, %(error_prefix)s::text))
   AND (%(since)s::timestamptz IS NULL OR j.finished_at >= %(since)s::timestamptz)
-RETURNING j.id
+RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: listen
 LISTEN chit_jobs
@@ -664,7 +845,7 @@ WHERE idle_expires_at <= coalesce(%(now)s::timestamptz, now())
 -- per kind), then each pair is counted up to `cap` entries by an index-only
 -- scan: the cost is bounded by kinds x cap, not by the size of the table.
 WITH RECURSIVE
-states(state) AS (VALUES ('queued'), ('running'), ('succeeded'), ('failed'), ('cancelled')),
+states(state) AS (VALUES ('waiting'), ('queued'), ('running'), ('succeeded'), ('failed'), ('cancelled')),
 pairs(state, kind) AS (
     SELECT state, (SELECT min(j.kind) FROM chit_jobs AS j WHERE j.state = states.state)
     FROM states
@@ -737,7 +918,7 @@ UPDATE chit_jobs AS j
 SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = %(kind)s::text AND {tenant}
   AND (j.error = %(error)s::text OR starts_with(j.error, %(error)s::text || E'\n'))
-RETURNING j.id
+RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- Flow control (store/flow.py; DESIGN.md, "Flow control")
 
@@ -857,7 +1038,7 @@ WITH due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key, j.timeout
+              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies
 ), stray AS (
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',

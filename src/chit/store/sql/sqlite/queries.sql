@@ -10,12 +10,14 @@ j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempt
 j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at, j.worker,
 j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external, j.error,
 j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
+j.workflow_id, j.ref, j.run_on, j.depends_on,
 j.state = 'running' AND j.lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
 
 -- name: replay_reset
 -- A failed or cancelled job made new (replay): queries.load puts it where a
 -- replay query says so. History (attempt records) is kept.
-state = 'queued', attempts = 0, hand_backs = 0,
+state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
+    attempts = 0, hand_backs = 0,
     run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
     error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = 0,
@@ -44,13 +46,16 @@ VALUES (:version, :name, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 -- 50 us more per job (one job a call: 3,300 jobs/s, 2,000 from JSON).
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
-    max_attempts, concurrency_key, timeout, run_at, created_at, updated_at
+    max_attempts, concurrency_key, timeout, run_at, created_at, updated_at,
+    state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at
 ) VALUES (
     :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
     :max_attempts, :concurrency_key, :timeout,
     coalesce(:run_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
-    strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+    strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    :state, :workflow_id, :ref, :run_on, :depends_on, :dependents, :deps_pending, :error,
+    CASE :state WHEN 'cancelled' THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END
 )
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 
@@ -96,7 +101,8 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
-          checkpoint, progress_done, progress_total, concurrency_key, timeout
+          checkpoint, progress_done, progress_total, concurrency_key, timeout,
+          depends_on IS NOT NULL AS has_dependencies
 
 -- name: open_attempt
 INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
@@ -156,7 +162,7 @@ SET state = 'succeeded', result = :result, result_external = :result_external,
     finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING 'succeeded' AS outcome, NULL AS error
+RETURNING 'succeeded' AS outcome, NULL AS error, state, dependents IS NOT NULL AS has_dependents
 
 -- name: store_result
 INSERT INTO chit_results (job_id, result) VALUES (:id, :result)
@@ -174,7 +180,8 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled'
     error = :error, lease_token = NULL, lease_expires_at = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING CASE state WHEN 'queued' THEN 'retried' ELSE state END AS outcome, error
+RETURNING CASE state WHEN 'queued' THEN 'retried' ELSE state END AS outcome, error, state,
+          dependents IS NOT NULL AS has_dependents
 
 -- name: release
 -- The first :free hand-backs of a job do not use up its attempt; each later one
@@ -197,7 +204,8 @@ SET hand_backs = hand_backs + 1,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND lease_token = :token AND state = 'running'
 RETURNING CASE state WHEN 'queued' THEN 'released' ELSE state END AS outcome,
-          CASE state WHEN 'failed' THEN error END AS error
+          CASE state WHEN 'failed' THEN error END AS error, state,
+          dependents IS NOT NULL AS has_dependents
 
 -- name: mark_cancelled
 UPDATE chit_jobs
@@ -205,7 +213,135 @@ SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
     finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING 'cancelled' AS outcome, NULL AS error
+RETURNING 'cancelled' AS outcome, NULL AS error, state, dependents IS NOT NULL AS has_dependents
+
+-- name: count_down
+-- Workflows: the dependents of jobs that just ended (:ids, a JSON array) count
+-- them done; a waiting one whose last dependency that was becomes queued. On a
+-- success every dependent counts it; on a failure or cancellation only the
+-- run_on = 'finished' ones (:callbacks_only). Read from the finished jobs' own
+-- rows: work proportional to their dependents, never a scan of waiting jobs.
+UPDATE chit_jobs AS j
+SET deps_pending = j.deps_pending - c.n,
+    state = CASE WHEN j.state = 'waiting' AND j.deps_pending = c.n THEN 'queued'
+                 ELSE j.state END,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+FROM (
+    SELECT d.value AS id, count(*) AS n
+    FROM chit_jobs AS x, json_each(x.dependents) AS d
+    WHERE x.id IN (SELECT value FROM json_each(:ids))
+    GROUP BY d.value
+) AS c
+WHERE j.id = c.id AND (NOT :callbacks_only OR j.run_on = 'finished')
+RETURNING id
+
+-- name: count_up
+-- The reverse, for jobs a replay took out of failed or cancelled (:ids): their
+-- run_on = 'finished' dependents count them pending again, and one that was
+-- released but not yet claimed waits again.
+UPDATE chit_jobs AS j
+SET deps_pending = j.deps_pending + c.n,
+    state = CASE WHEN j.state = 'queued' THEN 'waiting' ELSE j.state END,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+FROM (
+    SELECT d.value AS id, count(*) AS n
+    FROM chit_jobs AS x, json_each(x.dependents) AS d
+    WHERE x.id IN (SELECT value FROM json_each(:ids))
+    GROUP BY d.value
+) AS c
+WHERE j.id = c.id AND j.run_on = 'finished'
+RETURNING id
+
+-- name: cancel_dependents
+-- The waiting dependents of jobs that just ended failed or cancelled (:ids),
+-- cancelled with the first such dependency's id and state ("dependency <id>
+-- failed"); the store repeats this for those returned, all the way down.
+UPDATE chit_jobs AS j
+SET state = 'cancelled', error = 'dependency ' || c.cause || ' ' || c.how,
+    finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+FROM (
+    -- min() makes SQLite read x.state from the row with the smallest id.
+    SELECT d.value AS id, min(x.id) AS cause, x.state AS how
+    FROM chit_jobs AS x, json_each(x.dependents) AS d
+    WHERE x.id IN (SELECT value FROM json_each(:ids))
+    GROUP BY d.value
+) AS c
+WHERE j.id = c.id AND j.state = 'waiting' AND j.run_on = 'succeeded'
+RETURNING id, dependents IS NOT NULL AS has_dependents
+
+-- name: uncancel_dependents
+-- Replay's reverse of cancel_dependents: the dependents that a job now replayed
+-- (:ids) cancelled wait again; the store repeats this for those returned.
+UPDATE chit_jobs AS j
+SET state = 'waiting', error = NULL, finished_at = NULL, cancel_requested = 0,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+FROM (
+    SELECT DISTINCT d.value AS id, x.id AS cause
+    FROM chit_jobs AS x, json_each(x.dependents) AS d
+    WHERE x.id IN (SELECT value FROM json_each(:ids))
+) AS c
+WHERE j.id = c.id AND j.state = 'cancelled' AND j.run_on = 'succeeded'
+  AND j.error IN ('dependency ' || c.cause || ' failed', 'dependency ' || c.cause || ' cancelled')
+RETURNING id, dependents IS NOT NULL AS has_dependents
+
+-- name: lock_dependencies
+-- The stored jobs a new batch depends on (:ids), as they are now: the write lock
+-- SQLite's transaction holds keeps them so until the batch is in.
+SELECT id, tenant, state, workflow_id FROM chit_jobs
+WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: add_dependents
+-- Items: {id, dependents (a JSON array of new job ids)}.
+UPDATE chit_jobs AS j
+SET dependents = CASE WHEN j.dependents IS NULL THEN i.dependents
+                      ELSE (SELECT json_group_array(value) FROM (
+                                SELECT value FROM json_each(j.dependents)
+                                UNION ALL SELECT value FROM json_each(i.dependents)))
+                 END
+FROM (SELECT value ->> 'id' AS id, value -> 'dependents' AS dependents
+      FROM json_each(:items)) AS i
+WHERE j.id = i.id
+
+-- name: dependencies
+-- A job's direct dependencies in the order given (those pruned since left out).
+SELECT x.id, x.kind, x.state, x.result, x.result_external
+FROM chit_jobs AS j, json_each(j.depends_on) AS d
+JOIN chit_jobs AS x ON x.id = d.value
+WHERE j.id = :id
+ORDER BY d.key
+
+-- name: dependency_states
+SELECT x.state, count(*) AS n
+FROM chit_jobs AS j, json_each(j.depends_on) AS d
+JOIN chit_jobs AS x ON x.id = d.value
+WHERE j.id = :id
+GROUP BY x.state
+
+-- name: dependents
+SELECT d.value AS id
+FROM chit_jobs AS j, json_each(j.dependents) AS d
+WHERE j.id = :id AND (:tenant IS NULL OR j.tenant = :tenant)
+ORDER BY d.key
+
+-- name: workflow
+SELECT j.id, j.ref, j.kind, j.state, j.run_on, j.depends_on, j.tenant
+FROM chit_jobs AS j
+WHERE j.workflow_id = :workflow_id AND (:tenant IS NULL OR j.tenant = :tenant)
+ORDER BY j.id
+
+-- name: cancel_workflow
+-- Every job of the workflow that is not terminal: waiting and queued ones
+-- cancelled, running ones asked to stop.
+UPDATE chit_jobs AS j
+SET state = CASE WHEN j.state IN ('waiting', 'queued') THEN 'cancelled' ELSE j.state END,
+    cancel_requested = 1,
+    finished_at = CASE WHEN j.state IN ('waiting', 'queued')
+                       THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) ELSE j.finished_at END,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE j.workflow_id = :workflow_id AND (:tenant IS NULL OR j.tenant = :tenant)
+  AND j.state IN ('waiting', 'queued', 'running')
+RETURNING id, state, dependents IS NOT NULL AS has_dependents
 
 -- name: rescue_expired
 -- INDEXED BY: the expired leases only, not every running job by chit_jobs_state_id,
@@ -224,7 +360,7 @@ SET state = CASE WHEN cancel_requested THEN 'cancelled'
     lease_token = NULL, lease_expires_at = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE state = 'running' AND lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now)
-RETURNING id, state
+RETURNING id, state, dependents IS NOT NULL AS has_dependents
 
 -- name: expire_attempts
 -- The attempts still open for these jobs: those rescue_expired just took back,
@@ -320,13 +456,15 @@ SELECT name, attempt, result, created_at FROM chit_steps WHERE job_id = :id ORDE
 
 -- name: cancel
 UPDATE chit_jobs
-SET state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
+SET state = CASE WHEN state IN ('queued', 'waiting') THEN 'cancelled' ELSE state END,
     cancel_requested = 1,
-    finished_at = CASE WHEN state = 'queued'
+    finished_at = CASE WHEN state IN ('queued', 'waiting')
                        THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) ELSE finished_at END,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
-WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant) AND state IN ('queued', 'running')
-RETURNING CASE state WHEN 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result
+WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant)
+  AND state IN ('queued', 'waiting', 'running')
+RETURNING CASE state WHEN 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result,
+          dependents IS NOT NULL AS has_dependents
 
 -- name: job_state
 SELECT state FROM chit_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant)
@@ -388,7 +526,7 @@ UPDATE chit_jobs AS j
 SET {replay_reset}
 WHERE j.id IN (SELECT value FROM json_each(:ids)) AND +j.state IN ('failed', 'cancelled')
   AND (:tenant IS NULL OR +j.tenant = :tenant)
-RETURNING id
+RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: replay_failed
 -- Failed jobs by error prefix and time: chit_jobs_state_id, {tenant} only checked
@@ -398,7 +536,7 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND {tenant}
   AND (:error_prefix IS NULL OR substr(j.error, 1, length(:error_prefix)) = :error_prefix)
   AND (:since IS NULL OR j.finished_at >= :since)
-RETURNING id
+RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: replay_failed_kind
 -- The same for one kind: chit_jobs_state_kind, seeking on the tenant too.
@@ -407,7 +545,7 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = :kind AND {tenant}
   AND (:error_prefix IS NULL OR substr(j.error, 1, length(:error_prefix)) = :error_prefix)
   AND (:since IS NULL OR j.finished_at >= :since)
-RETURNING id
+RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: data_version
 PRAGMA data_version
@@ -505,7 +643,7 @@ WHERE idle_expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 -- per kind), then each pair is counted up to `cap` entries, from the index alone:
 -- the cost is bounded by kinds x cap, not by the size of the table.
 WITH RECURSIVE
-states(state) AS (VALUES ('queued'), ('running'), ('succeeded'), ('failed'), ('cancelled')),
+states(state) AS (VALUES ('waiting'), ('queued'), ('running'), ('succeeded'), ('failed'), ('cancelled')),
 pairs(state, kind) AS (
     SELECT state, (SELECT min(j.kind) FROM chit_jobs AS j WHERE j.state = states.state)
     FROM states
@@ -582,7 +720,7 @@ UPDATE chit_jobs AS j
 SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = :kind AND {tenant}
   AND (j.error = :error OR substr(j.error, 1, length(:error) + 1) = :error || char(10))
-RETURNING id
+RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- Flow control (store/flow.py; DESIGN.md, "Flow control")
 
@@ -681,7 +819,8 @@ SET state = 'running',
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
-          checkpoint, progress_done, progress_total, concurrency_key, timeout
+          checkpoint, progress_done, progress_total, concurrency_key, timeout,
+          depends_on IS NOT NULL AS has_dependencies
 
 -- name: declare_limits
 INSERT INTO chit_limits (
