@@ -96,3 +96,11 @@ def two_steps(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
         threading.Event().wait(body["seconds"])
     second = job.step("second", run, "second")
     return {"first": first, "second": second, "attempt": job.attempt}
+
+
+@queue.task("link")
+def link(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """A link of a chain: one more than the sum of its dependencies' `n`, and
+    the order it ran in (appended to body['log'])."""
+    append_line(body["log"], f"{job.id}")
+    return {"n": 1 + sum(d.result["n"] for d in job.dependencies)}
