@@ -271,11 +271,11 @@ async def test_events_stream_every_jobs_changes_until_all_have_finished(api: Api
             [held] = api.store.claim("w", ["wf-events"], 1, 30)
             assert held.id == expected
             polls = hub.polls
-            await until(lambda: hub.polls >= polls + 2, "the poller to see it running")
+            await until(lambda p=polls: hub.polls >= p + 2, "the poller to see it running")
             api.store.finish([Succeeded(held.id, held.lease_token, {"ok": 1})])
             if expected == a:  # once b has finished too, the stream ends
                 polls = hub.polls
-                await until(lambda: hub.polls >= polls + 2, "the poller to see it finished")
+                await until(lambda p=polls: hub.polls >= p + 2, "the poller to see it finished")
         response: httpx.Response = await asyncio.wait_for(task, 10)
     finally:
         task.cancel()
