@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from chit import JobContext
-from chit.dashboard import routes
+from chit import JobContext, JobRequest
+from chit.dashboard import graph, routes
 from chit.jobs import NewJob, State
 from support.dashboard import ADMIN_KEY, Browser, finished, hidden
 
@@ -113,6 +113,41 @@ async def test_a_job_page_shows_its_steps(dashboard: Browser) -> None:
     assert "&#34;rows&#34;: 3" in steps and "y" * 200 in steps  # the whole result, folded
     assert "\u2026</summary>" in steps  # its one-line summary, cut
     assert 'id="steps"' not in (await dashboard.http.get(f"/ui/jobs/{plain}")).text
+
+
+async def test_a_workflow_page_draws_the_graph_and_job_pages_link_it(
+    dashboard: Browser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    q = dashboard.queue
+    wf = q.enqueue_workflow(
+        [
+            JobRequest("work", {"message": "a"}, ref="a"),
+            JobRequest("work", {"message": "b"}, ref="b"),
+            JobRequest("work", {"message": "m"}, ref="merge<1>", depends_on=["a", "b"]),
+        ]
+    )
+    await dashboard.sign_in(ADMIN_KEY)
+    page = (await dashboard.http.get(f"/ui/workflows/{wf.id}")).text
+    assert '<svg xmlns="http://www.w3.org/2000/svg" class="workflow-graph"' in page
+    assert 'aria-label="3 jobs in 2 layers"' in page
+    assert page.count("<line ") == 2  # a -> merge, b -> merge
+    assert page.count('class="node state-queued"') == 2
+    assert page.count('class="node state-waiting"') == 1
+    assert "merge&lt;1&gt; \u00b7 work" in page  # the ref, escaped
+    assert f'href="/ui/jobs/{wf.jobs["a"]}"' in page
+
+    merge = (await dashboard.http.get(f"/ui/jobs/{wf.jobs['merge<1>']}")).text
+    assert f'href="/ui/workflows/{wf.id}"' in merge
+    depends = merge.split('id="depends-on"', 1)[1].split("</dd>", 1)[0]
+    assert wf.jobs["a"] in depends and wf.jobs["b"] in depends and "2 pending" in depends
+    root = (await dashboard.http.get(f"/ui/jobs/{wf.jobs['a']}")).text
+    assert wf.jobs["merge<1>"] in root.split('id="dependents"', 1)[1].split("</dd>", 1)[0]
+
+    monkeypatch.setattr(graph, "NODE_LIMIT", 2)  # beyond it: grouped
+    grouped = (await dashboard.http.get(f"/ui/workflows/{wf.id}")).text
+    assert "drawn grouped by depth, kind and state" in grouped
+    assert "work \u00d72" in grouped and grouped.count("<line ") == 1
+    assert (await dashboard.http.get("/ui/workflows/nope")).status_code == 404
 
 
 async def test_failures_are_grouped_and_a_group_is_replayed_after_confirmation(

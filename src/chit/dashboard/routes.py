@@ -33,7 +33,7 @@ from chit.api.auth import Principal, hash_key
 from chit.api.deps import ApiState, api_state, blocking, load_job, render_status
 from chit.api.deps import authenticate as authenticate_header
 from chit.api.errors import ApiProblem, to_problem
-from chit.dashboard import chart, flow, session
+from chit.dashboard import chart, flow, graph, session
 from chit.dashboard.session import Session
 from chit.encoding import one_line
 from chit.ids import is_job_id
@@ -507,6 +507,33 @@ NOTICES = {
 }
 
 
+@router.get("/workflows/{workflow_id}", name="ui_workflow")
+async def workflow_page(request: Request, workflow_id: str) -> Response:
+    current = await current_session(request)
+    assert current is not None
+    store = api_state(request).store
+    view = None
+    if len(workflow_id) <= 100:
+        view = await blocking(store.workflow, workflow_id, current.principal.tenant)
+    if view is None:
+        raise ApiProblem(404, "workflow_not_found", f"No workflow {workflow_id[:100]!r} here.")
+    states: dict[str, int] = {}
+    for j in view.jobs:
+        states[j.state.value] = states.get(j.state.value, 0) + 1
+    job_href = str(request.url_for("ui_job", job_id="x").path)[:-1]
+    return render(
+        request,
+        "workflow.html",
+        current,
+        page="jobs",
+        view=view,
+        states=states,
+        names={j.id: j.ref for j in view.jobs if j.ref},
+        graph=graph.svg(view.jobs, job_href),
+        grouped=len(view.jobs) > graph.NODE_LIMIT,
+    )
+
+
 @router.get("/jobs/{job_id}", name="ui_job")
 async def job_page(request: Request, job_id: str, notice: str = "") -> Response:
     current = await current_session(request)
@@ -514,6 +541,7 @@ async def job_page(request: Request, job_id: str, notice: str = "") -> Response:
     job = await _job(request, job_id, current.principal)
     attempts = await blocking(api_state(request).store.attempts, job.id)
     steps = await blocking(api_state(request).store.steps, job.id)
+    dependents = await blocking(api_state(request).store.dependents, job.id, job.tenant)
     held, applying = await blocking(_held_back, request, job, current.principal.tenant is None)
     return render(
         request,
@@ -523,6 +551,7 @@ async def job_page(request: Request, job_id: str, notice: str = "") -> Response:
         job=job,
         attempts=attempts,
         steps=steps,
+        dependents=dependents,
         held=held,
         applying=applying,
         notice=NOTICES.get(notice, ""),
