@@ -468,3 +468,42 @@ def test_every_command_prints_json_with_json(
         result = cli(*args, "--json")
         assert result.code == 0, (args, result)
         assert isinstance(json.loads(result.out), dict), args
+
+
+# workflows
+
+
+def test_submit_depends_on_and_workflow_show_the_graph(cli: Cli, app: chit.Queue) -> None:
+    a = submitted(cli("submit", "flaky", "{}"))
+    b = submitted(cli("submit", "flaky", "{}"))
+    c = submitted(cli("submit", "flaky", "{}", "--depends-on", a, "--depends-on", b))
+    d = submitted(cli("submit", "flaky", "{}", "--depends-on", c, "--run-on", "finished"))
+    job = app.get(c)
+    assert job.state is State.WAITING and job.depends_on == (a, b)
+    assert app.get(d).run_on.value == "finished"
+    workflow_id = job.workflow_id
+    assert workflow_id is not None
+
+    out = cli("workflow", workflow_id).out
+    assert out.startswith(f"workflow {workflow_id}: 2 jobs (2 waiting)")
+    rows = out.splitlines()[1:]
+    assert rows[0].split() == ["id", "ref", "kind", "state", "depends", "on", "runs", "on"]
+    assert rows[1].split() == [c, "-", "flaky", "waiting", f"{a},", b]
+    assert rows[2].split() == [d, "-", "flaky", "waiting", c, "finished"]
+    body = cli("workflow", workflow_id, "--json").json()
+    assert [(j["id"], j["depends_on"], j["run_on"]) for j in body["jobs"]] == [
+        (c, [a, b], "succeeded"),
+        (d, [c], "finished"),
+    ]
+    run_jobs(app)
+    assert {app.get(i).state for i in (a, b, c, d)} == {State.SUCCEEDED}
+
+
+def test_bad_dependencies_and_unknown_workflows_are_refused(cli: Cli, app: chit.Queue) -> None:
+    unknown = cli("submit", "flaky", "{}", "--depends-on", "01m8zzzzzzzzzzzzzzzzzzzzzz")
+    assert unknown.code == 2 and "01m8zzzzzzzzzzzzzzzzzzzzzz" in unknown.err
+    bad = cli("submit", "flaky", "{}", "--run-on", "sometimes")
+    assert bad.code == 2 and "--run-on" in bad.err
+    assert app.store.list(chit.jobs.JobFilter()).jobs == []
+    missing = cli("workflow", "nope")
+    assert missing.code == 2 and "no workflow with id 'nope'" in missing.err
