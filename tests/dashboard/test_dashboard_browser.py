@@ -306,3 +306,29 @@ def test_a_form_posted_from_another_site_is_refused(page: Any, stack: Stack) -> 
     page.wait_for_url(f"{stack.url}/ui/**")
     assert "403" in page.inner_text("h1")
     assert stack.http.get(f"/jobs/{job_id}").json()["state"] == "failed"
+
+
+def test_a_workflow_page_draws_the_graph_and_links_its_jobs(page: Any, stack: Stack) -> None:
+    body = {
+        "jobs": [
+            {"ref": "a", "kind": "work", "payload": {"message": "a"}},
+            {"ref": "b", "kind": "work", "payload": {"message": "b"}},
+            {"ref": "merge", "kind": "work", "payload": {"message": "m"}, "depends_on": ["a", "b"]},
+        ]
+    }
+    response = stack.http.post("/workflows", json=body)
+    assert response.status_code == 202, response.text
+    submitted = response.json()
+    merge = submitted["jobs"]["merge"]
+    stack.until(merge, lambda b: b["state"] == "succeeded")
+
+    sign_in(page, stack, path=f"/ui/workflows/{submitted['workflow_id']}")
+    assert page.locator("svg.workflow-graph g.node").count() == 3
+    assert page.locator("svg.workflow-graph g.node.state-succeeded").count() == 3
+    assert page.locator("svg.workflow-graph line").count() == 2
+    screenshot(page, "workflow")
+    page.click(f'svg.workflow-graph a[href="/ui/jobs/{merge}"]')
+    page.wait_for_url(f"**/ui/jobs/{merge}")
+    assert submitted["jobs"]["a"] in page.inner_text("#depends-on")
+    page.click(f'#workflow a[href="/ui/workflows/{submitted["workflow_id"]}"]')
+    page.wait_for_url(f"**/ui/workflows/{submitted['workflow_id']}")
