@@ -165,8 +165,6 @@ def plan(
                 and s in (State.FAILED, State.CANCELLED)
             ):
                 error = f"dependency {t} {s.value}"
-            if t in graph.inside:
-                dependents[graph.inside[t]].append(graph.ids[n])
         if error is not None:
             first = State.CANCELLED
         elif pending:
@@ -181,6 +179,10 @@ def plan(
             "run_on": job.run_on.value,
             "depends_on": targets or None,
         }
+    for n, targets in enumerate(graph.depends_on):  # in the order of the call
+        for t in targets:
+            if t in graph.inside:
+                dependents[graph.inside[t]].append(graph.ids[n])
     for n in range(len(jobs)):
         rows[n]["dependents"] = dependents[n] or None
     return rows

@@ -288,7 +288,9 @@ class PostgresStore(SQLStore):
             len(jobs) < COPY_FROM
             or connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF
         ):
-            if graph.is_graph(jobs):  # a workflow takes several statements
+            # A workflow takes several statements (the application's connection
+            # is in its own transaction already: psycopg's transaction() would commit it).
+            if connection.autocommit and graph.is_graph(jobs):
                 with connection.transaction():
                     return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
             return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
