@@ -270,6 +270,7 @@ async def test_stats_counts_and_failure_rate(api: Api) -> None:
     api.store.finish([Failed(bad_id, claim(api, bad_id).lease_token, "nope")])
     stats = (await api.http.get("/stats")).json()
     assert stats["by_state"] == {
+        "waiting": 0,
         "queued": 1,
         "running": 0,
         "succeeded": 1,

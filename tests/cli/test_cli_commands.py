@@ -389,6 +389,7 @@ def test_stats_counts_by_state_and_kind(
     submitted(cli("submit", "report", '{"region": "x"}'))
     body = cli("stats", "--json").json()
     assert body["by_state"] == {
+        "waiting": 0,
         "queued": 1,
         "running": 0,
         "succeeded": 1,
