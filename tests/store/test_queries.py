@@ -24,6 +24,7 @@ ONLY_POSTGRES = {
     "migration_lock": "SQLite's BEGIN IMMEDIATE already keeps a second migrator out",
     "enqueue_copy": "binary COPY for large batches",
     "lock_jobs": "row locks in id order before outcomes of several kinds",
+    "release_dependents": "CTEs `succeed` and `succeed_and_claim` share; SQLite runs count_down",
     "succeed_and_claim": "one statement where SQLite runs both in one transaction",
     "list": "its WHERE clause is built from the filters, for the planner's statistics",
     "list_merged": "finished, queued and running jobs each by their own index",

@@ -63,7 +63,6 @@ from chit.jobs import (
     State,
     last_hour_by_kind,
 )
-from chit.queue import JobRequest
 
 # How soon to poll again a job that is running (or due and waiting for a worker).
 RUNNING_RETRY_AFTER = 1
@@ -158,21 +157,7 @@ async def submit_job(
         # Which one the client meant is a guess either way; a proxy may keep another.
         raise ApiProblem(400, "bad_request", "send one Idempotency-Key header, not several")
     body = SubmitJob.model_validate(await read_json(request, state.settings.max_body_bytes))
-    job = JobRequest(
-        kind=body.kind,
-        payload=body.payload,
-        idempotency_key=idempotency_key,
-        run_at=body.run_at,
-        priority=body.priority,
-        queue=body.queue,
-        max_attempts=body.max_attempts,
-        tenant=principal.submit_tenant,
-        timeout=body.timeout,
-        concurrency_key=body.concurrency_key,
-        ref=body.ref,
-        depends_on=body.depends_on,
-        run_on=body.run_on,
-    )
+    job = body.job_request(principal.submit_tenant, idempotency_key)
     [result] = await blocking(state.queue.enqueue_many, [job])
     url = _path(request, "get_job", result.id)
     answer = Submitted(

@@ -21,6 +21,7 @@ from pydantic import (
 from chit import bounds
 from chit.jobs import FailureGroup, Job, KindLastHour, State, Stats, Step, WorkflowView
 from chit.limits import KindLimits, Limits, Paused
+from chit.queue import JobRequest
 
 
 def _in_range(value: datetime) -> datetime:
@@ -125,6 +126,23 @@ class SubmitJob(BaseModel):
         description="`finished`: run once every dependency has ended, whatever the outcome "
         "(a callback)",
     )
+
+    def job_request(self, tenant: str, idempotency_key: str | None) -> JobRequest:
+        return JobRequest(
+            kind=self.kind,
+            payload=self.payload,
+            idempotency_key=idempotency_key,
+            run_at=self.run_at,
+            priority=self.priority,
+            queue=self.queue,
+            max_attempts=self.max_attempts,
+            tenant=tenant,
+            timeout=self.timeout,
+            concurrency_key=self.concurrency_key,
+            ref=self.ref,
+            depends_on=self.depends_on,
+            run_on=self.run_on,
+        )
 
 
 class Submitted(BaseModel):

@@ -20,7 +20,6 @@ from chit.api.deps import api_state, blocking, render_status
 from chit.api.errors import ApiProblem, ChitRoute, documented
 from chit.api.routes import _SSE_EVENT, Admin, Reader, Submitter, _traceback
 from chit.api.schemas import (
-    SubmitJob,
     SubmitWorkflow,
     WorkflowCancelled,
     WorkflowOut,
@@ -78,7 +77,7 @@ async def submit_workflow(
         raise InvalidRequest("a workflow needs at least one job with a ref or depends_on")
     tenant = principal.submit_tenant
     keys = _job_keys(idempotency_key, len(body.jobs))
-    requests = [_request(job, key, tenant) for job, key in zip(body.jobs, keys, strict=True)]
+    requests = [job.job_request(tenant, key) for job, key in zip(body.jobs, keys, strict=True)]
     queue = state.queue
     if idempotency_key is not None:
         found = await blocking(_stored, queue, requests, tenant)
@@ -173,24 +172,6 @@ async def _load(request: Request, workflow_id: str, tenant: str | None) -> Workf
 def _jobs_of(store: FullStore, view: WorkflowView) -> list[Job]:
     order = {job.id: n for n, job in enumerate(view.jobs)}
     return sorted(store.get_many(list(order)), key=lambda job: order[job.id])
-
-
-def _request(job: SubmitJob, key: str | None, tenant: str) -> JobRequest:
-    return JobRequest(
-        kind=job.kind,
-        payload=job.payload,
-        idempotency_key=key,
-        run_at=job.run_at,
-        priority=job.priority,
-        queue=job.queue,
-        max_attempts=job.max_attempts,
-        tenant=tenant,
-        timeout=job.timeout,
-        concurrency_key=job.concurrency_key,
-        ref=job.ref,
-        depends_on=job.depends_on,
-        run_on=job.run_on,
-    )
 
 
 def _job_keys(key: str | None, count: int) -> list[str | None]:

@@ -1,8 +1,10 @@
 """Named SQL blocks: a backend's queries live in `sql/<backend>/queries.sql`,
 each introduced by a `-- name: NAME` line; both backends use the same names.
 `{columns}` in a query is the backend's one list of a job's columns (the block
-`job_columns`) and `{replay_reset}` its one reset of a replayed job (the block
-`replay_reset`), both filled in here; other `{...}` are filled in by the store."""
+`job_columns`), `{replay_reset}` its one reset of a replayed job (the block
+`replay_reset`) and, on PostgreSQL, `{release_dependents}` the release of a
+success's dependents (the block `release_dependents`), all filled in here; other
+`{...}` are filled in by the store."""
 
 from __future__ import annotations
 
@@ -12,7 +14,11 @@ from importlib import resources
 
 _HEADER = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 # Blocks that other queries include, as `{fragment}`: written once per dialect.
-_FRAGMENTS = {"columns": "job_columns", "replay_reset": "replay_reset"}
+_FRAGMENTS = {
+    "columns": "job_columns",
+    "replay_reset": "replay_reset",
+    "release_dependents": "release_dependents",
+}
 
 
 @cache

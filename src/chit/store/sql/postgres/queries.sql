@@ -209,6 +209,32 @@ ON CONFLICT (job_id, name) DO UPDATE SET result = chit_steps.result
 -- Before a batch of outcomes of several kinds: take every row lock in id order.
 SELECT id FROM chit_jobs WHERE id = ANY(%(ids)s::text[]) ORDER BY id FOR UPDATE
 
+-- name: release_dependents
+-- The CTEs `succeed` and `succeed_and_claim` both end with; queries.load puts
+-- them where a query says `{release_dependents}`. They need a CTE `done`
+-- returning the succeeded jobs' id and dependents.
+wanted AS (
+    -- Workflows: the dependents of the jobs that succeeded count them done; a
+    -- waiting one whose last dependency this was is queued (count_down). From
+    -- the rows `done` returns: nothing to do for a job without dependents.
+    SELECT d.id, count(*) AS n FROM done, unnest(done.dependents) AS d(id) GROUP BY d.id
+), released AS (
+    UPDATE chit_jobs AS j
+    SET deps_pending = j.deps_pending - wanted.n,
+        state = CASE WHEN j.state = 'waiting' AND j.deps_pending = wanted.n THEN 'queued'
+                     ELSE j.state END,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM wanted
+    WHERE j.id = wanted.id
+), moved AS (
+    -- `done` returns the newest row; this reads the statement's snapshot. They
+    -- differ when a dependent was enqueued after the snapshot was taken (its
+    -- transaction held the row): `released` cannot see it, so start again
+    -- (chit_dependents_moved raises a serialization failure; the store retries).
+    SELECT 1 FROM done JOIN chit_jobs AS s ON s.id = done.id
+    WHERE done.dependents IS NOT NULL AND s.dependents IS DISTINCT FROM done.dependents
+)
+
 -- name: succeed
 -- Items: {id, token, result (null when external), external, p, done, total}
 -- (p: progress given).
@@ -237,27 +263,7 @@ WITH o AS (
     SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'succeeded', error = NULL
     FROM done
     WHERE a.job_id = done.id AND a.finished_at IS NULL
-), wanted AS (
-    -- Workflows: the dependents of the jobs that succeeded count them done; a
-    -- waiting one whose last dependency this was is queued (count_down). From
-    -- the rows `done` returns: nothing to do for a job without dependents.
-    SELECT d.id, count(*) AS n FROM done, unnest(done.dependents) AS d(id) GROUP BY d.id
-), released AS (
-    UPDATE chit_jobs AS j
-    SET deps_pending = j.deps_pending - wanted.n,
-        state = CASE WHEN j.state = 'waiting' AND j.deps_pending = wanted.n THEN 'queued'
-                     ELSE j.state END,
-        updated_at = coalesce(%(now)s::timestamptz, now())
-    FROM wanted
-    WHERE j.id = wanted.id
-), moved AS (
-    -- `done` returns the newest row; this reads the statement's snapshot. They
-    -- differ when a dependent was enqueued after the snapshot was taken (its
-    -- transaction held the row): `released` cannot see it, so start again
-    -- (chit_dependents_moved raises a serialization failure; the store retries).
-    SELECT 1 FROM done JOIN chit_jobs AS s ON s.id = done.id
-    WHERE done.dependents IS NOT NULL AND s.dependents IS DISTINCT FROM done.dependents
-)
+), {release_dependents}
 SELECT id FROM done
 WHERE CASE WHEN EXISTS (SELECT 1 FROM moved) THEN chit_dependents_moved() ELSE true END
 
@@ -529,27 +535,7 @@ WITH o AS (
     SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'succeeded', error = NULL
     FROM done
     WHERE a.job_id = done.id AND a.finished_at IS NULL
-), wanted AS (
-    -- Workflows: the dependents of the jobs that succeeded count them done; a
-    -- waiting one whose last dependency this was is queued (count_down). From
-    -- the rows `done` returns: nothing to do for a job without dependents.
-    SELECT d.id, count(*) AS n FROM done, unnest(done.dependents) AS d(id) GROUP BY d.id
-), released AS (
-    UPDATE chit_jobs AS j
-    SET deps_pending = j.deps_pending - wanted.n,
-        state = CASE WHEN j.state = 'waiting' AND j.deps_pending = wanted.n THEN 'queued'
-                     ELSE j.state END,
-        updated_at = coalesce(%(now)s::timestamptz, now())
-    FROM wanted
-    WHERE j.id = wanted.id
-), moved AS (
-    -- `done` returns the newest row; this reads the statement's snapshot. They
-    -- differ when a dependent was enqueued after the snapshot was taken (its
-    -- transaction held the row): `released` cannot see it, so start again
-    -- (chit_dependents_moved raises a serialization failure; the store retries).
-    SELECT 1 FROM done JOIN chit_jobs AS s ON s.id = done.id
-    WHERE done.dependents IS NOT NULL AND s.dependents IS DISTINCT FROM done.dependents
-),
+), {release_dependents},
 due AS (
     SELECT id FROM chit_jobs
     WHERE state = 'queued' AND queue = %(queue)s::text
