@@ -256,10 +256,18 @@ class Queue:
         or id, a duplicate ref or a self-dependency raises InvalidRequest and
         nothing is stored."""
         requests = list(requests)
+        if not any(r.ref is not None or r.depends_on for r in requests):
+            # Without refs or dependencies the jobs would be stored under no workflow.
+            raise InvalidRequest("a workflow needs at least one job with a ref or dependencies")
         results = self.enqueue_many(requests, connection=connection)
         workflow_id = next((r.workflow_id for r in results if r.workflow_id), None)
-        if workflow_id is None:  # no refs, no dependencies: still one workflow
-            raise InvalidRequest("a workflow needs at least one job with a ref or dependencies")
+        if workflow_id is None:  # every job was stored before, under its idempotency key
+            stored = self.store.get(results[0].id)
+            workflow_id = stored.workflow_id if stored is not None else None
+        if workflow_id is None:
+            raise InvalidRequest(
+                "the jobs stored before under these idempotency keys have no workflow"
+            )
         return Workflow(
             id=workflow_id,
             jobs={r.ref: e.id for r, e in zip(requests, results, strict=True) if r.ref},

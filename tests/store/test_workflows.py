@@ -267,6 +267,34 @@ def test_a_bad_run_on_is_refused_by_the_queue(backend: Backend, store: Store) ->
     assert count_jobs(backend) == 0
 
 
+def test_enqueue_workflow_refuses_a_batch_without_edges_before_storing_it(
+    backend: Backend, store: Store
+) -> None:
+    queue = chit.Queue(settings=chit.Settings(database_url="sqlite:///unused.db"))
+    queue.use_store(store)  # type: ignore[arg-type]
+    queue.task("a")(lambda job, body: None)
+    with pytest.raises(InvalidRequest, match="at least one job with a ref"):
+        queue.enqueue_workflow([chit.JobRequest("a"), chit.JobRequest("a")])
+    assert count_jobs(backend) == 0
+
+
+def test_enqueue_workflow_again_under_the_same_keys_answers_the_stored_workflow(
+    backend: Backend, store: Store
+) -> None:
+    queue = chit.Queue(settings=chit.Settings(database_url="sqlite:///unused.db"))
+    queue.use_store(store)  # type: ignore[arg-type]
+    queue.task("a")(lambda job, body: None)
+    # (Jobs that others of the call depend on cannot match by key: see _insert_graph.)
+    requests = [
+        chit.JobRequest("a", ref="x", idempotency_key="k1"),
+        chit.JobRequest("a", ref="y", idempotency_key="k2"),
+    ]
+    first = queue.enqueue_workflow(requests)
+    again = queue.enqueue_workflow(requests)
+    assert again.id == first.id and again.ids == first.ids and again.jobs == first.jobs
+    assert count_jobs(backend) == 2
+
+
 # Random graphs and outcomes: the rules hold whatever the shape.
 
 OUTCOMES = st.sampled_from(["succeed", "fail", "cancel"])

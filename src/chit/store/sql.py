@@ -318,12 +318,9 @@ class SQLStore(FullStore):
         for item, columns in zip(batch, graph.plan(jobs, edges, found, workflow_id), strict=True):
             item |= columns
         inserted = self._insert(conn, batch)
+        depended_on = {target for targets in edges.depends_on for target in targets}
         for n, job_id in enumerate(ids):
-            if (
-                job_id not in inserted
-                and edges.depends_on
-                and any(job_id in targets for targets in edges.depends_on)
-            ):
+            if job_id not in inserted and job_id in depended_on:
                 raise InvalidRequest(
                     f"job {n}: its idempotency key matched a stored job, so the jobs of this"
                     " call that depend on it cannot be linked; leave the key off"
