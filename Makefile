@@ -6,16 +6,17 @@ DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: install install-dev up test test-fast test-deps test-django6 lint bench clean
 
-# chit itself: what `make up` and `make bench` need.
+# chit with every extra (the HTTP API, PostgreSQL, the client, ...): what
+# `make up` and `make bench` need. `pip install chit` alone is the core.
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[all]'
 	touch $(STAMP)
 
-# The test and lint tools besides (pytest, ruff, mypy, schemathesis, playwright).
+# The test, lint and docs tools besides (pytest, ruff, mypy, schemathesis, playwright, mkdocs).
 install-dev: $(DEV_STAMP)
 
 $(DEV_STAMP): $(STAMP)
