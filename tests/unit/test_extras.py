@@ -3,6 +3,11 @@ wheel installed without extras, is tests/packaging/test_wheel.py."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 import chit
@@ -67,3 +72,24 @@ def test_chit_version_prints_it(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out == f"chit {chit.__version__}\n"
+
+
+def test_the_core_loads_no_optional_module_even_where_installed(tmp_path: Path) -> None:
+    """Here every extra is installed, so an eager import would go unnoticed
+    until a core-only install; sys.modules shows it at once."""
+    probe = f"""
+import json, sys
+import chit
+from chit.cli.main import main
+from chit.worker import Worker
+queue = chit.Queue(database_url="sqlite:///{tmp_path}/chit.db")
+queue.store.migrate()
+assert main(["list", "--database-url", "sqlite:///{tmp_path}/chit.db"]) == 0
+print(json.dumps(sorted(sys.modules)))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    optional = set().union(*MODULES.values())
+    assert [m for m in loaded if m.split(".")[0] in optional] == []

@@ -101,6 +101,10 @@ def keys(args: argparse.Namespace, setup: Setup) -> int:
 
 def up(args: argparse.Namespace, setup: Setup) -> int:
     """Migrate, then run the API and worker processes until Ctrl-C."""
+    if not args.no_api:
+        # Before migrating: a missing extra leaves no database behind.
+        with needs("api", "chit up needs the HTTP API (or pass --no-api)"):
+            from chit.cli.serve import check_bind, check_port
     queue = setup.queue()
     queue.store.migrate()
     settings = queue.settings
@@ -112,9 +116,6 @@ def up(args: argparse.Namespace, setup: Setup) -> int:
         for n in range(1, args.workers + 1)
     ]
     if not args.no_api:
-        with needs("api", "chit up needs the HTTP API (or pass --no-api)"):
-            from chit.cli.serve import check_bind, check_port
-
         check_bind(settings, queue, settings.host)
         check_port(settings.host, settings.port)
         children.append(Child("HTTP API", [sys.executable, "-m", "chit", "serve"], fatal=True))
