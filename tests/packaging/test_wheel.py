@@ -1,14 +1,19 @@
 """chit as a user gets it: a wheel built from this tree (`python -m build`, the
 sdist first, then the wheel from the sdist), installed into a fresh venv with
 the core alone, no extras. There it runs a worker on SQLite to a finished
-job, and each part that needs an extra says which in one line."""
+job, and each part that needs an extra says which in one line. In another
+fresh venv with `chit[api]`, `chit up --demo` serves the API and runs the
+example app's demo jobs."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -16,7 +21,7 @@ import pytest
 
 import chit
 from chit.extras import MODULES
-from support.processes import Proc, stop
+from support.processes import Proc, free_port, stop
 from support.waiting import wait_until
 
 # Building and installing take a minute or two on a busy machine.
@@ -29,6 +34,8 @@ NOT_COPIED = shutil.ignore_patterns(
     ".hypothesis", "*.db", "*.db-*", "screenshots", "*.png",
 )  # fmt: skip
 OPTIONAL = sorted(set().union(*MODULES.values()))
+# No proxy from the environment for the servers the tests start here.
+LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 APP = """
 import chit
 
@@ -69,6 +76,15 @@ def core(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("venv") / "core"
     checked([sys.executable, "-m", "venv", str(venv)], venv.parent)
     checked([str(venv / "bin" / "pip"), "install", "--quiet", str(wheel)], venv.parent)
+    return venv / "bin"
+
+
+@pytest.fixture(scope="module")
+def with_api(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv holding the wheel with the `api` extra; its bin/."""
+    venv = tmp_path_factory.mktemp("venv") / "api"
+    checked([sys.executable, "-m", "venv", str(venv)], venv.parent)
+    checked([str(venv / "bin" / "pip"), "install", "--quiet", f"{wheel}[api]"], venv.parent)
     return venv / "bin"
 
 
@@ -182,3 +198,39 @@ def test_a_part_without_its_extra_names_the_extra_in_one_line(
     assert done.stderr == f"chit: error: {line}\n"
     assert done.stdout == ""
     assert not list(tmp_path.iterdir()), "nothing is created"
+
+
+def test_chit_up_demo_runs_from_a_wheel_with_the_api_extra(with_api: Path, tmp_path: Path) -> None:
+    shutil.copy(ROOT / "examples" / "app.py", tmp_path / "app.py")
+    port = free_port()
+    out = tmp_path / "up.stdout"
+    with open(out, "wb") as stdout, open(tmp_path / "up.stderr", "wb") as stderr:
+        up = subprocess.Popen(
+            [str(with_api / "chit"), "up", "--app", "app:queue", "--demo", "--port", str(port)],
+            cwd=tmp_path,
+            env={"PATH": f"{with_api}:/usr/bin:/bin", "CHIT_DATABASE_URL": "sqlite:///chit.db"},
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        wait_until(lambda: "submitted 4 demo jobs" in out.read_text(), 60, what="the demo jobs")
+
+        def succeeded() -> list[dict[str, object]]:
+            url = f"http://127.0.0.1:{port}/jobs?state=succeeded"
+            try:
+                with LOCAL.open(url, timeout=5) as answer:
+                    jobs: list[dict[str, object]] = json.load(answer)["jobs"]
+            except urllib.error.URLError:  # the API still starting
+                return []
+            return jobs
+
+        # The quickest demo report takes 3 s: a worker ran it and the API answers it.
+        jobs = wait_until(succeeded, 60, interval=0.2, what="a demo job to succeed")
+        assert jobs[0]["kind"] == "sales_report"
+        with LOCAL.open(f"http://127.0.0.1:{port}/ui/login", timeout=5) as page:
+            assert page.status == 200
+    finally:
+        up.send_signal(signal.SIGTERM)
+        code = up.wait(60)
+    assert code == 0, (tmp_path / "up.stderr").read_text()[-3000:]
