@@ -119,8 +119,9 @@ def test_the_core_venv_has_no_optional_package_and_imports_none(core: Path, tmp_
     assert checked([str(core / "chit"), "--version"], tmp_path) == f"chit {chit.__version__}\n"
 
 
+@pytest.mark.parametrize("pool", ["thread", "process"])
 def test_a_core_install_runs_a_worker_on_sqlite_to_a_finished_job(
-    core: Path, tmp_path: Path
+    core: Path, tmp_path: Path, pool: str
 ) -> None:
     (tmp_path / "app.py").write_text(APP)
     env = {"PATH": f"{core}:/usr/bin:/bin", "CHIT_DATABASE_URL": "sqlite:///chit.db"}
@@ -143,7 +144,7 @@ def test_a_core_install_runs_a_worker_on_sqlite_to_a_finished_job(
         worker = Proc(
             "core worker",
             subprocess.Popen(
-                [str(core / "chit"), "worker", "--app", "app:queue"],
+                [str(core / "chit"), "worker", "--app", "app:queue", "--pool", pool],
                 cwd=tmp_path,
                 env=env,
                 stdin=subprocess.DEVNULL,
