@@ -1,6 +1,9 @@
 """MkDocs hooks (mkdocs.yml): the site's front page is README.md and its
-changelog CHANGELOG.md, read from the repository root so neither is copied;
-nav entries for pages not written yet are left out instead of failing --strict."""
+changelog CHANGELOG.md, read from the repository root so neither is copied.
+The nav bends to the pages there are, so a branch that adds or has not yet
+added a page never fails --strict over it: nav entries whose page is not
+written are left out, and a page in docs/ the nav does not list goes at the
+end of the Guides."""
 
 from __future__ import annotations
 
@@ -34,8 +37,29 @@ def on_config(config: MkDocsConfig, **kwargs: Any) -> MkDocsConfig:
             entry = value
         return not isinstance(entry, str) or entry in GENERATED or (docs / entry).is_file()
 
-    config.nav = [e for e in config.nav or [] if written(e)]
+    nav = [e for e in config.nav or [] if written(e)]
+    listed = set(_paths(nav))
+    unlisted = sorted(
+        path
+        for page in docs.rglob("*.md")
+        if (path := page.relative_to(docs).as_posix()) not in listed | set(GENERATED)
+    )
+    guides = next(
+        (v for e in nav if isinstance(e, dict) for k, v in e.items() if k == "Guides"), nav
+    )
+    guides.extend(unlisted)
+    config.nav = nav
     return config
+
+
+def _paths(nav: Any) -> list[str]:
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [p for value in nav.values() for p in _paths(value)]
+    if isinstance(nav, list):
+        return [p for entry in nav for p in _paths(entry)]
+    return []
 
 
 def on_files(files: Files, config: MkDocsConfig, **kwargs: Any) -> Files:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zlib
@@ -19,12 +20,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site")
+def build(root: Path, out: Path) -> Path:
+    """`make docs` (mkdocs build --strict) on `root`'s mkdocs.yml, into `out`."""
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT,
+        cwd=root,
         env=os.environ | {"NO_MKDOCS_2_WARNING": "1"},
         capture_output=True,
         text=True,
@@ -32,6 +32,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert done.returncode == 0, done.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build(ROOT, tmp_path_factory.mktemp("site"))
 
 
 def inventory(site: Path) -> set[str]:
@@ -69,3 +74,25 @@ def test_every_page_in_docs_is_built(site: Path) -> None:
             built = site / page.relative_to(ROOT / "docs").parent / "index.html"
         assert built.is_file(), page
         assert re.search(r"<h1[^>]*>", built.read_text()), page
+
+
+def test_the_nav_bends_to_the_pages_there_are(tmp_path: Path) -> None:
+    """A branch that adds a page before the nav lists it, or whose nav lists a
+    page another branch brings, still builds with --strict."""
+    tree = tmp_path / "tree"
+    for part in ("mkdocs.yml", "README.md", "CHANGELOG.md", "scripts", "src", "docs"):
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            tree.mkdir(exist_ok=True)
+            shutil.copy(source, tree / part)
+    config = (tree / "mkdocs.yml").read_text()
+    assert "  - Guides:\n" in config
+    config = config.replace("  - Guides:\n", "  - Guides:\n      - Not yet: not-yet.md\n")
+    (tree / "mkdocs.yml").write_text(config)
+    (tree / "docs" / "brand-new.md").write_text("# A brand-new guide\n\nText.\n")
+    site = build(tree, tmp_path / "site")
+    page = (site / "index.html").read_text()
+    assert 'href="brand-new/"' in page and "A brand-new guide" in page
+    assert "not-yet" not in page
