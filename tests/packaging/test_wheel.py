@@ -235,3 +235,37 @@ def test_chit_up_demo_runs_from_a_wheel_with_the_api_extra(with_api: Path, tmp_p
         up.send_signal(signal.SIGTERM)
         code = up.wait(60)
     assert code == 0, (tmp_path / "up.stderr").read_text()[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("statement", "line"),
+    [
+        (
+            "from chit.api import create_router",
+            "chit.api.create_router needs FastAPI: pip install 'chit[api]'",
+        ),
+        (
+            "chit.Client",
+            "the HTTP client (chit.Client, --url) needs httpx: pip install 'chit[client]'",
+        ),
+        (
+            "chit.Queue('postgresql://postgres@127.0.0.1/test').store",
+            "a postgresql:// database needs psycopg: pip install 'chit[postgres]'",
+        ),
+    ],
+    ids=["create_router", "Client", "postgres"],
+)
+def test_library_calls_without_their_extra_raise_missing_extra(
+    core: Path, tmp_path: Path, statement: str, line: str
+) -> None:
+    probe = (
+        "import chit\n"
+        "from chit.extras import MissingExtra\n"
+        "try:\n"
+        f"    {statement}\n"
+        "except MissingExtra as e:\n"
+        "    assert isinstance(e, ImportError)\n"
+        "    print(e)\n"
+    )
+    out = checked([str(core / "python"), "-c", probe], tmp_path)
+    assert out == line + "\n"
