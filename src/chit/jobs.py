@@ -48,6 +48,7 @@ class AttemptOutcome(enum.StrEnum):
     LEASE_EXPIRED = "lease_expired"
     RELEASED = "released"
     CANCELLED = "cancelled"
+    SNOOZED = "snoozed"  # chit.Snooze: queued again after a delay, the attempt not counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +290,17 @@ class Cancelled:
     lease_token: str
 
 
-Outcome = Succeeded | Failed | Released | Cancelled
+@dataclass(frozen=True, slots=True)
+class Snoozed:
+    """The handler raised chit.Snooze: `queued` again `delay` seconds from now
+    (by the store's clock), the attempt not counted."""
+
+    job_id: str
+    lease_token: str
+    delay: float
+
+
+Outcome = Succeeded | Failed | Released | Cancelled | Snoozed
 
 
 class CancelResult(enum.StrEnum):

@@ -171,8 +171,10 @@ class Store(abc.ABC):
         - Failed without retry_in: `failed`, with the error.
         - Released: `queued` at once, the attempt not counted.
         - Cancelled: `cancelled`.
-        A job whose cancellation was requested ends `cancelled` on Failed and
-        Released too. Each closes the job's open attempt record.
+        - Snoozed: `queued` again after its delay, the attempt not counted
+          (attempts as before the claim), the attempt record `snoozed`.
+        A job whose cancellation was requested ends `cancelled` on Failed,
+        Released and Snoozed too. Each closes the job's open attempt record.
 
         In the same transaction, a job that ends `succeeded` counts down its
         dependents and makes `queued` those whose last dependency it was; one

@@ -48,6 +48,7 @@ from chit.jobs import (
     Progress,
     Released,
     RescueReport,
+    Snoozed,
     State,
     Succeeded,
 )
@@ -433,7 +434,8 @@ class PostgresStore(SQLStore):
                 )
                 conn.execute(Q["store_result"], {"items": f"[{stored}]"})
         ended: list[str] = []  # failed or cancelled, with dependents to settle
-        for kind, query in ((Failed, "fail"), (Released, "release"), (Cancelled, "mark_cancelled")):
+        kinds = (Failed, "fail"), (Released, "release"), (Cancelled, "mark_cancelled")
+        for kind, query in (*kinds, (Snoozed, "snooze")):
             group = [o for o in outcomes if isinstance(o, kind)]
             if group:
                 params = {"items": dumps([_fenced(o) for o in group]), "now": now}
@@ -608,10 +610,12 @@ def _progress_fields(progress: Progress | None) -> str:
 
 
 def _fenced(outcome: Outcome) -> dict[str, Any]:
-    """An item of `fail`, `release` or `mark_cancelled`."""
+    """An item of `fail`, `release`, `mark_cancelled` or `snooze`."""
     item: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token}
     if isinstance(outcome, Failed):
         item |= {"error": _text(outcome.error), "retry": outcome.retry_in}
+    elif isinstance(outcome, Snoozed):
+        item["delay"] = outcome.delay
     return item
 
 

@@ -38,6 +38,7 @@ from chit.jobs import (
     Page,
     Released,
     RescueReport,
+    Snoozed,
     Succeeded,
 )
 from chit.store import queries
@@ -290,6 +291,8 @@ class SQLiteStore(SQLStore):
                 row = conn.execute(Q["release"], fence | {"free": self.free_hand_backs}).fetchone()
             case Cancelled():
                 row = conn.execute(Q["mark_cancelled"], fence).fetchone()
+            case Snoozed(delay=delay):
+                row = conn.execute(Q["snooze"], fence | {"delay": _offset(delay)}).fetchone()
         if row is None:
             return False
         conn.execute(Q["close_attempt"], fence | {"outcome": row["outcome"], "error": row["error"]})

@@ -351,6 +351,41 @@ WITH o AS (
 )
 SELECT id, state, has_dependents FROM done
 
+-- name: snooze
+-- Items: {id, token, delay (seconds)}. chit.Snooze: queued again after the
+-- delay, the attempt not counted (the claim counted it: take it back) and no
+-- hand-back used.
+WITH o AS (
+    SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS o(id text, token text, delay float8)
+), locked AS (
+    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
+    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
+    ORDER BY j.id
+    FOR UPDATE OF j
+), done AS (
+    UPDATE chit_jobs AS j
+    SET attempts = j.attempts - 1,
+        state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
+        run_at = CASE WHEN j.cancel_requested THEN j.run_at
+                      ELSE coalesce(%(now)s::timestamptz, now())
+                           + make_interval(secs => o.delay) END,
+        finished_at = CASE WHEN j.cancel_requested
+                           THEN coalesce(%(now)s::timestamptz, now()) END,
+        lease_token = NULL, lease_expires_at = NULL,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM locked, o
+    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
+    RETURNING j.id, j.state, j.dependents IS NOT NULL AS has_dependents
+), closed AS (
+    UPDATE chit_attempts AS a
+    SET finished_at = coalesce(%(now)s::timestamptz, now()),
+        outcome = CASE done.state WHEN 'queued' THEN 'snoozed' ELSE 'cancelled' END,
+        error = NULL
+    FROM done
+    WHERE a.job_id = done.id AND a.finished_at IS NULL
+)
+SELECT id, state, has_dependents FROM done
+
 -- name: mark_cancelled
 -- Items: {id, token}.
 WITH o AS (

@@ -207,6 +207,21 @@ RETURNING CASE state WHEN 'queued' THEN 'released' ELSE state END AS outcome,
           CASE state WHEN 'failed' THEN error END AS error, state,
           dependents IS NOT NULL AS has_dependents
 
+-- name: snooze
+-- chit.Snooze: queued again after :delay (a modifier), the attempt not counted
+-- (the claim counted it: take it back) and no hand-back used.
+UPDATE chit_jobs
+SET attempts = attempts - 1,
+    state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
+    run_at = CASE WHEN cancel_requested THEN run_at
+                  ELSE strftime('%Y-%m-%dT%H:%M:%fZ', :now, :delay) END,
+    finished_at = CASE WHEN cancel_requested THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
+    lease_token = NULL, lease_expires_at = NULL,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING CASE state WHEN 'queued' THEN 'snoozed' ELSE state END AS outcome, NULL AS error,
+          state, dependents IS NOT NULL AS has_dependents
+
 -- name: mark_cancelled
 UPDATE chit_jobs
 SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL,

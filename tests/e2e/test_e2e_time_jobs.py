@@ -1,0 +1,65 @@
+"""Snooze, expiry and unique jobs with real `chit worker` processes, on both
+backends (DESIGN.md "Time")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import chit
+from chit.jobs import AttemptOutcome, State
+from chit.settings import Settings
+from support.jobs import wait_terminal
+from support.processes import Procs
+
+pytestmark = pytest.mark.slow
+
+TIME_APP = "support.time_app:queue"
+
+
+@pytest.fixture
+def time_queue(db_url: str) -> Iterator[chit.Queue]:
+    """The time app's tasks on the test's database, to enqueue and read jobs."""
+    from support import time_app
+
+    q = chit.Queue(settings=Settings(database_url=db_url))
+    q.tasks.update(time_app.queue.tasks)
+    q.store.migrate()
+    try:
+        yield q
+    finally:
+        q.close()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("pool", ["thread", "process"])
+def test_snoozed_twice_then_succeeded_shows_one_attempt(
+    procs: Procs, time_queue: chit.Queue, pool: str
+) -> None:
+    """max_attempts=1: a snooze that counted would fail the job."""
+    sync = time_queue.enqueue("poll", {"times": 2}).id
+    asynchronous = time_queue.enqueue("apoll", {"times": 2}).id
+    procs.worker("--pool", pool, "--concurrency", "2", app=TIME_APP).wait_started()
+    for job_id in (sync, asynchronous):
+        job = wait_terminal(time_queue, job_id, 60)
+        assert job.state is State.SUCCEEDED, job.error
+        assert job.attempts == 1
+        assert job.result == {"attempt": 1, "snoozed": 2}
+        history = time_queue.store.attempts(job_id)
+        assert [a.outcome for a in history] == [AttemptOutcome.SNOOZED] * 2 + [
+            AttemptOutcome.SUCCEEDED
+        ]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("seconds", [-1, True, "nan", 31 * 86400])
+def test_a_bad_snooze_fails_the_attempt_with_a_clear_error(
+    procs: Procs, time_queue: chit.Queue, seconds: object
+) -> None:
+    job_id = time_queue.enqueue("bad_snooze", {"seconds": seconds}).id
+    procs.worker(app=TIME_APP).wait_started()
+    job = wait_terminal(time_queue, job_id, 30)
+    assert job.state is State.FAILED
+    assert job.error is not None
+    assert job.error.startswith("ValueError: chit.Snooze takes a number of seconds from 0 to")
