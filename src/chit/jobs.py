@@ -79,6 +79,10 @@ class NewJob:
     ref: str | None = None
     depends_on: tuple[str, ...] = ()
     run_on: RunOn = RunOn.SUCCEEDED
+    # Expiry: a job not started by then ends cancelled, "expired before it
+    # started"; an absolute time, or seconds from now by the store's clock.
+    expires_at: datetime | None = None
+    expires_in: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +151,7 @@ class Job:
     run_on: RunOn = RunOn.SUCCEEDED
     depends_on: tuple[str, ...] = ()  # job ids, in the order given at enqueue
     dependencies: DependencyCounts | None = None  # None: the job has none
+    expires_at: datetime | None = None  # not started by then: cancelled; None: never
 
 
 @dataclass(frozen=True, slots=True)

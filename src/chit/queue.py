@@ -27,6 +27,7 @@ import pydantic
 from chit import bounds
 from chit.bounds import (
     CONCURRENCY_KEY_MAX,
+    EXPIRES_IN_MAX,
     IDEMPOTENCY_KEY_MAX,
     MAX_ATTEMPTS,
     NAME_MAX,
@@ -89,6 +90,10 @@ class JobRequest:
     ref: str | None = None
     depends_on: Sequence[str] = ()
     run_on: str = "succeeded"
+    # Expiry (DESIGN.md "Time"): not started by this time, or within this many
+    # seconds of being stored, the job ends cancelled; at most one of the two.
+    expires_at: datetime | None = None
+    expires_in: float | None = None
 
 
 class Queue:
@@ -199,6 +204,8 @@ class Queue:
         timeout: float | None = None,
         depends_on: Sequence[str] = (),
         run_on: str = "succeeded",
+        expires_at: datetime | None = None,
+        expires_in: float | None = None,
         connection: Any = None,
     ) -> Enqueued:
         """Store a job and return `.id` and `.created` (False when the idempotency
@@ -208,6 +215,10 @@ class Queue:
         `depends_on` (job ids): the job waits (`waiting`) until each has
         succeeded, and is cancelled if one fails or is cancelled; with
         `run_on="finished"` it runs once each has ended, whatever the outcome.
+
+        `expires_at` (a datetime) or `expires_in` (seconds from now, by the
+        database's clock): a job not started by then ends `cancelled`, error
+        `expired before it started`.
 
         With `connection` (your psycopg connection, or your sqlite3 connection to
         the same file) the job is inserted in the transaction open on it: it exists
@@ -227,6 +238,8 @@ class Queue:
             timeout,
             depends_on=depends_on,
             run_on=run_on,
+            expires_at=expires_at,
+            expires_in=expires_in,
         )
         return self.enqueue_many([request], connection=connection)[0]
 
@@ -367,6 +380,7 @@ class Queue:
         if concurrency_key is not None:
             check_concurrency_key(concurrency_key)
         timeout = task.timeout if request.timeout is None else check_timeout(request.timeout)
+        expires_at, expires_in = check_expiry(request.expires_at, request.expires_in, run_at)
         key = request.idempotency_key
         return NewJob(
             kind=request.kind,
@@ -390,11 +404,15 @@ class Queue:
                 run_at,
                 concurrency_key,
                 request.timeout,
+                expires_at,
+                expires_in,
             ),
             payload_json=encoded,
             ref=request.ref,
             depends_on=tuple(request.depends_on),
             run_on=_run_on(request.run_on),
+            expires_at=expires_at,
+            expires_in=expires_in,
         )
 
 
@@ -556,6 +574,42 @@ def check_timeout(value: Any) -> float:
     return float(value)
 
 
+def check_expiry(
+    expires_at: Any, expires_in: Any, run_at: datetime | None = None
+) -> tuple[datetime | None, float | None]:
+    """`expires_at` (aware UTC; naive is taken as UTC) or `expires_in` (seconds
+    above 0, at most EXPIRES_IN_MAX), not both. An `expires_at` already past, or
+    not after `run_at`, would cancel the job unrun: a slip, refused."""
+    if expires_at is not None and expires_in is not None:
+        raise InvalidRequest("give expires_at or expires_in, not both")
+    if expires_in is not None:
+        number = isinstance(expires_in, int | float) and not isinstance(expires_in, bool)
+        if not number or not 0 < expires_in <= EXPIRES_IN_MAX:  # NaN fails the comparison too
+            raise InvalidRequest(
+                f"expires_in must be a number of seconds above 0 and at most {EXPIRES_IN_MAX:,}"
+                f" (10 years), not {expires_in!r}"
+            )
+        return None, float(expires_in)
+    if expires_at is None:
+        return None, None
+    if not isinstance(expires_at, datetime):
+        raise InvalidRequest(f"expires_at must be a datetime, not {type(expires_at).__name__}")
+    if expires_at.tzinfo is None:
+        expires_at = expires_at.replace(tzinfo=UTC)
+    if bounds.storable_time(expires_at) is None:
+        raise InvalidRequest(
+            f"expires_at {expires_at.isoformat()} is out of range: use {bounds.YEARS}"
+        )
+    if expires_at <= datetime.now(UTC):
+        raise InvalidRequest(f"expires_at {expires_at.isoformat()} has already passed")
+    if run_at is not None and expires_at <= run_at:
+        raise InvalidRequest(
+            f"expires_at {expires_at.isoformat()} is not after run_at {run_at.isoformat()}:"
+            " the job would expire before it is due"
+        )
+    return expires_at.astimezone(UTC), None
+
+
 def _request_hash(
     kind: str,
     payload: dict[str, Any],
@@ -565,6 +619,8 @@ def _request_hash(
     run_at: datetime | None,
     concurrency_key: str | None = None,
     timeout: float | None = None,
+    expires_at: datetime | None = None,
+    expires_in: float | None = None,
 ) -> str:
     """Fingerprint of what was asked for, so the same idempotency key with a
     different request can be told apart from an honest retry."""
@@ -582,4 +638,8 @@ def _request_hash(
         fingerprint = {**fingerprint, "concurrency_key": concurrency_key}
     if timeout is not None:  # the same: a job asked for without one keeps its fingerprint
         fingerprint = {**fingerprint, "timeout": float(timeout)}
+    if expires_at is not None:
+        fingerprint = {**fingerprint, "expires_at": expires_at.isoformat()}
+    if expires_in is not None:
+        fingerprint = {**fingerprint, "expires_in": expires_in}
     return hashlib.sha256(canonical(fingerprint).encode()).hexdigest()

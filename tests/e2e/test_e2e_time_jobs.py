@@ -4,6 +4,7 @@ backends (DESIGN.md "Time")."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
@@ -12,6 +13,7 @@ from chit.jobs import AttemptOutcome, State
 from chit.settings import Settings
 from support.jobs import wait_terminal
 from support.processes import Procs
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -63,3 +65,23 @@ def test_a_bad_snooze_fails_the_attempt_with_a_clear_error(
     assert job.state is State.FAILED
     assert job.error is not None
     assert job.error.startswith("ValueError: chit.Snooze takes a number of seconds from 0 to")
+
+
+@pytest.mark.timeout(60)
+def test_an_expired_job_never_starts(procs: Procs, time_queue: chit.Queue) -> None:
+    expiring = time_queue.enqueue("noop", expires_in=0.5).id
+    stored = time_queue.store.get(expiring)
+    assert stored is not None and stored.expires_at is not None
+    deadline = stored.expires_at
+    wait_until(lambda: datetime.now(UTC) > deadline, 10, what="the job's expiry to pass")
+    fresh = time_queue.enqueue("noop", expires_in=600).id
+    procs.worker(app=TIME_APP).wait_started()
+    assert wait_terminal(time_queue, fresh, 30).state is State.SUCCEEDED
+    job = wait_terminal(time_queue, expiring, 30)
+    assert (job.state, job.error, job.attempts) == (
+        State.CANCELLED,
+        "expired before it started",
+        0,
+    )
+    assert job.started_at is None
+    assert time_queue.store.attempts(expiring) == []

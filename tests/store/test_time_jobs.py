@@ -73,3 +73,103 @@ def test_snoozes_and_successes_in_one_batch(store: Store) -> None:
     assert succeeded is not None and succeeded.state is State.SUCCEEDED
     [again] = claim(store)  # a delay of 0: due at once
     assert (again.id, again.attempt) == (a, 1)
+
+
+# Expiry
+
+
+def test_expires_in_counts_from_the_store_clock_and_expires_at_is_kept(store: Store) -> None:
+    before = datetime.now(UTC)
+    relative = store.get(store.enqueue(new(expires_in=60)).id)
+    at = before + timedelta(hours=1)
+    absolute = store.get(store.enqueue(new(expires_at=at)).id)
+    never = store.get(store.enqueue(new()).id)
+    assert relative is not None and relative.expires_at is not None
+    assert abs((relative.expires_at - relative.created_at).total_seconds() - 60) < 0.01
+    assert absolute is not None and absolute.expires_at is not None
+    assert abs((absolute.expires_at - at).total_seconds()) < 0.01
+    assert never is not None and never.expires_at is None
+
+
+def test_a_job_not_started_by_its_expiry_is_never_claimed_and_ends_cancelled(
+    store: Store,
+) -> None:
+    expiring = store.enqueue(new(expires_in=60)).id
+    keeps = store.enqueue(new(priority=1)).id  # claimed after it, were it claimable
+    past = later(61)
+    [job] = claim(store, now=past)
+    assert job.id == keeps
+    assert claim(store, now=past) == []
+    assert store.expire_jobs(now=later(1)) == 0  # not yet
+    assert store.expire_jobs(now=past) == 1
+    got = store.get(expiring)
+    assert got is not None
+    assert (got.state, got.error, got.attempts) == (State.CANCELLED, "expired before it started", 0)
+    assert got.finished_at is not None and got.started_at is None
+    assert store.attempts(expiring) == []
+    assert store.expire_jobs(now=past) == 0
+
+
+def test_a_job_that_started_before_its_expiry_runs_to_its_end(store: Store) -> None:
+    job_id = store.enqueue(new(expires_in=60)).id
+    [job] = claim(store)
+    assert store.finish([Snoozed(job_id, job.lease_token, 120)]) == [True]
+    past = later(121)
+    assert store.expire_jobs(now=past) == 0
+    [again] = claim(store, now=past)  # started once: not expired
+    assert again.id == job_id
+    assert store.finish([Succeeded(job_id, again.lease_token, 1)], now=past) == [True]
+
+
+def test_an_expired_waiting_job_is_cancelled_with_its_dependents(store: Store) -> None:
+    first = store.enqueue(new()).id
+    waiting, dependent = store.enqueue_many(
+        [
+            new(ref="a", depends_on=(first,), expires_in=60),
+            new(depends_on=("a",)),
+        ]
+    )
+    assert store.expire_jobs(now=later(61)) == 1
+    got, after = store.get(waiting.id), store.get(dependent.id)
+    assert got is not None and (got.state, got.error) == (
+        State.CANCELLED,
+        "expired before it started",
+    )
+    assert after is not None and after.state is State.CANCELLED
+    assert after.error == f"dependency {waiting.id} cancelled"
+
+
+def test_a_flow_claim_skips_expired_jobs_too(store: Store) -> None:
+    from chit.limits import Limits
+
+    store.declare_limits({"k": Limits(concurrency=5)})  # type: ignore[attr-defined]
+    store.enqueue(new(expires_in=60))
+    fresh = store.enqueue(new()).id
+    assert [j.id for j in claim(store, now=later(61), limit=5)] == [fresh]
+
+
+def test_a_replayed_expired_job_runs_without_its_expiry(store: Store) -> None:
+    from chit.jobs import ReplaySelector
+
+    job_id = store.enqueue(new(expires_in=60)).id
+    assert store.expire_jobs(now=later(61)) == 1
+    assert store.replay(ReplaySelector(ids=(job_id,))) == 1  # type: ignore[attr-defined]
+    got = store.get(job_id)
+    assert got is not None and (got.state, got.expires_at) == (State.QUEUED, None)
+    assert [j.id for j in claim(store, now=later(61))] == [job_id]
+
+
+def test_many_jobs_with_expiry_in_one_batch(store: Store) -> None:
+    """On PostgreSQL a batch this large is copied in (COPY), not inserted."""
+    at = later(3600)
+    results = store.enqueue_many(
+        [new(expires_in=60) for _ in range(150)] + [new(expires_at=at) for _ in range(150)]
+    )
+    jobs = [store.get(r.id) for r in results]
+    assert all(j is not None and j.expires_at is not None for j in jobs)
+    first, last = jobs[0], jobs[-1]
+    assert first is not None and first.expires_at is not None
+    assert abs((first.expires_at - first.created_at).total_seconds() - 60) < 0.01
+    assert last is not None and last.expires_at is not None
+    assert abs((last.expires_at - at).total_seconds()) < 0.01
+    assert store.expire_jobs(now=later(61)) == 150

@@ -126,6 +126,25 @@ class SubmitJob(BaseModel):
         description="`finished`: run once every dependency has ended, whatever the outcome "
         "(a callback)",
     )
+    expires_at: Moment | None = Field(
+        default=None,
+        description="not started by this time, the job ends `cancelled` "
+        "('expired before it started'); not with expires_in",
+    )
+    expires_in: float | None = Field(
+        default=None,
+        strict=True,
+        gt=0,
+        le=bounds.EXPIRES_IN_MAX,
+        allow_inf_nan=False,
+        description="seconds from now: the same as expires_at, by the database's clock",
+    )
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> SubmitJob:
+        if self.expires_at is not None and self.expires_in is not None:
+            raise ValueError("give expires_at or expires_in, not both")
+        return self
 
     def job_request(self, tenant: str, idempotency_key: str | None) -> JobRequest:
         return JobRequest(
@@ -142,6 +161,8 @@ class SubmitJob(BaseModel):
             ref=self.ref,
             depends_on=self.depends_on,
             run_on=self.run_on,
+            expires_at=self.expires_at,
+            expires_in=self.expires_in,
         )
 
 
@@ -281,6 +302,9 @@ class JobStatus(BaseModel):
     dependencies: DependenciesOut | None = Field(
         default=None, description="its direct dependencies by outcome; null: it has none"
     )
+    expires_at: datetime | None = Field(
+        default=None, description="not started by then, it ends cancelled; null: never"
+    )
 
     @classmethod
     def of(cls, job: Job, result_url: str, traceback: bool = False) -> JobStatus:
@@ -324,6 +348,7 @@ class JobStatus(BaseModel):
                 cancelled=job.dependencies.cancelled,
                 pending=job.dependencies.pending,
             ),
+            expires_at=job.expires_at,
         )
 
 

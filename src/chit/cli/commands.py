@@ -148,6 +148,7 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
         run_at = datetime.now(UTC) + timedelta(seconds=durations.duration(args.delay))
     if args.run_at is not None:
         run_at = durations.moment(args.run_at)
+    expires_in = None if args.expires_in is None else durations.duration(args.expires_in)
     if args.url:
         from chit.cli.remote import submit_remote
 
@@ -164,6 +165,7 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
             concurrency_key=args.concurrency_key,
             depends_on=args.depends_on,
             run_on=args.run_on,
+            expires_in=expires_in,
             wait=args.wait,
             timeout=args.timeout,
             as_json=args.json,
@@ -180,6 +182,7 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
         concurrency_key=args.concurrency_key,
         depends_on=args.depends_on,
         run_on=args.run_on,
+        expires_in=expires_in,
     )
     if not args.wait:
         if args.json:
@@ -436,6 +439,8 @@ def _describe(job: Job) -> str:
         f"run at      {output.when(job.run_at)}",
         f"finished    {output.when(job.finished_at)}",
     ]
+    if job.expires_at is not None:
+        lines.append(f"expires     {output.when(job.expires_at)}")
     if job.worker:
         lines.append(f"worker      {job.worker}")
     if job.state is State.SUCCEEDED:

@@ -133,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="succeeded",
         help="with --depends-on: 'finished' runs once they have ended, whatever the outcome",
     )
+    p.add_argument(
+        "--expires-in",
+        metavar="DURATION",
+        help="not started within this long (e.g. 30s, 5m), the job ends cancelled",
+    )
     p.add_argument("--wait", action="store_true", help="wait for the result")
     p.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
     remote_flags(p)

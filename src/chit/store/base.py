@@ -205,6 +205,13 @@ class Store(abc.ABC):
         `cancelled` when cancellation was requested. A job it fails or cancels
         settles its dependents as `finish` does."""
 
+    @abc.abstractmethod
+    def expire_jobs(self, now: datetime | None = None) -> int:
+        """Waiting or queued jobs never started whose `expires_at` has passed
+        (claims skip them): `cancelled`, error `expired before it started`, their
+        dependents settled as `finish` does; returns how many. A job that
+        started once (a retry, a snooze) is not expired."""
+
     # Reading
 
     @abc.abstractmethod

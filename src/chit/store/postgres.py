@@ -64,7 +64,7 @@ COPY_FROM = 100
 # The payload goes as bytes already in jsonb's binary form (`_copy_jobs`): psycopg's
 # jsonb dumper, in Python, cost a fifth of a copied job's client time.
 _COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"]
-_COPY_TYPES += ["timestamptz"] * 3 + ["text", "float8"]
+_COPY_TYPES += ["timestamptz"] * 3 + ["text", "float8", "timestamptz"]
 
 Connection = psycopg.Connection[dict[str, Any]]
 _T = TypeVar("_T")
@@ -328,11 +328,15 @@ class PostgresStore(SQLStore):
                     keyed.append(n)
                     continue
                 run_at = now if job.run_at is None else _utc(job.run_at)
+                expires_at = _utc(job.expires_at)
+                if job.expires_in is not None:  # from the clock read above, as `enqueue` would
+                    expires_at = now + timedelta(seconds=job.expires_in)
                 text = job.payload_json if job.payload_json is not None else dumps(job.payload)
                 payload = b"\x01" + text.encode()  # jsonb's binary format: a version byte, the text
                 write(
                     (job_id, job.kind, job.queue, job.priority, payload, job.tenant,
-                     job.max_attempts, run_at, now, now, job.concurrency_key, job.timeout)
+                     job.max_attempts, run_at, now, now, job.concurrency_key, job.timeout,
+                     expires_at)
                 )  # fmt: skip
         if keyed:
             inserted = self._insert_jobs(conn, [ids[n] for n in keyed], [jobs[n] for n in keyed])

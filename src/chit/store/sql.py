@@ -98,7 +98,7 @@ _AS_THEY_ARE += ("workflow_id", "ref")
 
 # A new job's fields that `enqueue` sends as they are.
 _NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "payload", "tenant", "idempotency_key")
-_NEW_JOB += ("request_hash", "max_attempts", "concurrency_key", "timeout")
+_NEW_JOB += ("request_hash", "max_attempts", "concurrency_key", "timeout", "expires_in")
 
 
 def scalar(cursor: Any) -> Any:
@@ -189,7 +189,8 @@ class SQLStore(FullStore):
         fields |= {name: loads(r[name]) for name in ("payload", "checkpoint", "result")}
         fields |= {name: at(r[name]) for name in ("run_at", "created_at", "updated_at")}
         fields |= {
-            name: when(r[name]) for name in ("lease_expires_at", "started_at", "finished_at")
+            name: when(r[name])
+            for name in ("lease_expires_at", "started_at", "finished_at", "expires_at")
         }
         fields |= {name: bool(r[name]) for name in ("result_external", "cancel_requested", "stale")}
         progress = Progress(r["progress_done"], r["progress_total"])
@@ -269,6 +270,7 @@ class SQLStore(FullStore):
         batch = [
             {name: getattr(job, name) for name in _NEW_JOB}
             | {"n": n, "id": job_id, "run_at": None if job.run_at is None else time(job.run_at)}
+            | {"expires_at": None if job.expires_at is None else time(job.expires_at)}
             for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
         ]
         if not graph.is_graph(jobs):
@@ -600,6 +602,18 @@ class SQLStore(FullStore):
             return (
                 conn.execute(self.Q["save_step"], params | {"result": dumps(result)}).rowcount == 1
             )
+
+    def expire_jobs(self, now: datetime | None = None) -> int:
+        params = {"now": self.d.now(now)}
+        if not self._rows(self.Q["has_expired"], params):
+            return 0
+        with self._tx() as conn:
+            clock = self._fixed_clock(conn, params["now"])
+            rows = conn.execute(self.Q["expire_jobs"], {"now": clock}).fetchall()
+            ended = [r["id"] for r in rows if r["has_dependents"]]
+            if ended:
+                self._settle(conn, [], ended, clock)
+        return len(rows)
 
     # Reading
 

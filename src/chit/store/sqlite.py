@@ -221,6 +221,8 @@ class SQLiteStore(SQLStore):
         inserted = set()
         for item in batch:
             params = _NO_WORKFLOW | item | {"payload": dumps(item["payload"]), "now": "now"}
+            if item["expires_in"] is not None:
+                params["expires_in"] = _offset(item["expires_in"])
             if "depends_on" in item:  # a workflow's job: its edges as JSON arrays
                 params["depends_on"] = _json_or_none(item["depends_on"])
                 params["dependents"] = _json_or_none(item["dependents"])

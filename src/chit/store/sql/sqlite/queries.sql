@@ -10,7 +10,7 @@ j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempt
 j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at, j.worker,
 j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external, j.error,
 j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
-j.workflow_id, j.ref, j.run_on, j.depends_on,
+j.workflow_id, j.ref, j.run_on, j.depends_on, j.expires_at,
 j.state = 'running' AND j.lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
 
 -- name: replay_reset
@@ -22,7 +22,16 @@ state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
     error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = 0,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    expires_at = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+
+-- name: unexpired
+-- What a claim asks of a queued job's expiry (DESIGN.md "Time": a job not
+-- started by then ends cancelled): none, not yet passed, or the job started
+-- before (a retry or a snooze). queries.load puts it where a claim says so;
+-- expire_jobs cancels the jobs it leaves behind.
+(expires_at IS NULL OR started_at IS NOT NULL
+ OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now))
 
 -- name: migrations_table_exists
 SELECT count(*) > 0 FROM sqlite_master WHERE name = 'chit_schema_migrations'
@@ -47,7 +56,8 @@ VALUES (:version, :name, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, concurrency_key, timeout, run_at, created_at, updated_at,
-    state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at
+    state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at,
+    expires_at
 ) VALUES (
     :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
     :max_attempts, :concurrency_key, :timeout,
@@ -55,7 +65,10 @@ INSERT INTO chit_jobs (
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     :state, :workflow_id, :ref, :run_on, :depends_on, :dependents, :deps_pending, :error,
-    CASE :state WHEN 'cancelled' THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END
+    CASE :state WHEN 'cancelled' THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
+    -- :expires_in is a modifier ('+30.000 seconds'), or NULL.
+    CASE WHEN :expires_in IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now, :expires_in)
+         ELSE :expires_at END
 )
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 
@@ -78,6 +91,7 @@ JOIN chit_jobs AS j
 -- before finding none due: 10 ms per idle look at 100,000 delayed jobs.
 SELECT 1 FROM chit_jobs INDEXED BY chit_jobs_claimable
 WHERE state = 'queued' AND queue = :queue AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+  AND {unexpired}
 LIMIT 1
 
 -- name: claim
@@ -96,7 +110,7 @@ SET state = 'running',
 WHERE id IN (
     SELECT id FROM chit_jobs INDEXED BY chit_jobs_claimable
     WHERE state = 'queued' AND queue = :queue
-      AND +run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+      AND +run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now) AND {unexpired}
     ORDER BY priority, run_at, id
     LIMIT :limit
 )
@@ -385,6 +399,25 @@ UPDATE chit_attempts
 SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now), outcome = 'lease_expired',
     error = 'lease expired: worker lost'
 WHERE finished_at IS NULL AND job_id IN (SELECT value FROM json_each(:ids))
+
+-- name: has_expired
+-- Whether expire_jobs has anything to do: a read, so an idle maintenance tick
+-- takes no write lock. INDEXED BY: the jobs with an expiry not yet started only.
+SELECT 1 FROM chit_jobs INDEXED BY chit_jobs_expiry
+WHERE expires_at IS NOT NULL AND state IN ('waiting', 'queued')
+  AND expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now) AND started_at IS NULL
+LIMIT 1
+
+-- name: expire_jobs
+-- Jobs not started by their expires_at (DESIGN.md "Time"), which claims skip:
+-- cancelled, and their dependents with them (the store settles them).
+UPDATE chit_jobs INDEXED BY chit_jobs_expiry
+SET state = 'cancelled', error = 'expired before it started',
+    finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE expires_at IS NOT NULL AND state IN ('waiting', 'queued')
+  AND expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now) AND started_at IS NULL
+RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: get
 SELECT {columns}
@@ -788,6 +821,7 @@ SELECT id, kind, tenant, concurrency_key, priority, run_at
 FROM chit_jobs INDEXED BY chit_jobs_groups
 WHERE state = 'queued' AND queue = :queue AND kind = :kind AND tenant = :tenant
   AND concurrency_key = :key AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+  AND {unexpired}
 ORDER BY priority, run_at, id
 LIMIT :limit
 
@@ -832,7 +866,7 @@ SET state = 'running',
     worker = :worker,
     started_at = coalesce(started_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
-WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued' AND {unexpired}
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
           checkpoint, progress_done, progress_total, concurrency_key, timeout,
           depends_on IS NOT NULL AS has_dependencies

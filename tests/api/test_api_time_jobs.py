@@ -1,0 +1,59 @@
+"""POST /jobs `expires_at`, `expires_in` and `unique_key` (DESIGN.md "Time"):
+stored and shown by GET /jobs/{id}; bad values are a 422 that stores nothing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from chit import bounds
+from chit.jobs import JobFilter
+from support.api import Api, assert_error
+
+pytestmark = pytest.mark.anyio
+
+BODY = {"kind": "echo", "payload": {"message": "t"}}
+
+
+async def test_expires_in_and_expires_at_are_stored_and_shown(api: Api) -> None:
+    response = await api.http.post("/jobs", json=BODY | {"expires_in": 90})
+    assert response.status_code == 202
+    job = api.job(response.json()["job_id"])
+    assert job.expires_at is not None
+    assert abs((job.expires_at - job.created_at).total_seconds() - 90) < 0.01
+    shown = (await api.http.get(f"/jobs/{job.id}")).json()
+    assert datetime.fromisoformat(shown["expires_at"]) == job.expires_at
+    at = datetime.now(UTC) + timedelta(hours=2)
+    response = await api.http.post("/jobs", json=BODY | {"expires_at": at.isoformat()})
+    assert response.status_code == 202
+    stored = api.job(response.json()["job_id"]).expires_at
+    assert stored is not None and abs((stored - at).total_seconds()) < 0.01
+    plain = (await api.http.post("/jobs", json=BODY)).json()["job_id"]
+    assert (await api.http.get(f"/jobs/{plain}")).json()["expires_at"] is None
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"expires_in": 0},
+        {"expires_in": -5},
+        {"expires_in": True},
+        {"expires_in": "60"},
+        {"expires_in": bounds.EXPIRES_IN_MAX + 1},
+        {"expires_at": "2001-01-01T00:00:00Z"},
+        {"expires_at": 1700000000},
+        {"expires_at": "tomorrow"},
+        {"expires_at": "2999-01-01T00:00:00Z", "expires_in": 60},
+        {"expires_at": "2999-01-01T00:00:00Z", "run_at": "2999-06-01T00:00:00Z"},
+    ],
+    ids=["zero", "negative", "bool", "text", "over-max", "past", "number", "words", "both",
+         "before-run-at"],
+)  # fmt: skip
+async def test_a_bad_expiry_is_422_naming_the_field_and_stores_nothing(
+    api: Api, fields: dict[str, object]
+) -> None:
+    response = await api.http.post("/jobs", json=BODY | fields)
+    error = assert_error(response, 422, "invalid_request")
+    assert "expires" in error["message"]
+    assert api.store.list(JobFilter(), limit=10).jobs == []
