@@ -476,11 +476,13 @@ class Client:
         run_on: str | None = None,
         expires_at: datetime | None = None,
         expires_in: float | None = None,
+        unique_key: str | None = None,
     ) -> Submitted:
         """`depends_on` (job ids): the job waits until each has succeeded;
         `run_on="finished"`: until each has ended, whatever the outcome.
         `expires_at` or `expires_in` (seconds): not started by then, the job
-        ends cancelled, "expired before it started"."""
+        ends cancelled, "expired before it started". `unique_key`: while a job
+        with that key is waiting, queued or running, answers it (`created` false)."""
         return self._send(
             _submit(
                 kind,
@@ -494,7 +496,7 @@ class Client:
                 depends_on,
                 ref,
                 run_on,
-                {"expires_at": expires_at, "expires_in": expires_in},
+                {"expires_at": expires_at, "expires_in": expires_in, "unique_key": unique_key},
             )
         )
 
@@ -691,6 +693,7 @@ class AsyncClient:
         run_on: str | None = None,
         expires_at: datetime | None = None,
         expires_in: float | None = None,
+        unique_key: str | None = None,
     ) -> Submitted:
         return await self._send(
             _submit(
@@ -705,7 +708,7 @@ class AsyncClient:
                 depends_on,
                 ref,
                 run_on,
-                {"expires_at": expires_at, "expires_in": expires_in},
+                {"expires_at": expires_at, "expires_in": expires_in, "unique_key": unique_key},
             )
         )
 

@@ -83,6 +83,9 @@ class NewJob:
     # started"; an absolute time, or seconds from now by the store's clock.
     expires_at: datetime | None = None
     expires_in: float | None = None
+    # At most one job per key (and tenant) waiting, queued or running; free again
+    # once that job has finished. None: no key.
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,9 @@ class Enqueued:
     # The workflow the job belongs to: every job of an enqueue_many call that
     # has refs or dependencies shares one (see Store.enqueue_many); None otherwise.
     workflow_id: str | None = None
+    # created is False because the unique key matched an active job (whatever
+    # its request: the key decides), not because of an idempotency key.
+    unique: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +158,7 @@ class Job:
     depends_on: tuple[str, ...] = ()  # job ids, in the order given at enqueue
     dependencies: DependencyCounts | None = None  # None: the job has none
     expires_at: datetime | None = None  # not started by then: cancelled; None: never
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

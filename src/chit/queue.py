@@ -33,6 +33,7 @@ from chit.bounds import (
     NAME_MAX,
     PRIORITY_LIMIT,
     TIMEOUT_MAX,
+    UNIQUE_KEY_MAX,
 )
 from chit.encoding import canonical, has_nul
 from chit.errors import (
@@ -94,6 +95,9 @@ class JobRequest:
     # seconds of being stored, the job ends cancelled; at most one of the two.
     expires_at: datetime | None = None
     expires_in: float | None = None
+    # At most one job per key waiting, queued or running; another enqueue while
+    # it is returns that job (created=False), whatever its payload.
+    unique_key: str | None = None
 
 
 class Queue:
@@ -206,6 +210,7 @@ class Queue:
         run_on: str = "succeeded",
         expires_at: datetime | None = None,
         expires_in: float | None = None,
+        unique_key: str | None = None,
         connection: Any = None,
     ) -> Enqueued:
         """Store a job and return `.id` and `.created` (False when the idempotency
@@ -219,6 +224,11 @@ class Queue:
         `expires_at` (a datetime) or `expires_in` (seconds from now, by the
         database's clock): a job not started by then ends `cancelled`, error
         `expired before it started`.
+
+        `unique_key`: while a job with that key (and tenant) is waiting, queued
+        or running, enqueue stores nothing and returns that job with
+        `created=False` (`.unique` True), whatever the payload; once it has
+        finished the key is free. Idempotency keys, by contrast, hold for ever.
 
         With `connection` (your psycopg connection, or your sqlite3 connection to
         the same file) the job is inserted in the transaction open on it: it exists
@@ -240,6 +250,7 @@ class Queue:
             run_on=run_on,
             expires_at=expires_at,
             expires_in=expires_in,
+            unique_key=unique_key,
         )
         return self.enqueue_many([request], connection=connection)[0]
 
@@ -256,7 +267,7 @@ class Queue:
             jobs = [self.prepare(r) for r in requests]
         results = self.store.enqueue_many(jobs, connection=connection)
         for job, result in zip(jobs, results, strict=True):
-            if not result.created and result.request_hash != job.request_hash:
+            if not result.created and not result.unique and result.request_hash != job.request_hash:
                 assert job.idempotency_key is not None
                 raise IdempotencyConflict(job.idempotency_key, result.id)
         return results
@@ -362,6 +373,8 @@ class Queue:
             raise PayloadTooLarge(size, self.settings.max_payload_bytes)
         if request.idempotency_key is not None:
             check_idempotency_key(request.idempotency_key)
+        if request.unique_key is not None:
+            check_unique_key(request.unique_key)
         max_attempts = request.max_attempts
         if max_attempts is None:  # not `or`: an explicit 0 is refused below, not replaced
             max_attempts = task.max_attempts or self.settings.max_attempts
@@ -406,6 +419,7 @@ class Queue:
                 request.timeout,
                 expires_at,
                 expires_in,
+                request.unique_key,
             ),
             payload_json=encoded,
             ref=request.ref,
@@ -413,6 +427,7 @@ class Queue:
             run_on=_run_on(request.run_on),
             expires_at=expires_at,
             expires_in=expires_in,
+            unique_key=request.unique_key,
         )
 
 
@@ -552,6 +567,16 @@ def check_idempotency_key(key: str) -> None:
         )
 
 
+def check_unique_key(key: Any) -> None:
+    if (
+        not isinstance(key, str)
+        or not 1 <= len(key) <= UNIQUE_KEY_MAX
+        or not key.isprintable()
+        or not key.isascii()
+    ):
+        raise InvalidRequest(f"unique key must be 1 to {UNIQUE_KEY_MAX} printable ASCII characters")
+
+
 def check_concurrency_key(key: str) -> None:
     if (
         not isinstance(key, str)
@@ -621,6 +646,7 @@ def _request_hash(
     timeout: float | None = None,
     expires_at: datetime | None = None,
     expires_in: float | None = None,
+    unique_key: str | None = None,
 ) -> str:
     """Fingerprint of what was asked for, so the same idempotency key with a
     different request can be told apart from an honest retry."""
@@ -642,4 +668,6 @@ def _request_hash(
         fingerprint = {**fingerprint, "expires_at": expires_at.isoformat()}
     if expires_in is not None:
         fingerprint = {**fingerprint, "expires_in": expires_in}
+    if unique_key is not None:
+        fingerprint = {**fingerprint, "unique_key": unique_key}
     return hashlib.sha256(canonical(fingerprint).encode()).hexdigest()

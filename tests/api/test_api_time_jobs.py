@@ -57,3 +57,32 @@ async def test_a_bad_expiry_is_422_naming_the_field_and_stores_nothing(
     error = assert_error(response, 422, "invalid_request")
     assert "expires" in error["message"]
     assert api.store.list(JobFilter(), limit=10).jobs == []
+
+
+async def test_a_unique_key_answers_the_active_job_until_it_has_finished(api: Api) -> None:
+    first = await api.http.post("/jobs", json=BODY | {"unique_key": "sync:7"})
+    assert first.status_code == 202 and first.json()["created"] is True
+    job_id = first.json()["job_id"]
+    other = BODY | {"payload": {"message": "another"}, "unique_key": "sync:7"}
+    again = await api.http.post("/jobs", json=other)
+    assert again.status_code == 200
+    assert (again.json()["job_id"], again.json()["created"]) == (job_id, False)
+    assert (await api.http.get(f"/jobs/{job_id}")).json()["unique_key"] == "sync:7"
+    assert api.store.cancel(job_id).value == "cancelled"
+    after = await api.http.post("/jobs", json=BODY | {"unique_key": "sync:7"})
+    assert after.status_code == 202 and after.json()["job_id"] != job_id
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["", "x" * (bounds.UNIQUE_KEY_MAX + 1), "a\nb", "clé", 7, None, True],
+    ids=["empty", "too-long", "newline", "non-ascii", "number", "null-is-fine", "bool"],
+)
+async def test_a_bad_unique_key_is_422_and_stores_nothing(api: Api, key: object) -> None:
+    response = await api.http.post("/jobs", json=BODY | {"unique_key": key})
+    if key is None:
+        assert response.status_code == 202
+        return
+    error = assert_error(response, 422, "invalid_request")
+    assert "unique_key" in error["message"]
+    assert api.store.list(JobFilter(), limit=10).jobs == []

@@ -33,3 +33,17 @@ def test_a_bad_expires_in_is_refused_and_nothing_is_stored(cli: Cli, app: chit.Q
         result = cli("submit", "echo", "{}", f"--expires-in={value}")
         assert_refused(result, 2)
     assert app.store.list(JobFilter(), limit=10).jobs == []
+
+
+def test_submit_with_a_unique_key_returns_the_active_job(cli: Cli, app: chit.Queue) -> None:
+    job_id = ok(cli("submit", "echo", "{}", "--unique-key", "nightly")).out.split()[0]
+    again = ok(cli("submit", "echo", '{"other": 1}', "--unique-key", "nightly", "--json")).json()
+    assert again == {"job_id": job_id, "created": False}
+    assert "unique key  nightly" in ok(cli("status", job_id)).out
+    assert ok(cli("status", job_id, "--json")).json()["unique_key"] == "nightly"
+
+
+def test_a_bad_unique_key_is_refused_and_nothing_is_stored(cli: Cli, app: chit.Queue) -> None:
+    for value in ("", "x" * 256, "clé"):
+        assert_refused(cli("submit", "echo", "{}", f"--unique-key={value}"), 2, "unique key")
+    assert app.store.list(JobFilter(), limit=10).jobs == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,21 @@ def test_an_expired_job_never_starts(procs: Procs, time_queue: chit.Queue) -> No
     )
     assert job.started_at is None
     assert time_queue.store.attempts(expiring) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_unique_key_returns_the_active_job_and_frees_once_finished(
+    procs: Procs, time_queue: chit.Queue, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    first = time_queue.enqueue("hold", {"go": str(go)}, unique_key="nightly")
+    assert first.created
+    procs.worker(app=TIME_APP).wait_started()
+    wait_until(lambda: time_queue.get(first.id).state is State.RUNNING, 30, what="the job to start")
+    again = time_queue.enqueue("hold", {"go": "elsewhere"}, unique_key="nightly")
+    assert (again.id, again.created) == (first.id, False)
+    go.touch()
+    assert wait_terminal(time_queue, first.id, 30).state is State.SUCCEEDED
+    after = time_queue.enqueue("hold", {"go": str(go)}, unique_key="nightly")
+    assert after.created and after.id != first.id
+    assert wait_terminal(time_queue, after.id, 30).state is State.SUCCEEDED

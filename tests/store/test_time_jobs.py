@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
-from chit.jobs import AttemptOutcome, ClaimedJob, NewJob, Snoozed, State, Succeeded
+from chit.jobs import AttemptOutcome, ClaimedJob, Enqueued, NewJob, Snoozed, State, Succeeded
 from chit.store.base import Store
+
+if TYPE_CHECKING:
+    from conftest import Backend
 
 LEASE = 30.0
 
@@ -173,3 +178,140 @@ def test_many_jobs_with_expiry_in_one_batch(store: Store) -> None:
     assert last is not None and last.expires_at is not None
     assert abs((last.expires_at - at).total_seconds()) < 0.01
     assert store.expire_jobs(now=later(61)) == 150
+
+
+# Unique while active
+
+
+def finish_ok(store: Store, job_id: str) -> None:
+    [job] = claim(store)
+    assert job.id == job_id
+    assert store.finish([Succeeded(job.id, job.lease_token, None)]) == [True]
+
+
+def test_a_unique_key_returns_the_active_job_until_it_has_finished(store: Store) -> None:
+    first = store.enqueue(new(unique_key="sync:42"))
+    assert first.created and not first.unique
+    again = store.enqueue(NewJob("k", {"other": "payload"}, unique_key="sync:42"))
+    assert (again.id, again.created, again.unique) == (first.id, False, True)
+    other_tenant = store.enqueue(new(unique_key="sync:42", tenant="acme"))
+    assert other_tenant.created and other_tenant.id != first.id
+    [job] = claim(store)  # running still holds the key
+    assert job.id == first.id
+    assert store.enqueue(new(unique_key="sync:42")).id == first.id
+    assert store.finish([Succeeded(job.id, job.lease_token, None)]) == [True]
+    after = store.enqueue(new(unique_key="sync:42"))
+    assert after.created and after.id != first.id
+    got = store.get(after.id)
+    assert got is not None and got.unique_key == "sync:42"
+    assert store.get(first.id).unique_key == "sync:42"  # type: ignore[union-attr]
+
+
+def test_a_waiting_job_holds_its_unique_key_and_cancelling_frees_it(store: Store) -> None:
+    first = store.enqueue(new()).id
+    waiting = store.enqueue(new(unique_key="u", depends_on=(first,)))
+    got = store.get(waiting.id)
+    assert got is not None and got.state is State.WAITING
+    assert store.enqueue(new(unique_key="u")).id == waiting.id
+    store.cancel(waiting.id)
+    assert store.enqueue(new(unique_key="u")).created
+
+
+def test_unique_keys_in_one_batch_and_beside_idempotency_keys(store: Store) -> None:
+    a, b, c = store.enqueue_many(
+        [new(unique_key="u"), new(unique_key="u"), new(unique_key="v", idempotency_key="i")]
+    )
+    assert a.created and (b.id, b.created, b.unique) == (a.id, False, True)
+    assert c.created
+    finish_ok(store, a.id)
+    [job] = claim(store)
+    assert store.finish([Succeeded(job.id, job.lease_token, None)]) == [True]
+    # The idempotency key still names its job for ever; the unique key is free.
+    same = store.enqueue(new(unique_key="v", idempotency_key="i"))
+    assert (same.id, same.created, same.unique) == (c.id, False, False)
+    assert store.enqueue(new(unique_key="v")).created
+
+
+def test_a_large_batch_with_unique_keys(store: Store) -> None:
+    """On PostgreSQL a batch this large is copied in, the keyed jobs inserted."""
+    results = store.enqueue_many([new(unique_key=f"k{n % 50}") for n in range(200)])
+    assert sum(r.created for r in results) == 50
+    assert {r.id for r in results} == {r.id for r in results[:50]}
+
+
+def test_concurrent_enqueues_of_one_unique_key_store_one_job(backend: Backend) -> None:
+    stores = [backend.open() for _ in range(6)]
+    results: list[Enqueued] = []
+    lock = threading.Lock()
+    start = threading.Barrier(len(stores))
+
+    def enqueue(store: Store) -> None:
+        start.wait()
+        for _ in range(5):
+            result = store.enqueue(new(unique_key="race"))
+            with lock:
+                results.append(result)
+
+    threads = [threading.Thread(target=enqueue, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 30
+    assert sum(r.created for r in results) == 1
+    assert len({r.id for r in results}) == 1
+    assert backend.execute("SELECT count(*) FROM chit_jobs") == [(1,)]
+
+
+def test_concurrent_enqueues_while_the_holder_finishes_never_hold_two(backend: Backend) -> None:
+    """Enqueuers race a worker that keeps finishing the key's job: at every
+    moment at most one job holds the key, and every enqueue gets an answer."""
+    worker = backend.open()
+    stores = [backend.open() for _ in range(4)]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def enqueue(store: Store) -> None:
+        try:
+            while not stop.is_set():
+                result = store.enqueue(new(unique_key="busy"))
+                assert result.created or result.unique
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=enqueue, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    finished = 0
+    try:
+        while finished < 20:
+            for job in worker.claim("w", ["default"], 1, LEASE):
+                assert worker.finish([Succeeded(job.id, job.lease_token, None)]) == [True]
+                finished += 1
+            active = backend.execute(
+                "SELECT count(*) FROM chit_jobs WHERE unique_key = 'busy'"
+                " AND state IN ('waiting', 'queued', 'running')"
+            )
+            assert active[0][0] <= 1
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert errors == []
+
+
+def test_replay_puts_back_at_most_one_job_per_unique_key(store: Store) -> None:
+    from chit.jobs import Failed, ReplaySelector
+
+    ids = []
+    for _ in range(3):
+        job_id = store.enqueue(new(unique_key="u", max_attempts=1)).id
+        [job] = claim(store)
+        assert store.finish([Failed(job.id, job.lease_token, "boom")]) == [True]
+        ids.append(job_id)
+    assert store.replay(ReplaySelector(kind="k")) == 1  # type: ignore[attr-defined]
+    states = [store.get(i).state for i in ids]  # type: ignore[union-attr]
+    assert states == [State.FAILED, State.FAILED, State.QUEUED]  # the newest
+    # While it is active, no other job of the key is replayed.
+    assert store.replay(ReplaySelector(ids=(ids[0],))) == 0  # type: ignore[attr-defined]
+    assert store.enqueue(new(unique_key="u")).id == ids[2]

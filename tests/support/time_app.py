@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from pathlib import Path
 from typing import Any
 
 import chit
@@ -40,4 +42,13 @@ def bad_snooze(job: chit.JobContext, body: dict[str, Any]) -> None:
 
 @queue.task("noop")
 def noop(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    return {"attempt": job.attempt}
+
+
+@queue.task("hold")
+def hold(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """Runs until the file body['go'] exists."""
+    go = Path(body["go"])
+    while not go.exists() and not job.cancelled:
+        time.sleep(0.02)
     return {"attempt": job.attempt}

@@ -87,3 +87,18 @@ def test_snooze_keeps_its_delay_in_seconds() -> None:
     assert chit.Snooze(0).seconds == 0.0
     assert chit.Snooze(SNOOZE_MAX).seconds == SNOOZE_MAX
     assert str(chit.Snooze(1.5)) == "snoozed for 1.5 s"
+
+
+@pytest.mark.parametrize("key", ["", "x" * 256, "a\nb", "clé", 7])
+def test_a_bad_unique_key_is_refused_and_nothing_is_stored(queue: chit.Queue, key: object) -> None:
+    with pytest.raises(InvalidRequest, match="unique key must be 1 to 255 printable ASCII"):
+        queue.enqueue("t", unique_key=key)  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequest, match="unique key"):
+        queue.enqueue_many([JobRequest("t"), JobRequest("t", unique_key=key)])  # type: ignore[arg-type]
+    assert stored(queue) == []
+
+
+def test_a_unique_key_match_is_no_idempotency_conflict(queue: chit.Queue) -> None:
+    first = queue.enqueue("t", {"a": 1}, unique_key="u")
+    again = queue.enqueue("t", {"a": 2}, unique_key="u", priority=5)
+    assert (again.id, again.created, again.unique) == (first.id, False, True)

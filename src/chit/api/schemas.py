@@ -86,6 +86,24 @@ DependencyName = Annotated[
 RunOnIn = Literal["succeeded", "finished"]
 
 
+def _ascii_printable(value: str) -> str:
+    if not (value.isprintable() and value.isascii()):
+        raise ValueError("a unique key is printable ASCII: no NUL, control or non-ASCII characters")
+    return value
+
+
+UniqueKey = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=bounds.UNIQUE_KEY_MAX,
+        description="at most one job per key waiting, queued or running: another submit "
+        "answers that job (created: false); free again once it has finished",
+    ),
+    AfterValidator(_ascii_printable),
+]
+
+
 class SubmitJob(BaseModel):
     """`POST /jobs`. The payload is checked against the task's model."""
 
@@ -140,6 +158,8 @@ class SubmitJob(BaseModel):
         description="seconds from now: the same as expires_at, by the database's clock",
     )
 
+    unique_key: UniqueKey | None = None
+
     @model_validator(mode="after")
     def _one_expiry(self) -> SubmitJob:
         if self.expires_at is not None and self.expires_in is not None:
@@ -163,13 +183,17 @@ class SubmitJob(BaseModel):
             run_on=self.run_on,
             expires_at=self.expires_at,
             expires_in=self.expires_in,
+            unique_key=self.unique_key,
         )
 
 
 class Submitted(BaseModel):
     job_id: str
     status_url: str
-    created: bool = Field(description="false: the Idempotency-Key matched an existing job")
+    created: bool = Field(
+        description="false: the Idempotency-Key matched an existing job, or the unique_key "
+        "an active one"
+    )
     workflow_id: str | None = Field(
         default=None, description="the workflow the job joined (one with dependencies)"
     )
@@ -305,6 +329,7 @@ class JobStatus(BaseModel):
     expires_at: datetime | None = Field(
         default=None, description="not started by then, it ends cancelled; null: never"
     )
+    unique_key: str | None = Field(default=None, description="null: none")
 
     @classmethod
     def of(cls, job: Job, result_url: str, traceback: bool = False) -> JobStatus:
@@ -349,6 +374,7 @@ class JobStatus(BaseModel):
                 pending=job.dependencies.pending,
             ),
             expires_at=job.expires_at,
+            unique_key=job.unique_key,
         )
 
 

@@ -166,6 +166,7 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
             depends_on=args.depends_on,
             run_on=args.run_on,
             expires_in=expires_in,
+            unique_key=args.unique_key,
             wait=args.wait,
             timeout=args.timeout,
             as_json=args.json,
@@ -183,6 +184,7 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
         depends_on=args.depends_on,
         run_on=args.run_on,
         expires_in=expires_in,
+        unique_key=args.unique_key,
     )
     if not args.wait:
         if args.json:
@@ -441,6 +443,8 @@ def _describe(job: Job) -> str:
     ]
     if job.expires_at is not None:
         lines.append(f"expires     {output.when(job.expires_at)}")
+    if job.unique_key is not None:
+        lines.append(f"unique key  {job.unique_key}")
     if job.worker:
         lines.append(f"worker      {job.worker}")
     if job.state is State.SUCCEEDED:

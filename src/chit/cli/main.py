@@ -138,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="not started within this long (e.g. 30s, 5m), the job ends cancelled",
     )
+    p.add_argument(
+        "--unique-key",
+        help="while a job with this key is waiting, queued or running, return it instead",
+    )
     p.add_argument("--wait", action="store_true", help="wait for the result")
     p.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
     remote_flags(p)

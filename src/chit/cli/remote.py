@@ -34,6 +34,7 @@ def submit_remote(
     depends_on: list[str] | None = None,
     run_on: str | None = None,
     expires_in: float | None = None,
+    unique_key: str | None = None,
     wait: bool = False,
     timeout: float | None = None,
     as_json: bool = False,
@@ -51,6 +52,7 @@ def submit_remote(
             depends_on=depends_on or None,
             run_on=None if not depends_on else run_on,
             expires_in=expires_in,
+            unique_key=unique_key,
         )
         if not wait:
             if as_json:

@@ -311,7 +311,7 @@ class PostgresStore(SQLStore):
     def _copy_jobs(
         self, conn: Connection | psycopg.Cursor[Any], jobs: Sequence[NewJob]
     ) -> list[Enqueued]:
-        """COPY the jobs without an idempotency key (nothing to conflict with) in,
+        """COPY the jobs without an idempotency or unique key (nothing to conflict with) in,
         then insert the others. Call inside a transaction."""
         now = scalar(conn.execute(Q["clock"], {"now": None}))
         ids = new_job_ids(len(jobs))
@@ -324,7 +324,7 @@ class PostgresStore(SQLStore):
             for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True)):
                 if job.depends_on or job.ref is not None:
                     raise _GraphFound  # a workflow: inserted as JSON (_insert_graph)
-                if job.idempotency_key is not None:
+                if job.idempotency_key is not None or job.unique_key is not None:
                     keyed.append(n)
                     continue
                 run_at = now if job.run_at is None else _utc(job.run_at)

@@ -4,8 +4,9 @@ each introduced by a `-- name: NAME` line; both backends use the same names.
 `job_columns`), `{replay_reset}` its one reset of a replayed job (the block
 `replay_reset`) and, on PostgreSQL, `{release_dependents}` the release of a
 success's dependents (the block `release_dependents`), `{unexpired}` the
-condition a claim puts on a queued job's expiry (the block `unexpired`), all
-filled in here; other
+condition a claim puts on a queued job's expiry (the block `unexpired`),
+`{unique_free}` the one a replay puts on a unique key (the block `unique_free`),
+all filled in here; other
 `{...}` are filled in by the store."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ _FRAGMENTS = {
     "replay_reset": "replay_reset",
     "release_dependents": "release_dependents",
     "unexpired": "unexpired",
+    "unique_free": "unique_free",
 }
 
 

@@ -31,7 +31,7 @@ j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempt
 j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,
 j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,
 j.error, j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
-j.workflow_id, j.ref, j.run_on, j.depends_on, j.expires_at,
+j.workflow_id, j.ref, j.run_on, j.depends_on, j.expires_at, j.unique_key,
 j.state = 'running' AND j.lease_expires_at < now() AS stale
 
 -- name: replay_reset
@@ -53,6 +53,16 @@ state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
 -- expire_jobs cancels the jobs it leaves behind.
 (expires_at IS NULL OR started_at IS NOT NULL
  OR expires_at > coalesce(%(now)s::timestamptz, now()))
+
+-- name: unique_free
+-- Replay puts back at most one job per unique key (DESIGN.md "Time"): none
+-- while another job holds the key, else only the newest of those that failed
+-- or were cancelled. queries.load puts it where a replay says so.
+(j.unique_key IS NULL OR NOT EXISTS (
+    SELECT 1 FROM chit_jobs AS u
+    WHERE u.tenant = j.tenant AND u.unique_key = j.unique_key AND u.id <> j.id
+      AND (u.state IN ('waiting', 'queued', 'running')
+           OR (u.state IN ('failed', 'cancelled') AND u.id > j.id))))
 
 -- name: migrations_table_exists
 SELECT to_regclass('chit_schema_migrations') IS NOT NULL
@@ -82,7 +92,7 @@ INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, run_at, created_at, updated_at, concurrency_key, timeout,
     state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at,
-    expires_at
+    expires_at, unique_key
 )
 SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key,
        j.request_hash, j.max_attempts,
@@ -95,16 +105,19 @@ SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key
        j.depends_on, j.dependents, coalesce(j.deps_pending, 0), j.error,
        CASE WHEN j.state = 'cancelled' THEN coalesce(%(now)s::timestamptz, now()) END,
        coalesce(j.expires_at,
-                coalesce(%(now)s::timestamptz, now()) + make_interval(secs => j.expires_in))
+                coalesce(%(now)s::timestamptz, now()) + make_interval(secs => j.expires_in)),
+       j.unique_key
 FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(
     n integer, id text, kind text, queue text, priority integer, payload jsonb, tenant text,
     idempotency_key text, request_hash text, max_attempts integer, run_at timestamptz,
     concurrency_key text, timeout double precision, state text, workflow_id text, ref text,
     run_on text, depends_on text[], dependents text[], deps_pending integer, error text,
-    expires_at timestamptz, expires_in double precision
+    expires_at timestamptz, expires_in double precision, unique_key text
 )
 ORDER BY j.n
-ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+-- Any key: the idempotency key (chit_jobs_idempotency) or the unique key of an
+-- active job (chit_jobs_unique); the store then finds the job that holds it.
+ON CONFLICT DO NOTHING
 RETURNING id
 
 -- name: clock
@@ -129,6 +142,15 @@ WHERE (tenant, idempotency_key) IN (
     SELECT tenant, idempotency_key
     FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(tenant text, idempotency_key text)
 )
+
+-- name: find_by_unique_key
+-- The active jobs holding the unique keys of the batch `enqueue` did not insert
+-- (chit_jobs_unique).
+SELECT tenant, unique_key, id FROM chit_jobs
+WHERE (tenant, unique_key) IN (
+    SELECT tenant, unique_key
+    FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(tenant text, unique_key text)
+) AND unique_key IS NOT NULL AND state IN ('waiting', 'queued', 'running')
 
 -- name: claim
 -- One statement: pick (skipping rows another claimer holds), move to running,
@@ -789,6 +811,7 @@ UPDATE chit_jobs AS j
 SET {replay_reset}
 WHERE j.id = ANY(%(ids)s::text[]) AND j.state IN ('failed', 'cancelled')
   AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
+  AND {unique_free}
 RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: replay_failed
@@ -798,6 +821,7 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND {tenant}
   AND (%(error_prefix)s::text IS NULL OR starts_with(j.error, %(error_prefix)s::text))
   AND (%(since)s::timestamptz IS NULL OR j.finished_at >= %(since)s::timestamptz)
+  AND {unique_free}
 RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: replay_failed_kind
@@ -807,6 +831,7 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = %(kind)s::text AND {tenant}
   AND (%(error_prefix)s::text IS NULL OR starts_with(j.error, %(error_prefix)s::text))
   AND (%(since)s::timestamptz IS NULL OR j.finished_at >= %(since)s::timestamptz)
+  AND {unique_free}
 RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: listen
@@ -980,6 +1005,7 @@ UPDATE chit_jobs AS j
 SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = %(kind)s::text AND {tenant}
   AND (j.error = %(error)s::text OR starts_with(j.error, %(error)s::text || E'\n'))
+  AND {unique_free}
 RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- Flow control (store/flow.py; DESIGN.md, "Flow control")

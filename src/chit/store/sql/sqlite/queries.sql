@@ -10,7 +10,7 @@ j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempt
 j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at, j.worker,
 j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external, j.error,
 j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
-j.workflow_id, j.ref, j.run_on, j.depends_on, j.expires_at,
+j.workflow_id, j.ref, j.run_on, j.depends_on, j.expires_at, j.unique_key,
 j.state = 'running' AND j.lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
 
 -- name: replay_reset
@@ -32,6 +32,16 @@ state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
 -- expire_jobs cancels the jobs it leaves behind.
 (expires_at IS NULL OR started_at IS NOT NULL
  OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now))
+
+-- name: unique_free
+-- Replay puts back at most one job per unique key (DESIGN.md "Time"): none
+-- while another job holds the key, else only the newest of those that failed
+-- or were cancelled. queries.load puts it where a replay says so.
+(j.unique_key IS NULL OR NOT EXISTS (
+    SELECT 1 FROM chit_jobs AS u
+    WHERE u.tenant = j.tenant AND u.unique_key = j.unique_key AND u.id <> j.id
+      AND (u.state IN ('waiting', 'queued', 'running')
+           OR (u.state IN ('failed', 'cancelled') AND u.id > j.id))))
 
 -- name: migrations_table_exists
 SELECT count(*) > 0 FROM sqlite_master WHERE name = 'chit_schema_migrations'
@@ -57,7 +67,7 @@ INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, concurrency_key, timeout, run_at, created_at, updated_at,
     state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at,
-    expires_at
+    expires_at, unique_key
 ) VALUES (
     :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
     :max_attempts, :concurrency_key, :timeout,
@@ -68,9 +78,12 @@ INSERT INTO chit_jobs (
     CASE :state WHEN 'cancelled' THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
     -- :expires_in is a modifier ('+30.000 seconds'), or NULL.
     CASE WHEN :expires_in IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now, :expires_in)
-         ELSE :expires_at END
+         ELSE :expires_at END,
+    :unique_key
 )
-ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+-- Any key: the idempotency key (chit_jobs_idempotency) or the unique key of an
+-- active job (chit_jobs_unique); the store then finds the job that holds it.
+ON CONFLICT DO NOTHING
 
 -- name: clock
 -- The database clock read once, for statements that must agree on the time.
@@ -84,6 +97,15 @@ SELECT j.tenant, j.idempotency_key, j.id, j.request_hash
 FROM json_each(:jobs) AS k
 JOIN chit_jobs AS j
   ON j.tenant = k.value ->> 'tenant' AND j.idempotency_key = k.value ->> 'idempotency_key'
+
+-- name: find_by_unique_key
+-- The active jobs holding the unique keys of the batch `enqueue` did not insert
+-- (chit_jobs_unique).
+SELECT j.tenant, j.unique_key, j.id
+FROM json_each(:jobs) AS k
+JOIN chit_jobs AS j
+  ON j.tenant = k.value ->> 'tenant' AND j.unique_key = k.value ->> 'unique_key'
+WHERE j.unique_key IS NOT NULL AND j.state IN ('waiting', 'queued', 'running')
 
 -- name: has_due
 -- INDEXED BY: the same index and order the claim walks (without statistics SQLite
@@ -574,6 +596,7 @@ UPDATE chit_jobs AS j
 SET {replay_reset}
 WHERE j.id IN (SELECT value FROM json_each(:ids)) AND +j.state IN ('failed', 'cancelled')
   AND (:tenant IS NULL OR +j.tenant = :tenant)
+  AND {unique_free}
 RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: replay_failed
@@ -584,6 +607,7 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND {tenant}
   AND (:error_prefix IS NULL OR substr(j.error, 1, length(:error_prefix)) = :error_prefix)
   AND (:since IS NULL OR j.finished_at >= :since)
+  AND {unique_free}
 RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: replay_failed_kind
@@ -593,6 +617,7 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = :kind AND {tenant}
   AND (:error_prefix IS NULL OR substr(j.error, 1, length(:error_prefix)) = :error_prefix)
   AND (:since IS NULL OR j.finished_at >= :since)
+  AND {unique_free}
 RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: data_version
@@ -768,6 +793,7 @@ UPDATE chit_jobs AS j
 SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = :kind AND {tenant}
   AND (j.error = :error OR substr(j.error, 1, length(:error) + 1) = :error || char(10))
+  AND {unique_free}
 RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- Flow control (store/flow.py; DESIGN.md, "Flow control")

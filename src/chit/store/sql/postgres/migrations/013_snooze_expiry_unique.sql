@@ -19,3 +19,7 @@ CREATE INDEX chit_jobs_expiry ON chit_jobs (expires_at)
     WHERE expires_at IS NOT NULL AND state IN ('waiting', 'queued');
 CREATE UNIQUE INDEX chit_jobs_unique ON chit_jobs (tenant, unique_key)
     WHERE unique_key IS NOT NULL AND state IN ('waiting', 'queued', 'running');
+-- Every job with a unique key, finished ones too: a replay puts back at most
+-- one per key (the query block `unique_free`).
+CREATE INDEX chit_jobs_unique_key ON chit_jobs (tenant, unique_key, id)
+    WHERE unique_key IS NOT NULL;

@@ -13,6 +13,10 @@ CREATE INDEX chit_jobs_expiry ON chit_jobs (expires_at)
 ALTER TABLE chit_jobs ADD COLUMN unique_key TEXT;
 CREATE UNIQUE INDEX chit_jobs_unique ON chit_jobs (tenant, unique_key)
     WHERE unique_key IS NOT NULL AND state IN ('waiting', 'queued', 'running');
+-- Every job with a unique key, finished ones too: a replay puts back at most
+-- one per key (the query block `unique_free`).
+CREATE INDEX chit_jobs_unique_key ON chit_jobs (tenant, unique_key, id)
+    WHERE unique_key IS NOT NULL;
 
 -- The new attempt outcome, 'snoozed' (chit.Snooze): the CHECK's text widened as
 -- migration 009 widened the state's (a rebuild would cascade-delete the
