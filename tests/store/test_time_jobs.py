@@ -315,3 +315,18 @@ def test_replay_puts_back_at_most_one_job_per_unique_key(store: Store) -> None:
     # While it is active, no other job of the key is replayed.
     assert store.replay(ReplaySelector(ids=(ids[0],))) == 0  # type: ignore[attr-defined]
     assert store.enqueue(new(unique_key="u")).id == ids[2]
+
+
+def test_a_replay_leaves_cancelled_a_dependent_whose_unique_key_is_taken(store: Store) -> None:
+    from chit.jobs import Failed, ReplaySelector
+
+    first = store.enqueue(new(max_attempts=1)).id
+    dependent = store.enqueue(new(unique_key="u", depends_on=(first,))).id
+    [job] = claim(store)
+    assert store.finish([Failed(job.id, job.lease_token, "boom")]) == [True]
+    assert store.get(dependent).state is State.CANCELLED  # type: ignore[union-attr]
+    holder = store.enqueue(new(unique_key="u"))
+    assert holder.created
+    assert store.replay(ReplaySelector(ids=(first,))) == 1  # type: ignore[attr-defined]
+    assert store.get(dependent).state is State.CANCELLED  # type: ignore[union-attr]
+    assert store.get(first).state is State.QUEUED  # type: ignore[union-attr]

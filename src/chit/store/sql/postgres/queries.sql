@@ -515,6 +515,7 @@ FROM (
 ) AS c
 WHERE j.id = c.id AND j.state = 'cancelled' AND j.run_on = 'succeeded'
   AND j.error IN ('dependency ' || c.cause || ' failed', 'dependency ' || c.cause || ' cancelled')
+  AND {unique_free}
 RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: lock_dependencies
