@@ -86,3 +86,35 @@ async def test_a_bad_unique_key_is_422_and_stores_nothing(api: Api, key: object)
     error = assert_error(response, 422, "invalid_request")
     assert "unique_key" in error["message"]
     assert api.store.list(JobFilter(), limit=10).jobs == []
+
+
+async def test_workflow_jobs_take_an_expiry_and_a_unique_key(api: Api) -> None:
+    jobs = [
+        BODY | {"ref": "a", "expires_in": 60},
+        BODY | {"depends_on": ["a"], "unique_key": "merge:1"},
+    ]
+    response = await api.http.post("/workflows", json={"jobs": jobs})
+    assert response.status_code == 202, response.text
+    first, second = (api.job(i) for i in response.json()["ids"])
+    assert first.expires_at is not None and second.unique_key == "merge:1"
+    bad = await api.http.post("/workflows", json={"jobs": [BODY | {"ref": "a", "expires_in": -1}]})
+    assert_error(bad, 422, "invalid_request")
+    assert len(api.store.list(JobFilter(), limit=10).jobs) == 2
+
+
+async def test_the_client_sends_expiry_and_unique_key(api: Api) -> None:
+    import httpx
+
+    from chit.client import AsyncClient
+
+    transport = httpx.ASGITransport(app=api.app)
+    async with AsyncClient("http://test", transport=transport) as client:
+        at = datetime.now(UTC) + timedelta(hours=1)
+        first = await client.submit("echo", {"message": "c"}, expires_at=at, unique_key="c")
+        again = await client.submit("echo", {"message": "d"}, expires_in=5, unique_key="c")
+        assert first.created and (again.job_id, again.created) == (first.job_id, False)
+        status = await client.get(first.job_id)
+        assert status.unique_key == "c"
+        assert (
+            status.expires_at is not None and abs((status.expires_at - at).total_seconds()) < 0.01
+        )
