@@ -20,6 +20,12 @@ RATE_MAX = 1_000_000
 # A job's timeout, seconds: above 0 and at most 30 days. An attempt's budget
 # beyond that is a slip (milliseconds typed for seconds), not a deadline.
 TIMEOUT_MAX = 30 * 86400
+# `chit.Snooze(seconds)`: from 0 to 30 days; a longer wait is a slip, not a poll.
+SNOOZE_MAX = 30 * 86400
+# `expires_in` on enqueue: above 0 and at most ten years (the store keeps times
+# to year 9998). A unique key (DESIGN.md "Time"): as long as an idempotency key.
+EXPIRES_IN_MAX = 10 * 365 * 86400
+UNIQUE_KEY_MAX = 255
 # A durable step's name (JobContext.step): 1 to this many characters.
 STEP_NAME_MAX = 200
 # The default of CHIT_MAX_PAYLOAD_BYTES and CHIT_MAX_BODY_BYTES.

@@ -86,6 +86,24 @@ DependencyName = Annotated[
 RunOnIn = Literal["succeeded", "finished"]
 
 
+def _ascii_printable(value: str) -> str:
+    if not (value.isprintable() and value.isascii()):
+        raise ValueError("a unique key is printable ASCII: no NUL, control or non-ASCII characters")
+    return value
+
+
+UniqueKey = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=bounds.UNIQUE_KEY_MAX,
+        description="at most one job per key waiting, queued or running: another submit "
+        "answers that job (created: false); free again once it has finished",
+    ),
+    AfterValidator(_ascii_printable),
+]
+
+
 class SubmitJob(BaseModel):
     """`POST /jobs`. The payload is checked against the task's model."""
 
@@ -126,6 +144,27 @@ class SubmitJob(BaseModel):
         description="`finished`: run once every dependency has ended, whatever the outcome "
         "(a callback)",
     )
+    expires_at: Moment | None = Field(
+        default=None,
+        description="not started by this time, the job ends `cancelled` "
+        "('expired before it started'); not with expires_in",
+    )
+    expires_in: float | None = Field(
+        default=None,
+        strict=True,
+        gt=0,
+        le=bounds.EXPIRES_IN_MAX,
+        allow_inf_nan=False,
+        description="seconds from now: the same as expires_at, by the database's clock",
+    )
+
+    unique_key: UniqueKey | None = None
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> SubmitJob:
+        if self.expires_at is not None and self.expires_in is not None:
+            raise ValueError("give expires_at or expires_in, not both")
+        return self
 
     def job_request(self, tenant: str, idempotency_key: str | None) -> JobRequest:
         return JobRequest(
@@ -142,13 +181,19 @@ class SubmitJob(BaseModel):
             ref=self.ref,
             depends_on=self.depends_on,
             run_on=self.run_on,
+            expires_at=self.expires_at,
+            expires_in=self.expires_in,
+            unique_key=self.unique_key,
         )
 
 
 class Submitted(BaseModel):
     job_id: str
     status_url: str
-    created: bool = Field(description="false: the Idempotency-Key matched an existing job")
+    created: bool = Field(
+        description="false: the Idempotency-Key matched an existing job, or the unique_key "
+        "an active one"
+    )
     workflow_id: str | None = Field(
         default=None, description="the workflow the job joined (one with dependencies)"
     )
@@ -281,6 +326,10 @@ class JobStatus(BaseModel):
     dependencies: DependenciesOut | None = Field(
         default=None, description="its direct dependencies by outcome; null: it has none"
     )
+    expires_at: datetime | None = Field(
+        default=None, description="not started by then, it ends cancelled; null: never"
+    )
+    unique_key: str | None = Field(default=None, description="null: none")
 
     @classmethod
     def of(cls, job: Job, result_url: str, traceback: bool = False) -> JobStatus:
@@ -324,6 +373,8 @@ class JobStatus(BaseModel):
                 cancelled=job.dependencies.cancelled,
                 pending=job.dependencies.pending,
             ),
+            expires_at=job.expires_at,
+            unique_key=job.unique_key,
         )
 
 
