@@ -36,6 +36,8 @@ API_PAGE_MAX = 500
 CLI_PAGE_MAX = 1000
 # Longer than any cursor or event id the API hands out.
 CURSOR_MAX = 100
+# An events token (chit.api.tokens) is under 200 characters; this bounds what is read.
+EVENTS_TOKEN_MAX = 512
 # What one replay request may name.
 REPLAY_IDS_MAX = 1000
 ERROR_PREFIX_MAX = 1000

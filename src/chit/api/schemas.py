@@ -152,6 +152,14 @@ class Submitted(BaseModel):
     workflow_id: str | None = Field(
         default=None, description="the workflow the job joined (one with dependencies)"
     )
+    events_token: str | None = Field(
+        default=None,
+        description="a short-lived token for this job's event stream alone, for a browser's "
+        "EventSource (which cannot send Authorization); given to keys with read scope",
+    )
+    events_url: str | None = Field(
+        default=None, description="the event stream's path with events_token in its query"
+    )
 
 
 class SubmitWorkflow(BaseModel):
@@ -586,3 +594,12 @@ class ErrorOut(BaseModel):
     error: str
     message: str
     details: dict[str, Any] = Field(default_factory=dict)
+
+
+class EventsTokenOut(BaseModel):
+    """`POST /jobs/{job_id}/events-token`: open `events_url` with no Authorization."""
+
+    job_id: str
+    events_token: str
+    events_url: str = Field(description="the event stream's path with the token in its query")
+    expires_at: datetime = Field(description="the token is refused from then on")
