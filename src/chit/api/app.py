@@ -187,7 +187,10 @@ def _openapi_with_tasks(app: FastAPI, queue: Queue) -> dict[str, Any]:
     body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
     variants = []
     for kind, task in sorted(queue.tasks.items()):
-        payload: dict[str, Any] = {"type": "object", "description": "any JSON object"}
+        payload: dict[str, Any] = {
+            "type": ["object", "null"],
+            "description": "any JSON object; null or none is {}",
+        }
         if task.payload_model is not None:
             model = task.payload_model.model_json_schema(
                 ref_template="#/components/schemas/{model}"

@@ -53,9 +53,10 @@ from chit.api.schemas import (
     SubmitJob,
     Submitted,
     no_nul,
+    replay_request_schema,
 )
 from chit.errors import InvalidTransition, JobNotFound
-from chit.ids import is_job_id
+from chit.ids import JOB_ID_PATTERN, is_job_id
 from chit.jobs import (
     CancelResult,
     Job,
@@ -145,6 +146,7 @@ async def submit_job(
         str | None,
         Header(
             alias="Idempotency-Key",
+            json_schema_extra={"pattern": bounds.IDEMPOTENCY_KEY_PATTERN},
             description=f"1 to {bounds.IDEMPOTENCY_KEY_MAX} printable ASCII characters; "
             "the same key and body "
             "answer the same job",
@@ -278,7 +280,11 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=bounds.API_PAGE_MAX)] = bounds.PAGE_SIZE,
     cursor: Annotated[
         str | None,
-        Query(max_length=bounds.CURSOR_MAX, description="next_cursor from the previous page"),
+        Query(
+            max_length=bounds.CURSOR_MAX,
+            description="next_cursor from the previous page",
+            json_schema_extra={"pattern": f"^{JOB_ID_PATTERN.pattern}$"},
+        ),
     ] = None,
 ) -> Response:
     if cursor is not None and not is_job_id(cursor):
@@ -449,7 +455,7 @@ async def cancel_job(request: Request, job_id: str, principal: Admin) -> Respons
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": ReplayRequest.model_json_schema()}},
+            "content": {"application/json": {"schema": replay_request_schema()}},
         }
     },
 )
