@@ -71,6 +71,9 @@ class Settings:
     cors_origins: tuple[str, ...] = ()
     # How long a token for one job's event stream (events_token) is accepted.
     events_token_seconds: float = 300.0
+    # Connections and requests `chit serve` takes at once; beyond, 503 at once
+    # (each event stream holds one).
+    max_connections: int = 1000
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -128,6 +131,7 @@ class Settings:
                 f"CHIT_MAX_ATTEMPTS has value {self.max_attempts}: must be at most {MAX_ATTEMPTS}"
             )
         _positive("CHIT_CONCURRENCY", self.concurrency)
+        _positive("CHIT_MAX_CONNECTIONS", self.max_connections)
         _finite("CHIT_PREFETCH", self.prefetch)
         if self.prefetch < 0:
             raise ConfigError(f"CHIT_PREFETCH has value {self.prefetch}: must be >= 0")
