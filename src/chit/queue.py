@@ -583,7 +583,7 @@ def check_concurrency_key(key: str) -> None:
     if (
         not isinstance(key, str)
         or not 1 <= len(key) <= CONCURRENCY_KEY_MAX
-        or not key.isprintable()
+        or not bounds.is_plain_text(key)
     ):
         raise InvalidRequest(
             f"concurrency key must be 1 to {CONCURRENCY_KEY_MAX} printable characters"

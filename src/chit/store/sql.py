@@ -931,6 +931,14 @@ class SQLStore(FullStore):
         with self._write() as conn:
             return conn.execute(self.Q["delete_session"], {"id_hash": id_hash}).rowcount == 1
 
+    # Secrets
+
+    def server_secret(self, name: str, new: str) -> str:
+        with self._write() as conn:
+            conn.execute(self.Q["add_secret"], {"name": name, "value": new})
+            [row] = conn.execute(self.Q["get_secret"], {"name": name}).fetchall()
+            return str(row["value"])
+
     # The dashboard
 
     def count_jobs(self, tenant: str | None = None, cap: int = 10_000) -> list[StateKindCount]:

@@ -1205,3 +1205,11 @@ ON CONFLICT (scope, name) DO NOTHING
 
 -- name: resume
 DELETE FROM chit_pauses WHERE scope = %(scope)s::text AND name = %(name)s::text
+
+-- name: add_secret
+-- The first process to ask stores its value; the others keep the stored one.
+INSERT INTO chit_secrets (name, value) VALUES (%(name)s::text, %(value)s::text)
+ON CONFLICT (name) DO NOTHING
+
+-- name: get_secret
+SELECT value FROM chit_secrets WHERE name = %(name)s::text

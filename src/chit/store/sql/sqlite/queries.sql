@@ -957,3 +957,12 @@ ON CONFLICT (scope, name) DO NOTHING
 
 -- name: resume
 DELETE FROM chit_pauses WHERE scope = :scope AND name = :name
+
+-- name: add_secret
+-- The first process to ask stores its value; the others keep the stored one.
+INSERT INTO chit_secrets (name, value, created_at)
+VALUES (:name, :value, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+ON CONFLICT (name) DO NOTHING
+
+-- name: get_secret
+SELECT value FROM chit_secrets WHERE name = :name
