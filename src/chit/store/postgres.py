@@ -19,6 +19,7 @@ raised as `StoreError` with a message naming the server (never the password).
 
 from __future__ import annotations
 
+import asyncio
 import select
 import threading
 import time
@@ -32,7 +33,7 @@ import psycopg.conninfo
 import psycopg.errors
 from psycopg import sql
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
 from chit.errors import StoreError
 from chit.ids import new_job_ids
@@ -52,7 +53,15 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import graph, queries
-from chit.store.sql import Claim, Dialect, SQLStore, dumps, rescued, scalar
+from chit.store.sql import (
+    Claim,
+    Dialect,
+    InsertStep,
+    SQLStore,
+    dumps,
+    rescued,
+    scalar,
+)
 
 Q = queries.load("postgres")
 # Rows deleted per prune statement: short locks, whatever the backlog.
@@ -66,6 +75,7 @@ _COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"]
 _COPY_TYPES += ["timestamptz"] * 3 + ["text", "float8"]
 
 Connection = psycopg.Connection[dict[str, Any]]
+AsyncConnection = psycopg.AsyncConnection[dict[str, Any]]
 _T = TypeVar("_T")
 
 
@@ -186,6 +196,11 @@ class PostgresStore(SQLStore):
         self._listeners = threading.local()
         self._all_listeners: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
+        self._pool_size = max(1, pool_size)
+        self._connect_timeout = connect_timeout
+        # aenqueue_many's pool, opened on its first call on the loop it runs on.
+        self._async_pool: AsyncConnectionPool[AsyncConnection] | None = None
+        self._async_loop: asyncio.AbstractEventLoop | None = None
         _reach(url, self.where, min(connect_timeout, REACH_SECONDS))
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             url,
@@ -220,19 +235,22 @@ class PostgresStore(SQLStore):
         try:
             with self._pool.connection() as conn:
                 yield conn
-        except PoolClosed as e:
-            raise StoreError(f"this store for {self.where} is closed") from e
-        except PoolTimeout as e:
-            raise StoreError(
+        except (PoolClosed, PoolTimeout, psycopg.Error) as e:
+            raise self._error(e) from e
+
+    def _error(self, e: PoolClosed | PoolTimeout | psycopg.Error) -> StoreError:
+        if isinstance(e, PoolClosed):
+            return StoreError(f"this store for {self.where} is closed")
+        if isinstance(e, PoolTimeout):
+            return StoreError(
                 f"no connection to {self.where}: the server is unreachable or every pooled"
                 f" connection is busy ({e})"
-            ) from e
-        except psycopg.OperationalError as e:
-            raise StoreError(f"lost the connection to {self.where}: {_summary(e)}") from e
-        except psycopg.DataError as e:  # this value can never be stored: not worth a retry
-            raise StoreError(f"{self.where}: {_summary(e)}", transient=False) from e
-        except psycopg.Error as e:
-            raise StoreError(f"{self.where}: {_summary(e)}") from e
+            )
+        if isinstance(e, psycopg.OperationalError):
+            return StoreError(f"lost the connection to {self.where}: {_summary(e)}")
+        if isinstance(e, psycopg.DataError):  # this value can never be stored: not worth a retry
+            return StoreError(f"{self.where}: {_summary(e)}", transient=False)
+        return StoreError(f"{self.where}: {_summary(e)}")
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
@@ -306,6 +324,67 @@ class PostgresStore(SQLStore):
             return self._copy_jobs(conn, jobs)
         with connection.transaction():
             return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
+
+    async def aenqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
+        """The same steps as `enqueue_many` (SQLStore._inserting), each statement
+        awaited on a pooled `psycopg.AsyncConnection`, or on `connection`, the
+        application's own (inside its transaction, not committed). A large batch
+        is inserted as one statement, not copied in."""
+        if not jobs:
+            return []
+        if connection is not None:
+            try:
+                return await self._ainsert_jobs(connection, jobs)
+            except psycopg.Error as e:
+                raise StoreError(f"enqueue on the application's connection failed: {e}") from e
+        pool = self._async_pool
+        if pool is None or self._async_loop is not asyncio.get_running_loop():
+            # An async pool lives on one event loop: a new loop (asyncio.run again)
+            # gets its own.
+            pool = self._async_pool = AsyncConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=self._pool_size,
+                kwargs={"autocommit": True, "row_factory": dict_row},
+                check=AsyncConnectionPool.check_connection,
+                timeout=self._connect_timeout,
+                name="chit-async",
+                open=False,
+            )
+            self._async_loop = asyncio.get_running_loop()
+        try:
+            await pool.open()  # at once if open: concurrent first calls open it once
+            async with pool.connection() as conn:
+                return await self._ainsert_jobs(conn, jobs)
+        except (PoolClosed, PoolTimeout, psycopg.Error) as e:
+            raise self._error(e) from e
+
+    async def _ainsert_jobs(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> list[Enqueued]:
+        if conn.autocommit and graph.is_graph(jobs):  # several statements: one transaction
+            async with conn.transaction():
+                return await self._adrive(conn, jobs)
+        return await self._adrive(conn, jobs)
+
+    async def _adrive(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> list[Enqueued]:
+        steps = self._inserting(new_job_ids(len(jobs)), jobs)
+        async with conn.cursor(row_factory=dict_row) as cursor:
+            try:
+                step = next(steps)
+                while True:
+                    if isinstance(step, InsertStep):
+                        await cursor.execute(Q["enqueue"], self._insert_params(step.batch))
+                        step = steps.send({r["id"] for r in await cursor.fetchall()})
+                    else:
+                        await cursor.execute(step.query, step.params)
+                        rows = [] if cursor.description is None else await cursor.fetchall()
+                        step = steps.send(rows)
+            except StopIteration as done:
+                return done.value
+
+    async def aclose(self) -> None:
+        pool, self._async_pool = self._async_pool, None
+        if pool is not None and self._async_loop is asyncio.get_running_loop():
+            await pool.close()
 
     def _copy_jobs(
         self, conn: Connection | psycopg.Cursor[Any], jobs: Sequence[NewJob]
