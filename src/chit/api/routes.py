@@ -158,7 +158,7 @@ async def submit_job(
         raise ApiProblem(400, "bad_request", "send one Idempotency-Key header, not several")
     body = SubmitJob.model_validate(await read_json(request, state.settings.max_body_bytes))
     job = body.job_request(principal.submit_tenant, idempotency_key)
-    [result] = await blocking(state.queue.enqueue_many, [job])
+    [result] = await state.queue.aenqueue_many([job])
     url = _path(request, "get_job", result.id)
     answer = Submitted(
         job_id=result.id, status_url=url, created=result.created, workflow_id=result.workflow_id
