@@ -69,6 +69,8 @@ class Settings:
     session_max_seconds: float = 12 * 3600.0
     # Web origins whose pages may call the API (CORS), exactly: "https://app.example".
     cors_origins: tuple[str, ...] = ()
+    # "text" (readable lines) or "json" (one JSON object a line: docs/operations.md).
+    log_format: str = "text"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -161,6 +163,8 @@ class Settings:
                 raise ConfigError(
                     f"CHIT_RETENTION has value {self.retention!r}: must be at most 10 years"
                 )
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"CHIT_LOG_FORMAT has value {self.log_format!r}: use text or json")
         if self.pool not in POOLS:
             raise ConfigError(f"CHIT_POOL has value {self.pool!r}: use thread or process")
         for name, value in (

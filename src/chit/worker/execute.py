@@ -28,6 +28,7 @@ from chit.context import JobContext, timed_out
 from chit.encoding import storable_json_error, storable_text
 from chit.errors import PermanentError
 from chit.jobs import Cancelled, ClaimedJob, Failed, Outcome, Released, Succeeded
+from chit.logs import job_fields
 from chit.queue import Queue, Task, parse_payload
 from chit.settings import Settings
 
@@ -48,7 +49,9 @@ class Pipeline:
         *,
         sync: Executor,
         asynchronous: Executor,
+        worker_id: str | None = None,
     ) -> None:
+        self.worker_id = worker_id  # for the log lines
         self.queue = queue
         self.settings = settings
         self.done = done  # the job's outcome, ready to record
@@ -57,7 +60,22 @@ class Pipeline:
         self.asynchronous = asynchronous
 
     def start(self, job: ClaimedJob, ctx: JobContext) -> None:
-        log.info("job %s %s attempt %d/%d started", job.kind, job.id, job.attempt, job.max_attempts)
+        log.info(
+            "job %s %s attempt %d/%d started",
+            job.kind,
+            job.id,
+            job.attempt,
+            job.max_attempts,
+            extra=job_fields(
+                "job.started",
+                job.id,
+                job.kind,
+                attempt=job.attempt,
+                worker=self.worker_id,
+                queue=job.queue,
+                max_attempts=job.max_attempts,
+            ),
+        )
         # While it waited for a slot, cancellation was asked or the lease was lost.
         prepared = None
         if ctx.cancel_requested:
