@@ -78,6 +78,8 @@ class NewJob:
     ref: str | None = None
     depends_on: tuple[str, ...] = ()
     run_on: RunOn = RunOn.SUCCEEDED
+    # The W3C traceparent of the enqueue's producer span (chit.tracing), if any.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +166,10 @@ class ClaimedJob:
     timeout: float | None = None  # seconds this attempt may run; None: no deadline
     # Whether the job has dependencies (JobContext.dependencies reads them then).
     has_dependencies: bool = False
+    tenant: str = ""
+    # The W3C traceparent stored at enqueue (chit.tracing): the attempt's span's
+    # parent on the first attempt, a link on later ones.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from typing import Any, overload
 
 import pydantic
 
-from chit import bounds
+from chit import bounds, tracing
 from chit.bounds import (
     CONCURRENCY_KEY_MAX,
     IDEMPOTENCY_KEY_MAX,
@@ -90,6 +90,9 @@ class JobRequest:
     ref: str | None = None
     depends_on: Sequence[str] = ()
     run_on: str = "succeeded"
+    # The W3C traceparent of the span the job is enqueued under, when it is not
+    # the current one (POST /jobs's header); one that is not valid is ignored.
+    traceparent: str | None = None
 
 
 class Queue:
@@ -236,8 +239,9 @@ class Queue:
     ) -> list[Enqueued]:
         """Validate every job and store them all in one transaction (yours, when
         `connection` is given): an invalid job raises and none is stored."""
-        jobs = self._jobs(requests, connection)
-        return _checked(jobs, self.store.enqueue_many(jobs, connection=connection))
+        with tracing.enqueuing(list(requests)) as traced:
+            jobs = self._jobs(traced, connection)
+            return _checked(jobs, self.store.enqueue_many(jobs, connection=connection))
 
     async def aenqueue(
         self,
@@ -282,11 +286,12 @@ class Queue:
     ) -> list[Enqueued]:
         """`enqueue_many` for asyncio code (see `aenqueue`): all the jobs stored
         in one transaction, or none."""
-        jobs = self._jobs(requests, connection)
-        store = self._store
-        if store is None:  # opening connects and migrates: not on the event loop
-            store = await asyncio.to_thread(lambda: self.store)
-        return _checked(jobs, await store.aenqueue_many(jobs, connection=connection))
+        with tracing.enqueuing(list(requests)) as traced:
+            jobs = self._jobs(traced, connection)
+            store = self._store
+            if store is None:  # opening connects and migrates: not on the event loop
+                store = await asyncio.to_thread(lambda: self.store)
+            return _checked(jobs, await store.aenqueue_many(jobs, connection=connection))
 
     async def aclose(self) -> None:
         """Close the store, and what `aenqueue` opened on this event loop."""
@@ -448,6 +453,7 @@ class Queue:
             ref=request.ref,
             depends_on=tuple(request.depends_on),
             run_on=_run_on(request.run_on),
+            traceparent=tracing.valid_traceparent(request.traceparent),
         )
 
 

@@ -72,7 +72,7 @@ COPY_FROM = 100
 # The payload goes as bytes already in jsonb's binary form (`_copy_jobs`): psycopg's
 # jsonb dumper, in Python, cost a fifth of a copied job's client time.
 _COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"]
-_COPY_TYPES += ["timestamptz"] * 3 + ["text", "float8"]
+_COPY_TYPES += ["timestamptz"] * 3 + ["text", "float8", "text"]
 
 Connection = psycopg.Connection[dict[str, Any]]
 AsyncConnection = psycopg.AsyncConnection[dict[str, Any]]
@@ -410,7 +410,8 @@ class PostgresStore(SQLStore):
                 payload = b"\x01" + text.encode()  # jsonb's binary format: a version byte, the text
                 write(
                     (job_id, job.kind, job.queue, job.priority, payload, job.tenant,
-                     job.max_attempts, run_at, now, now, job.concurrency_key, job.timeout)
+                     job.max_attempts, run_at, now, now, job.concurrency_key, job.timeout,
+                     job.traceparent)
                 )  # fmt: skip
         if keyed:
             inserted = self._insert_jobs(conn, [ids[n] for n in keyed], [jobs[n] for n in keyed])

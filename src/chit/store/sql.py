@@ -118,6 +118,7 @@ _AS_THEY_ARE += ("workflow_id", "ref")
 # A new job's fields that `enqueue` sends as they are.
 _NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "payload", "tenant", "idempotency_key")
 _NEW_JOB += ("request_hash", "max_attempts", "concurrency_key", "timeout")
+_NEW_JOB += ("traceparent",)
 
 
 def scalar(cursor: Any) -> Any:
@@ -235,6 +236,8 @@ class SQLStore(FullStore):
             progress=Progress(r["progress_done"], r["progress_total"]),
             timeout=r["timeout"],
             has_dependencies=bool(r["has_dependencies"]),
+            tenant=r["tenant"],
+            traceparent=r["traceparent"],
         )
 
     def _api_key(self, r: Any) -> ApiKey:

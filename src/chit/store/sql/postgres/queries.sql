@@ -72,7 +72,8 @@ INSERT INTO chit_schema_migrations (version, name) VALUES (%(version)s, %(name)s
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, run_at, created_at, updated_at, concurrency_key, timeout,
-    state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at
+    state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at,
+    traceparent
 )
 SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key,
        j.request_hash, j.max_attempts,
@@ -83,12 +84,14 @@ SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key
        -- A workflow's jobs carry these (store/graph.py); others leave them out.
        coalesce(j.state, 'queued'), j.workflow_id, j.ref, coalesce(j.run_on, 'succeeded'),
        j.depends_on, j.dependents, coalesce(j.deps_pending, 0), j.error,
-       CASE WHEN j.state = 'cancelled' THEN coalesce(%(now)s::timestamptz, now()) END
+       CASE WHEN j.state = 'cancelled' THEN coalesce(%(now)s::timestamptz, now()) END,
+       j.traceparent
 FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(
     n integer, id text, kind text, queue text, priority integer, payload jsonb, tenant text,
     idempotency_key text, request_hash text, max_attempts integer, run_at timestamptz,
     concurrency_key text, timeout double precision, state text, workflow_id text, ref text,
-    run_on text, depends_on text[], dependents text[], deps_pending integer, error text
+    run_on text, depends_on text[], dependents text[], deps_pending integer, error text,
+    traceparent text
 )
 ORDER BY j.n
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -106,7 +109,7 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now
 -- a 2-core test machine, most of it updating this table's indexes).
 COPY chit_jobs (
     id, kind, queue, priority, payload, tenant, max_attempts, run_at, created_at, updated_at,
-    concurrency_key, timeout
+    concurrency_key, timeout, traceparent
 ) FROM STDIN (FORMAT BINARY)
 
 -- name: find_by_idempotency_key
@@ -140,7 +143,8 @@ WITH due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies
+              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies,
+              j.tenant, j.traceparent
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -556,7 +560,8 @@ due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies
+              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies,
+              j.tenant, j.traceparent
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -1024,7 +1029,8 @@ WITH due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies
+              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies,
+              j.tenant, j.traceparent
 ), stray AS (
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',

@@ -47,7 +47,8 @@ VALUES (:version, :name, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, concurrency_key, timeout, run_at, created_at, updated_at,
-    state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at
+    state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at,
+    traceparent
 ) VALUES (
     :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
     :max_attempts, :concurrency_key, :timeout,
@@ -55,7 +56,8 @@ INSERT INTO chit_jobs (
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     :state, :workflow_id, :ref, :run_on, :depends_on, :dependents, :deps_pending, :error,
-    CASE :state WHEN 'cancelled' THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END
+    CASE :state WHEN 'cancelled' THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
+    :traceparent
 )
 ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 
@@ -102,7 +104,7 @@ WHERE id IN (
 )
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
           checkpoint, progress_done, progress_total, concurrency_key, timeout,
-          depends_on IS NOT NULL AS has_dependencies
+          depends_on IS NOT NULL AS has_dependencies, tenant, traceparent
 
 -- name: open_attempt
 INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
@@ -820,7 +822,7 @@ SET state = 'running',
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
           checkpoint, progress_done, progress_total, concurrency_key, timeout,
-          depends_on IS NOT NULL AS has_dependencies
+          depends_on IS NOT NULL AS has_dependencies, tenant, traceparent
 
 -- name: declare_limits
 INSERT INTO chit_limits (
