@@ -24,6 +24,7 @@ from chit.errors import (
 )
 from chit.jobs import State
 from chit.settings import Settings
+from support.waiting import wait_until
 
 if TYPE_CHECKING:
     from conftest import Backend
@@ -233,3 +234,32 @@ async def test_the_event_loop_runs_while_the_database_makes_aenqueue_wait(
     finally:
         ticking.cancel()
         locker.close()
+
+
+async def test_postgres_only_the_async_pool_replaces_a_connection_the_server_ended(
+    pg: Any,
+) -> None:
+    """PostgreSQL alone has a connection pool (SQLite opens a file)."""
+    q = chit.Queue(settings=Settings(database_url=pg.url))
+    q.task("free")(lambda job, body: None)
+    try:
+        await q.aenqueue("free", {})
+        pids = [
+            pid
+            for (pid,) in pg.execute(
+                "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+                " AND datname = current_database() AND backend_type = 'client backend'"
+            )
+        ]
+        for pid in pids:  # the sync pool's too: the async pool's is among them
+            pg.execute("SELECT pg_terminate_backend(?)", (pid,))
+        # Ended for real (its goodbye on the socket), not only signalled.
+        wait_until(
+            lambda: not pg.execute("SELECT 1 FROM pg_stat_activity WHERE pid = ANY(?)", (pids,)),
+            10,
+            what="the backends to end",
+        )
+        again = await q.aenqueue("free", {"after": True})
+        assert q.get(again.id).payload == {"after": True}
+    finally:
+        await q.aclose()

@@ -346,7 +346,7 @@ class PostgresStore(SQLStore):
                 min_size=1,
                 max_size=self._pool_size,
                 kwargs={"autocommit": True, "row_factory": dict_row},
-                check=AsyncConnectionPool.check_connection,
+                check=_acheck_connection,
                 timeout=self._connect_timeout,
                 name="chit-async",
                 open=False,
@@ -672,9 +672,22 @@ def _check_connection(conn: Connection) -> None:
     pool discards the connection."""
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("connection is closed")
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    if readable:
+    if _has_spoken(conn):
         ConnectionPool.check_connection(conn)
+
+
+async def _acheck_connection(conn: AsyncConnection) -> None:
+    """`_check_connection` for aenqueue's async pool: no round trip on the hot path."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("connection is closed")
+    if _has_spoken(conn):
+        await AsyncConnectionPool.check_connection(conn)
+
+
+def _has_spoken(conn: Connection | AsyncConnection) -> bool:
+    """Whether an idle connection has something to read (a select that never waits)."""
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    return bool(readable)
 
 
 # The predicate of the list indexes (migration 006).
