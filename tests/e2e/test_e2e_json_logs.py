@@ -9,6 +9,7 @@ import json
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -104,3 +105,44 @@ def test_a_bad_log_format_is_refused_naming_the_variable(procs: Procs) -> None:
     )
     assert done.returncode == 2
     assert "CHIT_LOG_FORMAT has value 'xml': use text or json" in done.stderr
+
+
+@pytest.mark.timeout(120)
+def test_chit_up_and_its_children_write_json_lines(
+    procs: Procs, queue: chit.Queue, tmp_path: Path
+) -> None:
+    port = free_port()
+    out_path = tmp_path / "up.stdout"
+    with open(out_path, "wb") as out:
+        up = procs.start(
+            ["-m", "chit", "up", "--workers", "1", "--port", str(port), "--log-format", "json"],
+            "up",
+            stdout=out.fileno(),
+            extra_env={"CHIT_APP": "support.e2e_app:queue"},
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return not up.alive()
+
+    wait_until(healthy, 60, what="chit up's API to answer")
+    job_id = queue.enqueue("noop", {}).id
+    assert wait_terminal(queue, job_id, 60).state is State.SUCCEEDED
+    wait_until(lambda: "job.succeeded" in up.stderr(), 10, what="the success logged")
+    wait_until(lambda: '"http.request"' in up.stderr(), 10, what="the request logged")
+    up.signal(signal.SIGTERM)
+    assert up.wait(60) == 0
+
+    said = json_lines(out_path.read_text())
+    assert said and all(x["event"] == "up.started" and x["logger"] == "chit.up" for x in said)
+    assert any(f"HTTP API on {url}" in x["message"] for x in said)
+    lines = json_lines(up.stderr())  # the supervisor's, the worker's and the API's
+    events = {x["event"] for x in lines}
+    assert {"worker.started", "job.started", "job.succeeded", "http.request"} <= events
+    assert [x["event"] for x in lines if x.get("job_id") == job_id] == [
+        "job.started",
+        "job.succeeded",
+    ]
