@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 try:
+    from opentelemetry import context as otel_context
     from opentelemetry import trace
     from opentelemetry.context import Context
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -55,6 +56,29 @@ def _context_of(traceparent: str | None) -> Context | None:
     if traceparent is None:
         return None
     return TraceContextTextMapPropagator().extract({"traceparent": traceparent})
+
+
+def span_traceparent(span: Any) -> str | None:
+    """The W3C traceparent naming `span` (None for no span): how an attempt's
+    span reaches a child process of the process pool."""
+    if span is None:
+        return None
+    return _traceparent_of(span)
+
+
+@contextmanager
+def resumed(traceparent: str | None) -> Iterator[None]:
+    """Make the span `traceparent` names the parent of the spans made in the
+    block (a handler in a child process: its spans nest under the attempt's)."""
+    parent = _context_of(valid_traceparent(traceparent)) if enabled() else None
+    if parent is None:
+        yield
+        return
+    token = otel_context.attach(parent)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def _traceparent_of(span: Any) -> str | None:

@@ -2,7 +2,8 @@
 a span of its own (SDK, in-memory exporter), a `chit worker` whose app sets a
 provider writing spans to a file runs the job, which fails once then succeeds.
 One producer span here; two consumer spans there, the first a child of the
-producer span, the retry in a trace of its own linked to it, the error recorded.
+producer span, the retry in a trace of its own linked to it, the error recorded,
+the handler's own spans under them (thread pool, and process pool children).
 A traceparent sent to POST /jobs is the producer span's parent. Both backends."""
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ def consumer_spans(path: Path, job_id: str, count: int) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("pool", ["thread", "process"])
 def test_a_job_failing_once_across_a_real_worker_gives_linked_spans(
-    procs: Procs, db_url: str, tmp_path: Path, spans: InMemorySpanExporter
+    procs: Procs, db_url: str, tmp_path: Path, spans: InMemorySpanExporter, pool: str
 ) -> None:
     path = tmp_path / "spans.jsonl"
     queue = chit.Queue(db_url)
@@ -58,7 +60,7 @@ def test_a_job_failing_once_across_a_real_worker_gives_linked_spans(
         with trace.get_tracer("test").start_as_current_span("request") as outer:
             job_id = queue.enqueue("flaky", {}, tenant="acme").id
         worker = procs.start(
-            ["-m", "chit", "worker", "--app", APP, "--concurrency", "1"],
+            ["-m", "chit", "worker", "--app", APP, "--concurrency", "1", "--pool", pool],
             "worker",
             extra_env={"CHIT_TEST_SPANS": str(path)},
         )
@@ -86,6 +88,17 @@ def test_a_job_failing_once_across_a_real_worker_gives_linked_spans(
     assert first["status"] == "ERROR" and second["status"] != "ERROR"
     [error] = [e for e in first["events"] if e["name"] == "exception"]
     assert "the first attempt fails on purpose" in error["exception.message"]
+
+    # The handler's own spans (in a child process under --pool process) nest under
+    # their attempt's.
+    inside = wait_until(
+        lambda: len(found := [s for s in read_spans(path) if s["name"] == "inside"]) >= 2 and found,
+        30,
+        what="the handler's spans",
+    )
+    assert sorted(s["parent_span_id"] for s in inside) == sorted(
+        [first["span_id"], second["span_id"]]
+    )
 
 
 @pytest.mark.timeout(120)

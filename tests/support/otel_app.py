@@ -51,6 +51,8 @@ queue = chit.Queue()
 
 @queue.task("flaky", max_attempts=3)
 def flaky(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
-    if job.attempt == 1:
-        raise RuntimeError("the first attempt fails on purpose")
-    return {"attempt": job.attempt}
+    """Fails its first attempt; each attempt makes a span of its own, "inside"."""
+    with trace.get_tracer("app").start_as_current_span("inside"):
+        if job.attempt == 1:
+            raise RuntimeError("the first attempt fails on purpose")
+    return {"attempt": job.attempt, "pid": os.getpid()}
