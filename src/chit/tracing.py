@@ -10,24 +10,21 @@
 
 Without the opentelemetry packages, or with no SDK configured (the API's
 default provider records nothing), every function here does nothing and costs
-a check; a traceparent given is still stored, for a worker that traces.
+a check, and nothing optional is imported; a traceparent given is still
+stored, for a worker that traces.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-try:
-    from opentelemetry import context as otel_context
-    from opentelemetry import trace
+if TYPE_CHECKING:
     from opentelemetry.context import Context
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-except ImportError:  # chit[otel] not installed
-    trace = None  # type: ignore[assignment]
 
 from chit.jobs import ClaimedJob, Failed, Outcome
 
@@ -44,17 +41,21 @@ def valid_traceparent(value: str | None) -> str | None:
 
 
 def enabled() -> bool:
-    """Whether spans would be recorded: the packages are there and an SDK (a
-    provider other than the API's default) is set."""
-    if trace is None:
+    """Whether spans would be recorded: an SDK's provider (not the API's
+    default) is set. Setting one imports opentelemetry.trace, so a process that
+    has not imported it is not tracing, and chit imports nothing optional."""
+    api = sys.modules.get("opentelemetry.trace")
+    if api is None:
         return False
-    provider = trace.get_tracer_provider()
-    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+    provider = api.get_tracer_provider()
+    return not isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider)
 
 
 def _context_of(traceparent: str | None) -> Context | None:
     if traceparent is None:
         return None
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
     return TraceContextTextMapPropagator().extract({"traceparent": traceparent})
 
 
@@ -74,14 +75,19 @@ def resumed(traceparent: str | None) -> Iterator[None]:
     if parent is None:
         yield
         return
-    token = otel_context.attach(parent)
+    from opentelemetry import context
+
+    token = context.attach(parent)
     try:
         yield
     finally:
-        otel_context.detach(token)
+        context.detach(token)
 
 
 def _traceparent_of(span: Any) -> str | None:
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
     carrier: dict[str, str] = {}
     TraceContextTextMapPropagator().inject(carrier, trace.set_span_in_context(span))
     return carrier.get("traceparent")
@@ -96,6 +102,8 @@ def enqueuing(requests: list[Any]) -> Iterator[list[Any]]:
     if not enabled():
         yield requests
         return
+    from opentelemetry import trace
+
     tracer = trace.get_tracer(TRACER)
     spans, traced = [], []
     for request in requests:
@@ -130,6 +138,9 @@ def start_run(job: ClaimedJob, worker: str | None) -> Any:
     where the handler runs), or None when not tracing."""
     if not enabled():
         return None
+    from opentelemetry import trace
+    from opentelemetry.context import Context
+
     producer = _context_of(valid_traceparent(job.traceparent))
     links: list[Any] = []
     parent: Context | None = None
@@ -165,6 +176,8 @@ def activated(span: Any) -> Any:
     """A context manager that makes `span` current (where the handler runs)."""
     if span is None:
         return nullcontext()
+    from opentelemetry import trace
+
     return trace.use_span(span, end_on_exit=False, record_exception=False)
 
 
@@ -173,6 +186,8 @@ def end_run(span: Any, outcome: Outcome, error: BaseException | None = None) -> 
     retrying, failed, cancelled, released) and the error, if any."""
     if span is None:
         return
+    from opentelemetry import trace
+
     name = type(outcome).__name__.lower()
     if isinstance(outcome, Failed):
         name = "retrying" if outcome.retry_in is not None else "failed"
