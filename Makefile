@@ -4,18 +4,19 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev up test test-fast test-deps test-django6 lint bench clean
+.PHONY: install install-dev up test test-fast test-deps test-django6 lint docs bench clean
 
-# chit itself: what `make up` and `make bench` need.
+# chit with every extra (the HTTP API, PostgreSQL, the client, ...): what
+# `make up` and `make bench` need. `pip install chit` alone is the core.
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[all]'
 	touch $(STAMP)
 
-# The test and lint tools besides (pytest, ruff, mypy, schemathesis, playwright).
+# The test, lint and docs tools besides (pytest, ruff, mypy, schemathesis, playwright, mkdocs).
 install-dev: $(DEV_STAMP)
 
 $(DEV_STAMP): $(STAMP)
@@ -62,6 +63,11 @@ lint: install-dev
 	$(BIN)/ruff format --check src tests examples bench
 	$(BIN)/mypy
 
+# The docs site (mkdocs.yml over docs/, the API reference from the docstrings)
+# into site/; any warning fails the build. `.venv/bin/mkdocs serve` to preview.
+docs: install-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # chit against its peers (docs/benchmarks.md, docs/benchmarks.png); about 25 minutes on 2 cores.
 # The peers live in their own venv. `make bench BENCH_ARGS=--quick` for a short run.
 PEERS := bench/.venv-peers
@@ -77,4 +83,4 @@ bench: install $(PEERS_STAMP)
 	$(PEERS)/bin/python bench/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(DJANGO6) chit.db chit.db-wal chit.db-shm
+	rm -rf $(VENV) $(DJANGO6) site chit.db chit.db-wal chit.db-shm

@@ -206,6 +206,13 @@ def markdown(res: Results) -> str:
     if any(run["step"].startswith("flow-") for run in res.runs) or meta.get("flow_claim"):
         add(flow_markdown(res, heading="##", standalone=False))
 
+    if meta.get("workflows"):
+        import workflows
+
+        add("## Workflows\n")
+        add("bench/workflows.py; what each figure is: docs/workflows.md.\n")
+        add(workflows.markdown(meta["workflows"]))
+
     lim = meta.get("limits", {})
     if lim:
         add("## The stores' own limits on this machine\n")

@@ -30,6 +30,16 @@ on an empty backlog, with the plans of a throttled claim (bench/flow_claim.py).
 They run chit from the tree only, never the --baseline. A run of flow steps
 alone writes flow.md in its results folder and rewrites only the flow-control
 section of docs/benchmarks.md (unless --no-docs).
+
+The `workflows` step (issue 14, bench/workflows.py) measures chit-sqlite and
+chit-postgres on a fan-in of 10,000 jobs into one callback (stored in one
+call, then processed, against the same jobs without dependencies) and a
+1,000-job chain's per-hop latency, and Celery's chord (`celery`) on the same
+fan-in; of the systems named, those three (all of them when none is). It
+writes workflows.md in its results folder and leaves docs/ alone:
+
+    bench/.venv-peers/bin/python bench/run.py --steps workflows \
+        --systems chit-sqlite,chit-postgres,celery --repeat 1
 """
 
 from __future__ import annotations
@@ -58,6 +68,7 @@ import limits  # noqa: E402
 import pools  # noqa: E402
 import report  # noqa: E402
 import services  # noqa: E402
+import workflows  # noqa: E402
 from systems import INFO  # noqa: E402
 
 PYTHONS = {"chit": ROOT / ".venv/bin/python", "peers": HERE / ".venv-peers/bin/python"}
@@ -79,17 +90,18 @@ class Sizes:
     rate_jobs: int  # flow-rate: 10 s at 1000/s
     backlog: int  # flow-claim: throttled jobs queued ahead
     claims: int  # flow-claim: timed claims of each database
+    workflow_chain: int  # workflows: jobs of the chain (the fan-in has `jobs` leaves)
 
 
-FULL = Sizes(10_000, 200, 1_000_000, 100_000, 10_000, 3.0, 5, 1_500, 10_000, 100_000, 400)
-QUICK = Sizes(2_000, 50, 100_000, 10_000, 2_000, 1.0, 2, 500, 3_000, 10_000, 100)
+FULL = Sizes(10_000, 200, 1_000_000, 100_000, 10_000, 3.0, 5, 1_500, 10_000, 100_000, 400, 1_000)
+QUICK = Sizes(2_000, 50, 100_000, 10_000, 2_000, 1.0, 2, 500, 3_000, 10_000, 100, 200)
 
 # The flow-control steps: what `--steps flow` stands for.
 FLOW_STEPS = ("flow-concurrency", "flow-rate", "flow-claim")
 # flow_claim.py's name of each backend, and the chit system that runs on it.
 BACKENDS = {"SQLite": ("sqlite", "chit-sqlite"), "PostgreSQL": ("postgres", "chit-postgres")}
 # Steps that are no drive.py workload of every system, but measured apart.
-APART = ("limits", "flow-claim", "pools")  # not drive.py workloads
+APART = ("limits", "flow-claim", "pools", "workflows")  # not drive.py workloads
 KIND_CONCURRENCY = 8
 KIND_RATE = "1000/s"
 
@@ -308,8 +320,15 @@ class Bench:
         if unknown:
             raise SystemExit(f"unknown steps {sorted(unknown)}")
         flow_only = set(chosen) <= set(FLOW_STEPS)
+        # The workflows step writes its own page (workflows.md in the results).
+        workflows_only = set(chosen) <= {"workflows"}
+        workflow_systems = [s for s in workflows.SYSTEMS if s in wanted] or list(workflows.SYSTEMS)
 
         backends = {INFO[base_name(s)].backend for s in wanted}
+        if "workflows" in chosen and "celery" in workflow_systems:
+            backends.add("Redis")
+        if "workflows" in chosen and "chit-postgres" in workflow_systems:
+            backends.add("PostgreSQL")
         if "Redis" in backends:
             self.redis = services.Redis(self.logs / "redis-server.log")
         if "PostgreSQL" in backends or "limits" in chosen or "flow-claim" in chosen:
@@ -347,6 +366,12 @@ class Bench:
             self.save(meta)
         if "pools" in chosen:
             meta["pools"] = pools.run(self.dir, self.sizes.jobs // 5)
+        if "workflows" in chosen:
+            meta["workflows"] = workflows.run(
+                self.dir, self.pg, self.redis, workflow_systems, self.sizes.jobs,
+                self.sizes.workflow_chain, repeat=self.repeat,
+            )  # fmt: skip
+            self.save(meta)
         limit_figures = self.limits() if "limits" in chosen else {}
         meta["limits"] = limit_figures
         meta["seconds"] = time.monotonic() - started
@@ -368,7 +393,7 @@ class Bench:
             table = before_after(self.runs, args.baseline, meta["chit"]["tree"])
             (self.dir / "before-after.md").write_text(table)
             print(table)
-        elif not args.no_docs and not flow_only:
+        elif not args.no_docs and not flow_only and not workflows_only:
             md, png = report.write(self.runs_json(), meta, ROOT / "docs")
             print(f"wrote {md.relative_to(ROOT)} and {png.relative_to(ROOT)}")
 
@@ -649,7 +674,8 @@ def main() -> None:
     parser.add_argument("--systems", help=f"comma-separated, from: {', '.join(INFO)}")
     parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, process2, "
                         "latency, growth-empty, growth, growth-analyze, limits, flow-concurrency, "
-                        "flow-rate, flow-claim, pools; flow for the three flow steps")  # fmt: skip
+                        "flow-rate, flow-claim, pools, workflows; flow for the three flow "
+                        "steps")  # fmt: skip
     parser.add_argument(
         "--repeat", type=int, help="runs of each process and growth step (2; 1 with --quick)"
     )

@@ -6,6 +6,7 @@ queue = chit.Queue()
 def sales_report(job: chit.JobContext, body: ReportRequest) -> dict: ...
 """
 
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from chit.context import JobContext
@@ -56,6 +57,11 @@ __all__ = [
     "WorkflowNotFound",
 ]
 
+try:
+    # The version is written once, in pyproject.toml.
+    __version__ = metadata.version("chit")
+except metadata.PackageNotFoundError:  # run from a source tree never installed
+    __version__ = "0+unknown"
 
 if TYPE_CHECKING:
     from chit.client import AsyncClient, Client

@@ -33,7 +33,6 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
-import httpx
 from pydantic import BaseModel
 
 from chit.api.schemas import (
@@ -62,8 +61,14 @@ from chit.errors import (
     StoreError,
     WorkflowNotFound,
 )
+from chit.extras import needs
 from chit.jobs import State
 from chit.limits import Rate
+
+# An extra (chit[client]): without it, importing this module says which to install.
+with needs("client", "the HTTP client (chit.Client, --url) needs httpx"):
+    import httpx
+
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

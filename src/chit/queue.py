@@ -448,6 +448,8 @@ class Queue:
                 run_at,
                 concurrency_key,
                 request.timeout,
+                tuple(request.depends_on),
+                _run_on(request.run_on).value,
             ),
             payload_json=encoded,
             ref=request.ref,
@@ -634,6 +636,8 @@ def _request_hash(
     run_at: datetime | None,
     concurrency_key: str | None = None,
     timeout: float | None = None,
+    depends_on: Sequence[str] = (),
+    run_on: str = "succeeded",
 ) -> str:
     """Fingerprint of what was asked for, so the same idempotency key with a
     different request can be told apart from an honest retry."""
@@ -651,4 +655,10 @@ def _request_hash(
         fingerprint = {**fingerprint, "concurrency_key": concurrency_key}
     if timeout is not None:  # the same: a job asked for without one keeps its fingerprint
         fingerprint = {**fingerprint, "timeout": float(timeout)}
+    # The same again for a job without dependencies. Refs are hashed as given:
+    # they name jobs of the call, so the same call repeated hashes the same.
+    if depends_on:  # a set: the order given changes nothing
+        fingerprint = {**fingerprint, "depends_on": sorted(set(depends_on))}
+    if run_on != "succeeded":
+        fingerprint = {**fingerprint, "run_on": run_on}
     return hashlib.sha256(canonical(fingerprint).encode()).hexdigest()

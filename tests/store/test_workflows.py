@@ -295,6 +295,29 @@ def test_enqueue_workflow_again_under_the_same_keys_answers_the_stored_workflow(
     assert count_jobs(backend) == 2
 
 
+def test_the_same_idempotency_key_with_other_dependencies_is_a_conflict(
+    backend: Backend, store: Store
+) -> None:
+    queue = chit.Queue(settings=chit.Settings(database_url="sqlite:///unused.db"))
+    queue.use_store(store)  # type: ignore[arg-type]
+    queue.task("a")(lambda job, body: None)
+    a, b = queue.enqueue("a").id, queue.enqueue("a").id
+    first = queue.enqueue("a", idempotency_key="k", depends_on=[a, b])
+    again = queue.enqueue("a", idempotency_key="k", depends_on=[b, a])  # the same set
+    assert again.id == first.id and not again.created
+    for other in (
+        {"depends_on": [a]},
+        {},
+        {"depends_on": [a, b], "run_on": "finished"},
+    ):
+        with pytest.raises(chit.IdempotencyConflict):
+            queue.enqueue("a", idempotency_key="k", **other)  # type: ignore[arg-type]
+    queue.enqueue("a", idempotency_key="plain")
+    with pytest.raises(chit.IdempotencyConflict):
+        queue.enqueue("a", idempotency_key="plain", depends_on=[a])
+    assert count_jobs(backend) == 4
+
+
 # Random graphs and outcomes: the rules hold whatever the shape.
 
 OUTCOMES = st.sampled_from(["succeed", "fail", "cancel"])

@@ -104,3 +104,9 @@ def link(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
     the order it ran in (appended to body['log'])."""
     append_line(body["log"], f"{job.id}")
     return {"n": 1 + sum(d.result["n"] for d in job.dependencies)}
+
+
+@queue.task("refuse")
+def refuse(job: chit.JobContext, body: dict[str, Any]) -> None:
+    """Fails for good on its first attempt."""
+    raise chit.PermanentError("refused on purpose")

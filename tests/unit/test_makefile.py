@@ -1,5 +1,6 @@
-"""`make up` installs chit alone; the test targets add the dev tools (a new
-user's first `make up` should not spend a minute installing a browser driver)."""
+"""`make up` installs chit with its extras (the HTTP API it starts) and no
+more; the test targets add the dev tools (a new user's first `make up` should
+not spend a minute installing a browser driver)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,6 @@ def recipes(target: str) -> str:
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_up_installs_no_dev_tools_and_the_tests_do() -> None:
     up = recipes("up")
-    assert "pip install --quiet -e ." in up and "[dev]" not in up
+    assert "pip install --quiet -e '.[all]'" in up and "[dev]" not in up
     for target in ("test", "test-fast", "lint"):
         assert "-e '.[dev]'" in recipes(target), target

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from chit.extras import needs
+
 if TYPE_CHECKING:
     from chit.api.app import create_app, create_router, lifespan
     from chit.api.deps import ApiState
@@ -17,6 +19,11 @@ __all__ = ["ApiState", "ChitRoute", "create_app", "create_router", "lifespan"]
 
 
 def __getattr__(name: str) -> Any:
+    with needs("api", f"chit.api.{name} needs FastAPI"):
+        return _load(name)
+
+
+def _load(name: str) -> Any:
     if name == "ChitRoute":
         from chit.api.errors import ChitRoute
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from chit.api.errors import ApiProblem
+from chit.api.problem import ApiProblem
 from chit.errors import ConfigError
 from chit.jobs import ApiKey, NewApiKey
 from chit.store import FullStore

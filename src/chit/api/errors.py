@@ -9,7 +9,7 @@ application mounts them on its own FastAPI app, whatever handlers it has.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import pydantic
@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from chit.api.problem import ApiProblem
 from chit.api.schemas import ErrorOut
 from chit.errors import (
     ChitError,
@@ -39,25 +40,6 @@ log = logging.getLogger("chit.api")
 
 # Seconds a client should wait before retrying when the database is away.
 STORE_RETRY_AFTER = 5
-
-
-class ApiProblem(Exception):
-    """An answer other than success, raised anywhere in a route."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        details: Any = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = details or {}
-        self.headers = dict(headers or {})
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:

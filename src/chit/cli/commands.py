@@ -18,6 +18,7 @@ from chit.cli.progress import WaitDisplay
 from chit.cli.supervise import Child, Supervisor
 from chit.encoding import one_line
 from chit.errors import ConfigError, InvalidRequest, JobNotFound, StoreError
+from chit.extras import needs
 from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
 from chit.queue import Queue
 
@@ -38,7 +39,8 @@ def worker(args: argparse.Namespace, setup: Setup) -> int:
     from chit.worker import Worker
 
     if getattr(args, "django", None):
-        from chit.contrib.django.worker import django_queue
+        with needs("django", "chit worker --django needs Django"):
+            from chit.contrib.django.worker import django_queue
 
         queue = django_queue(args.django)
         queue.configure(**setup.flags)
@@ -71,7 +73,8 @@ def _wait_for_server(queue: Queue) -> None:
 
 
 def serve(args: argparse.Namespace, setup: Setup) -> int:
-    from chit.cli.serve import serve as run_server
+    with needs("api", "chit serve needs the HTTP API"):
+        from chit.cli.serve import serve as run_server
 
     queue = setup.queue()
     return run_server(queue.settings, queue, log_level=args.log_level)
@@ -98,6 +101,10 @@ def keys(args: argparse.Namespace, setup: Setup) -> int:
 
 def up(args: argparse.Namespace, setup: Setup) -> int:
     """Migrate, then run the API and worker processes until Ctrl-C."""
+    if not args.no_api:
+        # Before migrating: a missing extra leaves no database behind.
+        with needs("api", "chit up needs the HTTP API (or pass --no-api)"):
+            from chit.cli.serve import check_bind, check_port
     queue = setup.queue()
     queue.store.migrate()
     settings = queue.settings
@@ -109,8 +116,6 @@ def up(args: argparse.Namespace, setup: Setup) -> int:
         for n in range(1, args.workers + 1)
     ]
     if not args.no_api:
-        from chit.cli.serve import check_bind, check_port
-
         check_bind(settings, queue, settings.host)
         check_port(settings.host, settings.port)
         children.append(Child("HTTP API", [sys.executable, "-m", "chit", "serve"], fatal=True))

@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
+import chit
 from chit import logs
 from chit.bounds import CLI_PAGE_MAX, PAGE_SIZE
 from chit.cli import commands, flow
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok; 1 the job failed, was cancelled or a wait timed out; "
         "2 bad input or unknown job; 3 the database could not be used.",
     )
+    parser.add_argument("--version", action="version", version=f"chit {chit.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, handler: Command, help: str) -> argparse.ArgumentParser:

@@ -28,14 +28,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-import psycopg
-import psycopg.conninfo
-import psycopg.errors
-from psycopg import sql
-from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
-
 from chit.errors import StoreError
+from chit.extras import needs
 from chit.ids import new_job_ids
 from chit.jobs import (
     Cancelled,
@@ -62,6 +56,16 @@ from chit.store.sql import (
     rescued,
     scalar,
 )
+
+# An extra (chit[postgres]): without it, importing this module says which to install.
+with needs("postgres", "a postgresql:// database needs psycopg"):
+    import psycopg
+    import psycopg.conninfo
+    import psycopg.errors
+    from psycopg import sql
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
+
 
 Q = queries.load("postgres")
 # Rows deleted per prune statement: short locks, whatever the backlog.
