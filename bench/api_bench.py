@@ -119,7 +119,9 @@ async def phase(
     )
 
 
-async def run(url: tuple[str, int], seconds: float, concurrency: int) -> None:
+async def run(
+    url: tuple[str, int], seconds: float, concurrency: int, only: str | None = None
+) -> None:
     ids: list[str] = []
 
     async def submit(conn: Connection, n: int) -> tuple[int, dict[str, str], bytes]:
@@ -159,7 +161,8 @@ async def run(url: tuple[str, int], seconds: float, concurrency: int) -> None:
         ("GET /jobs/{id} (status poll)", poll, 200),
         ("GET /jobs/{id} If-None-Match (304)", poll_conditional, 304),
     ):
-        await phase(name, url, seconds, concurrency, request, expect)
+        if only is None or name.startswith(only):
+            await phase(name, url, seconds, concurrency, request, expect)
 
 
 def versions() -> str:
@@ -175,11 +178,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="per phase (default 5)")
     parser.add_argument("--concurrency", type=int, default=16, help="requests in flight")
+    parser.add_argument(
+        "--database-url", help="a PostgreSQL URL to serve from (default: a temporary SQLite file)"
+    )
+    parser.add_argument("--only", help="run only the phases whose name starts with this")
     args = parser.parse_args()
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         env = os.environ | {
-            "CHIT_DATABASE_URL": f"sqlite:///{Path(tmp) / 'bench.db'}",
+            "CHIT_DATABASE_URL": args.database_url or f"sqlite:///{Path(tmp) / 'bench.db'}",
             "CHIT_API_KEYS": KEY,
         }
         server = subprocess.Popen([sys.executable, "-c", SERVER.format(port=port)], env=env)
@@ -196,10 +203,11 @@ def main() -> int:
                     print("the API server did not start", file=sys.stderr)
                     return 1
                 time.sleep(0.1)
-            print(f"chit HTTP API: one uvicorn process, SQLite, {args.concurrency} in flight")
+            where = "PostgreSQL" if args.database_url else "SQLite"
+            print(f"chit HTTP API: one uvicorn process, {where}, {args.concurrency} in flight")
             print(versions())
             print(f"load average before: {os.getloadavg()[0]:.2f}")
-            asyncio.run(run(("127.0.0.1", port), args.seconds, args.concurrency))
+            asyncio.run(run(("127.0.0.1", port), args.seconds, args.concurrency, args.only))
         finally:
             server.terminate()
             server.wait(timeout=15)

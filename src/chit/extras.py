@@ -24,6 +24,9 @@ MODULES: dict[str, frozenset[str]] = {
     "postgres": frozenset({"psycopg", "psycopg_pool", "psycopg_binary"}),
     "client": frozenset({"httpx", "httpcore", "anyio", "h11"}),
     "django": frozenset({"django", "django_tasks", "asgiref"}),
+    # Never imported by chit itself (chit.tracing works on what the application
+    # imported): listed so the core's lean-import tests cover it.
+    "otel": frozenset({"opentelemetry"}),
 }
 
 

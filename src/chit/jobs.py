@@ -86,6 +86,8 @@ class NewJob:
     # At most one job per key (and tenant) waiting, queued or running; free again
     # once that job has finished. None: no key.
     unique_key: str | None = None
+    # The W3C traceparent of the enqueue's producer span (chit.tracing), if any.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +179,10 @@ class ClaimedJob:
     timeout: float | None = None  # seconds this attempt may run; None: no deadline
     # Whether the job has dependencies (JobContext.dependencies reads them then).
     has_dependencies: bool = False
+    tenant: str = ""
+    # The W3C traceparent stored at enqueue (chit.tracing): the attempt's span's
+    # parent on the first attempt, a link on later ones.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

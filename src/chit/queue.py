@@ -11,6 +11,7 @@ queue.wait(job.id, timeout=60).result     # also queue.get(job.id), queue.cancel
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import inspect
@@ -24,7 +25,7 @@ from typing import Any, overload
 
 import pydantic
 
-from chit import bounds
+from chit import bounds, tracing
 from chit.bounds import (
     CONCURRENCY_KEY_MAX,
     EXPIRES_IN_MAX,
@@ -98,6 +99,9 @@ class JobRequest:
     # At most one job per key waiting, queued or running; another enqueue while
     # it is returns that job (created=False), whatever its payload.
     unique_key: str | None = None
+    # The W3C traceparent of the span the job is enqueued under, when it is not
+    # the current one (POST /jobs's header); one that is not valid is ignored.
+    traceparent: str | None = None
 
 
 class Queue:
@@ -259,18 +263,78 @@ class Queue:
     ) -> list[Enqueued]:
         """Validate every job and store them all in one transaction (yours, when
         `connection` is given): an invalid job raises and none is stored."""
+        with tracing.enqueuing(list(requests)) as traced:
+            jobs = self._jobs(traced, connection)
+            return _checked(jobs, self.store.enqueue_many(jobs, connection=connection))
+
+    async def aenqueue(
+        self,
+        kind: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        tenant: str = "",
+        concurrency_key: str | None = None,
+        timeout: float | None = None,
+        depends_on: Sequence[str] = (),
+        run_on: str = "succeeded",
+        expires_at: datetime | None = None,
+        expires_in: float | None = None,
+        unique_key: str | None = None,
+        connection: Any = None,
+    ) -> Enqueued:
+        """`enqueue` for asyncio code: the same arguments, results and errors,
+        and the event loop never waits on the database. `connection`: your
+        `psycopg.AsyncConnection` (the job exists if and only if your transaction
+        commits), or on SQLite a sqlite3 connection made with
+        check_same_thread=False."""
+        request = JobRequest(
+            kind,
+            payload,
+            idempotency_key,
+            run_at,
+            priority,
+            queue,
+            max_attempts,
+            tenant,
+            concurrency_key,
+            timeout,
+            depends_on=depends_on,
+            run_on=run_on,
+            expires_at=expires_at,
+            expires_in=expires_in,
+            unique_key=unique_key,
+        )
+        return (await self.aenqueue_many([request], connection=connection))[0]
+
+    async def aenqueue_many(
+        self, requests: Iterable[JobRequest], *, connection: Any = None
+    ) -> list[Enqueued]:
+        """`enqueue_many` for asyncio code (see `aenqueue`): all the jobs stored
+        in one transaction, or none."""
+        with tracing.enqueuing(list(requests)) as traced:
+            jobs = self._jobs(traced, connection)
+            store = self._store
+            if store is None:  # opening connects and migrates: not on the event loop
+                store = await asyncio.to_thread(lambda: self.store)
+            return _checked(jobs, await store.aenqueue_many(jobs, connection=connection))
+
+    async def aclose(self) -> None:
+        """Close the store, and what `aenqueue` opened on this event loop."""
+        store = self._store
+        if store is not None:
+            await store.aclose()
+            await asyncio.to_thread(self.close)
+
+    def _jobs(self, requests: Iterable[JobRequest], connection: Any) -> Sequence[NewJob]:
         requests = list(requests)
-        jobs: Sequence[NewJob]
         if connection is None:
-            jobs = _PreparedOnRead(self.prepare, requests)
-        else:  # your transaction stays usable after an invalid job
-            jobs = [self.prepare(r) for r in requests]
-        results = self.store.enqueue_many(jobs, connection=connection)
-        for job, result in zip(jobs, results, strict=True):
-            if not result.created and not result.unique and result.request_hash != job.request_hash:
-                assert job.idempotency_key is not None
-                raise IdempotencyConflict(job.idempotency_key, result.id)
-        return results
+            return _PreparedOnRead(self.prepare, requests)
+        return [self.prepare(r) for r in requests]  # your transaction stays usable after one
 
     def enqueue_workflow(
         self, requests: Iterable[JobRequest], *, connection: Any = None
@@ -430,7 +494,18 @@ class Queue:
             expires_at=expires_at,
             expires_in=expires_in,
             unique_key=request.unique_key,
+            traceparent=tracing.valid_traceparent(request.traceparent),
         )
+
+
+def _checked(jobs: Sequence[NewJob], results: list[Enqueued]) -> list[Enqueued]:
+    """The store's results, or IdempotencyConflict for a key that matched a
+    stored job asked for differently."""
+    for job, result in zip(jobs, results, strict=True):
+        if not result.created and not result.unique and result.request_hash != job.request_hash:
+            assert job.idempotency_key is not None
+            raise IdempotencyConflict(job.idempotency_key, result.id)
+    return results
 
 
 def _run_on(value: str) -> RunOn:

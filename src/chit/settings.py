@@ -74,6 +74,8 @@ class Settings:
     # Connections and requests `chit serve` takes at once; beyond, 503 at once
     # (each event stream holds one).
     max_connections: int = 1000
+    # "text" (readable lines) or "json" (one JSON object a line: docs/operations.md).
+    log_format: str = "text"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -168,6 +170,8 @@ class Settings:
                 raise ConfigError(
                     f"CHIT_RETENTION has value {self.retention!r}: must be at most 10 years"
                 )
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"CHIT_LOG_FORMAT has value {self.log_format!r}: use text or json")
         if self.pool not in POOLS:
             raise ConfigError(f"CHIT_POOL has value {self.pool!r}: use thread or process")
         for name, value in (

@@ -85,6 +85,7 @@ def lifespan(
             yield
         finally:
             await state.hub.stop()
+            await store.aclose()  # aenqueue's pool on this loop; the store stays the queue's
 
     return run
 

@@ -4,6 +4,7 @@ the app with `create_app(queue)` or include `create_router(queue)` in yours."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import math
@@ -161,7 +162,9 @@ async def submit_job(
         raise ApiProblem(400, "bad_request", "send one Idempotency-Key header, not several")
     body = SubmitJob.model_validate(await read_json(request, state.settings.max_body_bytes))
     job = body.job_request(principal.submit_tenant, idempotency_key)
-    [result] = await blocking(state.queue.enqueue_many, [job])
+    if "traceparent" in request.headers:  # W3C Trace Context: the job joins the caller's trace
+        job = dataclasses.replace(job, traceparent=request.headers["traceparent"])
+    [result] = await state.queue.aenqueue_many([job])
     url = _path(request, "get_job", result.id)
     answer = Submitted(
         job_id=result.id, status_url=url, created=result.created, workflow_id=result.workflow_id

@@ -7,6 +7,7 @@ answers 404), submitting needs `submit`, reading `read`, cancelling `admin`."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Annotated
 
@@ -79,6 +80,9 @@ async def submit_workflow(
     tenant = principal.submit_tenant
     keys = _job_keys(idempotency_key, len(body.jobs))
     requests = [job.job_request(tenant, key) for job, key in zip(body.jobs, keys, strict=True)]
+    traceparent = request.headers.get("traceparent")
+    if traceparent is not None:  # W3C Trace Context, as on POST /jobs
+        requests = [dataclasses.replace(r, traceparent=traceparent) for r in requests]
     queue = state.queue
     if idempotency_key is not None:
         found = await blocking(_stored, queue, requests, tenant)

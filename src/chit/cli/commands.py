@@ -11,7 +11,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from chit import durations
+from chit import durations, logs
 from chit.cli import output
 from chit.cli.loading import Setup
 from chit.cli.progress import WaitDisplay
@@ -119,16 +119,20 @@ def up(args: argparse.Namespace, setup: Setup) -> int:
         check_bind(settings, queue, settings.host)
         check_port(settings.host, settings.port)
         children.append(Child("HTTP API", [sys.executable, "-m", "chit", "serve"], fatal=True))
-    print(
-        f"chit up: {args.workers} worker process(es) x {settings.concurrency} slots on "
-        f"{_safe_url(settings.database_url)}; Ctrl-C stops everything",
-        flush=True,
+    json_lines = settings.log_format == "json"
+
+    def announce(text: str) -> None:
+        print(logs.json_line("up.started", text) if json_lines else f"chit up: {text}", flush=True)
+
+    announce(
+        f"{args.workers} worker process(es) x {settings.concurrency} slots on "
+        f"{_safe_url(settings.database_url)}; Ctrl-C stops everything"
     )
     if not args.no_api:
         base = f"http://{settings.host}:{settings.port}"
-        print(f"chit up: HTTP API on {base} (docs: {base}/docs)", flush=True)
-        print(f"chit up: dashboard on {base}/ui/", flush=True)
-    supervisor = Supervisor(children, env)
+        announce(f"HTTP API on {base} (docs: {base}/docs)")
+        announce(f"dashboard on {base}/ui/")
+    supervisor = Supervisor(children, env, json_lines=json_lines)
     demo = (lambda: _submit_demo_jobs(settings.app, queue)) if args.demo else None
     return supervisor.run(after_start=demo)
 

@@ -32,6 +32,7 @@ FLAGS = {
     "max_memory_per_child": "max_memory_per_child",
     "host": "host",
     "port": "port",
+    "log_format": "log_format",
 }
 
 

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import chit
+from chit import logs
 from chit.bounds import CLI_PAGE_MAX, PAGE_SIZE
 from chit.cli import commands, flow
 from chit.cli.loading import Setup
@@ -26,6 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     common.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    common.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="text (default) or json: one JSON object a line (CHIT_LOG_FORMAT)",
     )
 
     parser = argparse.ArgumentParser(
@@ -271,15 +277,14 @@ EXIT_STORE = 3
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(args.log_level, args.log_format or "text")
     # One line per HTTP request would drown the progress `wait --url` prints.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
-        return int(args.handler(args, Setup.from_args(args)))
+        setup = Setup.from_args(args)
+        if setup.settings.log_format != (args.log_format or "text"):  # CHIT_LOG_FORMAT
+            logs.configure(args.log_level, setup.settings.log_format)
+        return int(args.handler(args, setup))
     except (InvalidRequest, JobNotFound, ConfigError, ValueError) as e:
         print(f"chit: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -115,6 +115,8 @@ def serve(
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
         limit_concurrency=settings.max_connections,
+        # JSON lines: uvicorn's loggers left to the root's handler (chit.logs).
+        log_config=None if settings.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
     )
     try:
         _Server(config).run()

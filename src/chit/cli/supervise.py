@@ -26,6 +26,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import IO
 
+from chit import logs
+
 # A worker that ran this long before dying starts again after the first delay.
 HEALTHY_SECONDS = 30.0
 FIRST_DELAY = 1.0
@@ -84,7 +86,9 @@ class Supervisor:
         *,
         out: IO[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        json_lines: bool = False,
     ) -> None:
+        self.json_lines = json_lines  # CHIT_LOG_FORMAT=json: say() writes JSON log lines
         self.children = children
         self.env = env
         self.out = out if out is not None else sys.stderr
@@ -98,7 +102,8 @@ class Supervisor:
     # would skip stopping the children.
     def say(self, text: str) -> None:
         try:
-            print(f"chit up: {text}", file=self.out, flush=True)
+            line = logs.json_line("up.message", text) if self.json_lines else f"chit up: {text}"
+            print(line, file=self.out, flush=True)
         except (OSError, ValueError):
             self.output_broken = True
 

@@ -19,6 +19,7 @@ Rules every implementation keeps:
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -105,6 +106,18 @@ class Store(abc.ABC):
         an unknown ref or id, a self-dependency, a duplicate ref, another
         tenant's job, more than bounds.DEPENDENCIES_MAX edges, a ref another
         job depends on carrying an idempotency key that matched a stored job."""
+
+    async def aenqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
+        """`enqueue_many` for asyncio code: the same results and errors, and the
+        event loop never waits on the database (`connection`, when given, is the
+        application's connection of the kind the backend takes in async code).
+        This default runs `enqueue_many` in a thread; backends do better."""
+        return await asyncio.to_thread(self.enqueue_many, jobs, connection)
+
+    async def aclose(self) -> None:
+        """Close what `aenqueue_many` opened on the running event loop (then
+        `close` closes the rest)."""
+        return  # nothing by default: the thread `aenqueue_many` used needs no closing
 
     # Working
 

@@ -19,6 +19,7 @@ raised as `StoreError` with a message naming the server (never the password).
 
 from __future__ import annotations
 
+import asyncio
 import select
 import threading
 import time
@@ -47,7 +48,15 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import graph, queries
-from chit.store.sql import Claim, Dialect, SQLStore, dumps, rescued, scalar
+from chit.store.sql import (
+    Claim,
+    Dialect,
+    InsertStep,
+    SQLStore,
+    dumps,
+    rescued,
+    scalar,
+)
 
 # An extra (chit[postgres]): without it, importing this module says which to install.
 with needs("postgres", "a postgresql:// database needs psycopg"):
@@ -56,7 +65,7 @@ with needs("postgres", "a postgresql:// database needs psycopg"):
     import psycopg.errors
     from psycopg import sql
     from psycopg.rows import dict_row
-    from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
 
 Q = queries.load("postgres")
@@ -68,9 +77,10 @@ COPY_FROM = 100
 # The payload goes as bytes already in jsonb's binary form (`_copy_jobs`): psycopg's
 # jsonb dumper, in Python, cost a fifth of a copied job's client time.
 _COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"]
-_COPY_TYPES += ["timestamptz"] * 3 + ["text", "float8", "timestamptz"]
+_COPY_TYPES += ["timestamptz"] * 3 + ["text", "float8", "timestamptz", "text"]
 
 Connection = psycopg.Connection[dict[str, Any]]
+AsyncConnection = psycopg.AsyncConnection[dict[str, Any]]
 _T = TypeVar("_T")
 
 
@@ -191,6 +201,11 @@ class PostgresStore(SQLStore):
         self._listeners = threading.local()
         self._all_listeners: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
+        self._pool_size = max(1, pool_size)
+        self._connect_timeout = connect_timeout
+        # aenqueue_many's pool, opened on its first call on the loop it runs on.
+        self._async_pool: AsyncConnectionPool[AsyncConnection] | None = None
+        self._async_loop: asyncio.AbstractEventLoop | None = None
         _reach(url, self.where, min(connect_timeout, REACH_SECONDS))
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             url,
@@ -225,19 +240,22 @@ class PostgresStore(SQLStore):
         try:
             with self._pool.connection() as conn:
                 yield conn
-        except PoolClosed as e:
-            raise StoreError(f"this store for {self.where} is closed") from e
-        except PoolTimeout as e:
-            raise StoreError(
+        except (PoolClosed, PoolTimeout, psycopg.Error) as e:
+            raise self._error(e) from e
+
+    def _error(self, e: PoolClosed | PoolTimeout | psycopg.Error) -> StoreError:
+        if isinstance(e, PoolClosed):
+            return StoreError(f"this store for {self.where} is closed")
+        if isinstance(e, PoolTimeout):
+            return StoreError(
                 f"no connection to {self.where}: the server is unreachable or every pooled"
                 f" connection is busy ({e})"
-            ) from e
-        except psycopg.OperationalError as e:
-            raise StoreError(f"lost the connection to {self.where}: {_summary(e)}") from e
-        except psycopg.DataError as e:  # this value can never be stored: not worth a retry
-            raise StoreError(f"{self.where}: {_summary(e)}", transient=False) from e
-        except psycopg.Error as e:
-            raise StoreError(f"{self.where}: {_summary(e)}") from e
+            )
+        if isinstance(e, psycopg.OperationalError):
+            return StoreError(f"lost the connection to {self.where}: {_summary(e)}")
+        if isinstance(e, psycopg.DataError):  # this value can never be stored: not worth a retry
+            return StoreError(f"{self.where}: {_summary(e)}", transient=False)
+        return StoreError(f"{self.where}: {_summary(e)}")
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
@@ -312,6 +330,67 @@ class PostgresStore(SQLStore):
         with connection.transaction():
             return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
 
+    async def aenqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
+        """The same steps as `enqueue_many` (SQLStore._inserting), each statement
+        awaited on a pooled `psycopg.AsyncConnection`, or on `connection`, the
+        application's own (inside its transaction, not committed). A large batch
+        is inserted as one statement, not copied in."""
+        if not jobs:
+            return []
+        if connection is not None:
+            try:
+                return await self._ainsert_jobs(connection, jobs)
+            except psycopg.Error as e:
+                raise StoreError(f"enqueue on the application's connection failed: {e}") from e
+        pool = self._async_pool
+        if pool is None or self._async_loop is not asyncio.get_running_loop():
+            # An async pool lives on one event loop: a new loop (asyncio.run again)
+            # gets its own.
+            pool = self._async_pool = AsyncConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=self._pool_size,
+                kwargs={"autocommit": True, "row_factory": dict_row},
+                check=_acheck_connection,
+                timeout=self._connect_timeout,
+                name="chit-async",
+                open=False,
+            )
+            self._async_loop = asyncio.get_running_loop()
+        try:
+            await pool.open()  # at once if open: concurrent first calls open it once
+            async with pool.connection() as conn:
+                return await self._ainsert_jobs(conn, jobs)
+        except (PoolClosed, PoolTimeout, psycopg.Error) as e:
+            raise self._error(e) from e
+
+    async def _ainsert_jobs(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> list[Enqueued]:
+        if conn.autocommit and graph.is_graph(jobs):  # several statements: one transaction
+            async with conn.transaction():
+                return await self._adrive(conn, jobs)
+        return await self._adrive(conn, jobs)
+
+    async def _adrive(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> list[Enqueued]:
+        steps = self._inserting(new_job_ids(len(jobs)), jobs)
+        async with conn.cursor(row_factory=dict_row) as cursor:
+            try:
+                step = next(steps)
+                while True:
+                    if isinstance(step, InsertStep):
+                        await cursor.execute(Q["enqueue"], self._insert_params(step.batch))
+                        step = steps.send({r["id"] for r in await cursor.fetchall()})
+                    else:
+                        await cursor.execute(step.query, step.params)
+                        rows = [] if cursor.description is None else await cursor.fetchall()
+                        step = steps.send(rows)
+            except StopIteration as done:
+                return done.value
+
+    async def aclose(self) -> None:
+        pool, self._async_pool = self._async_pool, None
+        if pool is not None and self._async_loop is asyncio.get_running_loop():
+            await pool.close()
+
     def _copy_jobs(
         self, conn: Connection | psycopg.Cursor[Any], jobs: Sequence[NewJob]
     ) -> list[Enqueued]:
@@ -340,7 +419,7 @@ class PostgresStore(SQLStore):
                 write(
                     (job_id, job.kind, job.queue, job.priority, payload, job.tenant,
                      job.max_attempts, run_at, now, now, job.concurrency_key, job.timeout,
-                     expires_at)
+                     expires_at, job.traceparent)
                 )  # fmt: skip
         if keyed:
             inserted = self._insert_jobs(conn, [ids[n] for n in keyed], [jobs[n] for n in keyed])
@@ -602,9 +681,22 @@ def _check_connection(conn: Connection) -> None:
     pool discards the connection."""
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("connection is closed")
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    if readable:
+    if _has_spoken(conn):
         ConnectionPool.check_connection(conn)
+
+
+async def _acheck_connection(conn: AsyncConnection) -> None:
+    """`_check_connection` for aenqueue's async pool: no round trip on the hot path."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("connection is closed")
+    if _has_spoken(conn):
+        await AsyncConnectionPool.check_connection(conn)
+
+
+def _has_spoken(conn: Connection | AsyncConnection) -> bool:
+    """Whether an idle connection has something to read (a select that never waits)."""
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    return bool(readable)
 
 
 # The predicate of the list indexes (migration 006).

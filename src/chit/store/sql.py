@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
@@ -67,6 +67,25 @@ from chit.store.flow import (
 )
 from chit.store.reports import FullStore, NewSession, StoredSession
 
+
+@dataclass(frozen=True, slots=True)
+class InsertStep:
+    """Insert these jobs (`_insert`); send back the set of ids inserted."""
+
+    batch: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryStep:
+    """Run this statement; send back its rows (a list, possibly empty)."""
+
+    query: str
+    params: dict[str, Any]
+
+
+# Enqueueing as steps (SQLStore._inserting): what to run next, its answer sent back.
+Inserting = Generator[InsertStep | QueryStep, Any, list[Enqueued]]
+
 # One encoder for every call: json.dumps with options builds a new one each time.
 dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
@@ -99,7 +118,7 @@ _AS_THEY_ARE += ("workflow_id", "ref", "unique_key")
 # A new job's fields that `enqueue` sends as they are.
 _NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "payload", "tenant", "idempotency_key")
 _NEW_JOB += ("request_hash", "max_attempts", "concurrency_key", "timeout", "expires_in")
-_NEW_JOB += ("unique_key",)
+_NEW_JOB += ("unique_key", "traceparent")
 
 # How often an enqueue inserts again a job whose unique key it found taken
 # but could not find the holder of (it finished in between: the key is free).
@@ -112,6 +131,11 @@ def scalar(cursor: Any) -> Any:
     if row is None:
         return None
     return next(iter(row.values())) if isinstance(row, Mapping) else row[0]
+
+
+def fetched(cursor: Any) -> list[Any]:
+    """A statement's rows; none for one that returns no rows (an UPDATE)."""
+    return [] if cursor.description is None else list(cursor.fetchall())
 
 
 def rescued(states: Sequence[str]) -> RescueReport:
@@ -217,6 +241,8 @@ class SQLStore(FullStore):
             progress=Progress(r["progress_done"], r["progress_total"]),
             timeout=r["timeout"],
             has_dependencies=bool(r["has_dependencies"]),
+            tenant=r["tenant"],
+            traceparent=r["traceparent"],
         )
 
     def _api_key(self, r: Any) -> ApiKey:
@@ -271,6 +297,21 @@ class SQLStore(FullStore):
         """Insert `jobs` with `ids` in one statement, the first job with an
         idempotency key winning; for each job, the one inserted or the one its
         key matched."""
+        steps = self._inserting(ids, jobs)
+        try:
+            step = next(steps)
+            while True:
+                if isinstance(step, InsertStep):
+                    step = steps.send(self._insert(conn, step.batch))
+                else:
+                    step = steps.send(fetched(conn.execute(step.query, step.params)))
+        except StopIteration as done:
+            return done.value
+
+    def _inserting(self, ids: Sequence[str], jobs: Sequence[NewJob]) -> Inserting:
+        """`_insert_jobs` as steps, each statement yielded and its rows sent back,
+        so that a driver on a sync or an async connection runs the same logic
+        (`_insert_jobs`; PostgresStore.aenqueue_many)."""
         time = self.d.time
         batch = [
             {name: getattr(job, name) for name in _NEW_JOB}
@@ -279,23 +320,23 @@ class SQLStore(FullStore):
             for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
         ]
         if not graph.is_graph(jobs):
-            inserted = self._insert(conn, batch)
+            inserted: set[str] = yield InsertStep(batch)
             workflow_id = None
         else:
-            inserted, workflow_id = self._insert_graph(conn, ids, jobs, batch)
+            inserted, workflow_id = yield from self._inserting_graph(ids, jobs, batch)
         if len(inserted) == len(jobs):
             return [Enqueued(job_id, True, workflow_id=workflow_id) for job_id in ids]
         # Some keys were taken (by earlier jobs, or earlier in this batch).
         existing: dict[str, Enqueued] = {}
         taken = [item for item in batch if item["id"] not in inserted]
         for _ in range(UNIQUE_TRIES):
-            existing |= self._holders(conn, taken)
+            existing |= yield from self._finding_holders(taken)
             # A unique key whose holder finished between the insert and the look:
             # free now, so insert again (never on SQLite, whose write lock is held).
             taken = [item for item in taken if item["id"] not in existing]
             if not taken:
                 break
-            inserted |= self._insert(conn, taken)
+            inserted |= yield InsertStep(taken)
             taken = [item for item in taken if item["id"] not in inserted]
         if taken:
             raise StoreError(f"could not enqueue: keys taken and freed {UNIQUE_TRIES} times over")
@@ -306,13 +347,15 @@ class SQLStore(FullStore):
             for job_id in ids
         ]
 
-    def _holders(self, conn: Any, taken: list[dict[str, Any]]) -> dict[str, Enqueued]:
+    def _finding_holders(
+        self, taken: list[dict[str, Any]]
+    ) -> Generator[QueryStep, Any, dict[str, Enqueued]]:
         """For each item `enqueue` did not insert, by its id: the stored job its
         idempotency key names, else the active job holding its unique key."""
         found: dict[str, Enqueued] = {}
         keyed = [item for item in taken if item["idempotency_key"] is not None]
         if keyed:
-            rows = conn.execute(self.Q["find_by_idempotency_key"], {"jobs": dumps(keyed)})
+            rows = yield QueryStep(self.Q["find_by_idempotency_key"], {"jobs": dumps(keyed)})
             by_key = {
                 (r["tenant"], r["idempotency_key"]): Enqueued(r["id"], False, r["request_hash"])
                 for r in rows
@@ -323,7 +366,7 @@ class SQLStore(FullStore):
                     found[item["id"]] = match
         unique = [item for item in taken if item["id"] not in found and item["unique_key"]]
         if unique:
-            rows = conn.execute(self.Q["find_by_unique_key"], {"jobs": dumps(unique)})
+            rows = yield QueryStep(self.Q["find_by_unique_key"], {"jobs": dumps(unique)})
             holders = {
                 (r["tenant"], r["unique_key"]): Enqueued(r["id"], False, unique=True) for r in rows
             }
@@ -333,9 +376,9 @@ class SQLStore(FullStore):
                     found[item["id"]] = match
         return found
 
-    def _insert_graph(
-        self, conn: Any, ids: Sequence[str], jobs: Sequence[NewJob], batch: list[dict[str, Any]]
-    ) -> tuple[set[str], str]:
+    def _inserting_graph(
+        self, ids: Sequence[str], jobs: Sequence[NewJob], batch: list[dict[str, Any]]
+    ) -> Generator[InsertStep | QueryStep, Any, tuple[set[str], str]]:
         """Insert a batch with refs or dependencies: checked (graph.check), the
         stored jobs it names locked and read, each job in its first state, and
         the stored dependencies told of their new dependents. Raises
@@ -343,10 +386,10 @@ class SQLStore(FullStore):
         edges = graph.check(jobs, ids)
         found: dict[str, graph.Stored] = {}
         if edges.stored:
-            rows = conn.execute(self.Q["lock_dependencies"], {"ids": self.d.array(edges.stored)})
+            rows = yield QueryStep(self.Q["lock_dependencies"], {"ids": self.d.array(edges.stored)})
             found = {
                 r["id"]: graph.Stored(r["tenant"], State(r["state"]), r["workflow_id"])
-                for r in rows.fetchall()
+                for r in rows
             }
         # The workflow of the first stored dependency that has one: a job added
         # to a running graph joins it.
@@ -359,7 +402,7 @@ class SQLStore(FullStore):
         )
         for item, columns in zip(batch, graph.plan(jobs, edges, found, workflow_id), strict=True):
             item |= columns
-        inserted = self._insert(conn, batch)
+        inserted: set[str] = yield InsertStep(batch)
         depended_on = {target for targets in edges.depends_on for target in targets}
         for n, job_id in enumerate(ids):
             if job_id not in inserted and job_id in depended_on:
@@ -370,13 +413,15 @@ class SQLStore(FullStore):
         told = graph.stored_dependents(edges, inserted)
         if told:
             items = [{"id": t, "dependents": new} for t, new in told.items()]
-            conn.execute(self.Q["add_dependents"], {"items": dumps(items)})
+            yield QueryStep(self.Q["add_dependents"], {"items": dumps(items)})
         return inserted, workflow_id
 
     def _insert(self, conn: Any, batch: list[dict[str, Any]]) -> set[str]:
         """Insert the jobs of `batch` in one statement; the ids it inserted."""
-        params = {"jobs": dumps(batch), "now": self.d.now(None)}
-        return {r["id"] for r in conn.execute(self.Q["enqueue"], params)}
+        return {r["id"] for r in conn.execute(self.Q["enqueue"], self._insert_params(batch))}
+
+    def _insert_params(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"jobs": dumps(batch), "now": self.d.now(None)}
 
     # Working
 

@@ -14,11 +14,13 @@ readers never block writers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -115,6 +117,7 @@ class SQLiteStore(SQLStore):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._enqueuer: ThreadPoolExecutor | None = None
         if migrate:
             self.migrate()
 
@@ -185,6 +188,9 @@ class SQLiteStore(SQLStore):
     def close(self) -> None:
         with self._lock:
             conns, self._all = self._all, []
+            enqueuer, self._enqueuer = self._enqueuer, None
+        if enqueuer is not None:
+            enqueuer.shutdown()
         for conn in conns:
             conn.close()
         self._local = threading.local()
@@ -216,6 +222,17 @@ class SQLiteStore(SQLStore):
         jobs = list(jobs)  # each read (and checked) before other writers wait
         with self._write() as conn:
             return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
+
+    async def aenqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
+        """On one thread of the store's own: a write is short, and one writer at a
+        time is all a SQLite file takes anyway. `connection`, a sqlite3 connection
+        made with check_same_thread=False, is used from that thread."""
+        with self._lock:
+            if self._enqueuer is None:
+                self._enqueuer = ThreadPoolExecutor(1, thread_name_prefix="chit-aenqueue")
+            enqueuer = self._enqueuer
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(enqueuer, self.enqueue_many, jobs, connection)
 
     def _insert(self, conn: sqlite3.Connection | sqlite3.Cursor, batch: list[Any]) -> set[str]:
         inserted = set()

@@ -34,6 +34,7 @@ the lease that fences it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import logging
 import multiprocessing
@@ -50,6 +51,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from chit import tracing
 from chit.context import JobContext
 from chit.encoding import storable_json_error
 from chit.errors import ConfigError, PermanentError, Snooze, StoreError
@@ -178,7 +180,9 @@ class ProcessPool:
         ctx = call.ctx
         timeout = ctx.timeout
         try:
-            child.to_child.send(("run", call.job, timeout))
+            # The child's spans nest under the attempt's, which lives here.
+            job = dataclasses.replace(call.job, traceparent=tracing.span_traceparent(call.span))
+            child.to_child.send(("run", job, timeout))
         except (OSError, ValueError):
             report(Returned(error=ReportedError(self._death(child))))
             return False
@@ -435,7 +439,8 @@ class _Link:
             task = queue.tasks.get(job.kind)
             if task is None:
                 raise LookupError(f"the child process has no handler for {job.kind!r}")
-            result = task.handler(ctx, parse_payload(task, job.payload))
+            with tracing.resumed(job.traceparent):
+                result = task.handler(ctx, parse_payload(task, job.payload))
             message: tuple[Any, ...] = ("returned", result, ctx.last_progress(), _peak_kb())
             problem = storable_json_error(result)
         except Snooze as e:

@@ -23,11 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from chit import backoff
+from chit import backoff, tracing
 from chit.context import JobContext, timed_out
 from chit.encoding import storable_json_error, storable_text
 from chit.errors import PermanentError, Snooze
 from chit.jobs import Cancelled, ClaimedJob, Failed, Outcome, Released, Snoozed, Succeeded
+from chit.logs import job_fields
 from chit.queue import Queue, Task, parse_payload
 from chit.settings import Settings
 
@@ -48,7 +49,9 @@ class Pipeline:
         *,
         sync: Executor,
         asynchronous: Executor,
+        worker_id: str | None = None,
     ) -> None:
+        self.worker_id = worker_id  # for the log lines
         self.queue = queue
         self.settings = settings
         self.done = done  # the job's outcome, ready to record
@@ -57,7 +60,23 @@ class Pipeline:
         self.asynchronous = asynchronous
 
     def start(self, job: ClaimedJob, ctx: JobContext) -> None:
-        log.info("job %s %s attempt %d/%d started", job.kind, job.id, job.attempt, job.max_attempts)
+        log.info(
+            "job %s %s attempt %d/%d started",
+            job.kind,
+            job.id,
+            job.attempt,
+            job.max_attempts,
+            extra=job_fields(
+                "job.started",
+                job.id,
+                job.kind,
+                attempt=job.attempt,
+                worker=self.worker_id,
+                queue=job.queue,
+                max_attempts=job.max_attempts,
+            ),
+        )
+        span = tracing.start_run(job, self.worker_id)
         # While it waited for a slot, cancellation was asked or the lease was lost.
         prepared = None
         if ctx.cancel_requested:
@@ -68,6 +87,7 @@ class Pipeline:
             prepared = prepare(self.queue, job, self.settings)
             early = prepared.early
         if early is not None:
+            tracing.end_run(span, early)
             self.done(early)
             self.free(job.id)
             return
@@ -78,9 +98,12 @@ class Pipeline:
         executor = self.asynchronous if task.is_async else self.sync
 
         def report(returned: Returned) -> None:
-            self.done(classify(job, ctx, self.settings, returned.result, returned.error))
+            outcome = classify(job, ctx, self.settings, returned.result, returned.error)
+            tracing.end_run(span, outcome, returned.error)
+            self.done(outcome)
 
-        executor.submit(Call(task, ctx, prepared.body, job), report, lambda: self.free(job.id))
+        call = Call(task, ctx, prepared.body, job, span)
+        executor.submit(call, report, lambda: self.free(job.id))
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +114,7 @@ class Call:
     ctx: JobContext
     body: Any
     job: ClaimedJob  # what a child process is sent: it parses the payload itself
+    span: Any = None  # the attempt's trace span (chit.tracing), current while the handler runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +180,8 @@ class Once:
 def invoke(call: Call) -> Returned:
     """Call a sync handler where the executor runs it."""
     try:
-        return Returned(call.task.handler(call.ctx, call.body))
+        with tracing.activated(call.span):
+            return Returned(call.task.handler(call.ctx, call.body))
     except BaseException as e:  # a handler must not take its thread down
         return Returned(error=e)
 
@@ -164,7 +189,8 @@ def invoke(call: Call) -> Returned:
 async def ainvoke(call: Call) -> Returned:
     """Await an async handler on the executor's event loop."""
     try:
-        return Returned(await call.task.handler(call.ctx, call.body))
+        with tracing.activated(call.span):
+            return Returned(await call.task.handler(call.ctx, call.body))
     except BaseException as e:
         return Returned(error=e)
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 from chit.context import JobContext
 from chit.encoding import storable_text
 from chit.errors import StoreError
 from chit.jobs import Failed, Outcome, Released, Snoozed, Succeeded
+from chit.logs import job_fields
 from chit.store import Store
 from chit.worker.slots import Slots
 
@@ -120,7 +122,7 @@ class Finisher:
     def _settle(self, batch: list[Outcome], applied: list[bool]) -> None:
         settled = self.slots.settle(batch)
         for outcome, ok, (ctx, seconds) in zip(batch, applied, settled, strict=True):
-            _log_outcome(outcome, ok, ctx, seconds)
+            _log_outcome(outcome, ok, ctx, seconds, self.worker_id)
 
     def _record(self, batch: list[Outcome]) -> list[bool]:
         delay = 0.1
@@ -161,9 +163,16 @@ class Finisher:
         return self._record([Failed(outcome.job_id, outcome.lease_token, text)])
 
 
-def _log_outcome(outcome: Outcome, applied: bool, ctx: JobContext | None, seconds: float) -> None:
+def _log_outcome(
+    outcome: Outcome, applied: bool, ctx: JobContext | None, seconds: float, worker: str
+) -> None:
     kind = ctx.kind if ctx else "?"
     name = type(outcome).__name__.lower()
+    attempt = ctx.attempt if ctx else None
+    fields: dict[str, Any] = {"kind": kind, "attempt": attempt, "worker": worker}
+    fields["duration"] = seconds
+    if ctx is not None:
+        fields["queue"] = ctx.queue
     if not applied:
         log.warning(
             "job %s %s: %s outcome fenced out: the lease was lost and the job "
@@ -171,15 +180,35 @@ def _log_outcome(outcome: Outcome, applied: bool, ctx: JobContext | None, second
             kind,
             outcome.job_id,
             name,
+            extra=job_fields("job.fenced_out", outcome.job_id, **fields),
         )
     elif isinstance(outcome, Succeeded):
-        log.info("job %s %s succeeded in %.3fs", kind, outcome.job_id, seconds)
+        log.info(
+            "job %s %s succeeded in %.3fs",
+            kind,
+            outcome.job_id,
+            seconds,
+            extra=job_fields("job.succeeded", outcome.job_id, **fields),
+        )
     elif isinstance(outcome, Snoozed):
         delay = outcome.delay
-        log.info("job %s %s snoozed for %gs after %.3fs", kind, outcome.job_id, delay, seconds)
+        log.info(
+            "job %s %s snoozed for %gs after %.3fs",
+            kind,
+            outcome.job_id,
+            delay,
+            seconds,
+            extra=job_fields("job.snoozed", outcome.job_id, **fields),
+        )
     else:
         detail = getattr(outcome, "error", "") or ""
         retry_in = getattr(outcome, "retry_in", None)
+        last = ctx is None or ctx.attempt >= ctx.max_attempts
+        if isinstance(outcome, Failed):
+            # The store fails a job for good once its attempts are used up, whatever retry_in.
+            event = "job.retrying" if retry_in is not None and not last else "job.failed"
+        else:
+            event = f"job.{name}"  # released (handed back), cancelled
         when = f", retry in {retry_in:.1f}s" if retry_in is not None else ""
         log.warning(
             "job %s %s %s after %.3fs%s %s",
@@ -189,4 +218,11 @@ def _log_outcome(outcome: Outcome, applied: bool, ctx: JobContext | None, second
             seconds,
             when,
             detail.split("\n", 1)[0],
+            extra=job_fields(
+                event,
+                outcome.job_id,
+                **fields,
+                error=detail or None,
+                retry_in=retry_in if event == "job.retrying" else None,
+            ),
         )

@@ -108,6 +108,7 @@ class Worker:
             self._freed,
             sync=self.sync_pool,
             asynchronous=AsyncLoop(),
+            worker_id=self.id,
         )
         self.slots = Slots(
             self.store,
@@ -254,6 +255,7 @@ class Worker:
             self.concurrency,
             self.settings.pool,
             self.lease_seconds,
+            extra={"event": "worker.started", "worker": self.id},
         )
         self.finisher.start()
         self.heartbeat.start()
@@ -285,7 +287,12 @@ class Worker:
         self.finisher.stop()
         self.heartbeat.stop()
         self.maintenance.stop()
-        log.info("worker %s stopped after %d jobs", self.id, self.processed)
+        log.info(
+            "worker %s stopped after %d jobs",
+            self.id,
+            self.processed,
+            extra={"event": "worker.stopped", "worker": self.id},
+        )
         return 0
 
     def close(self) -> None:

@@ -92,7 +92,7 @@ INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, run_at, created_at, updated_at, concurrency_key, timeout,
     state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at,
-    expires_at, unique_key
+    expires_at, unique_key, traceparent
 )
 SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key,
        j.request_hash, j.max_attempts,
@@ -106,13 +106,15 @@ SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key
        CASE WHEN j.state = 'cancelled' THEN coalesce(%(now)s::timestamptz, now()) END,
        coalesce(j.expires_at,
                 coalesce(%(now)s::timestamptz, now()) + make_interval(secs => j.expires_in)),
-       j.unique_key
+       j.unique_key,
+       j.traceparent
 FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(
     n integer, id text, kind text, queue text, priority integer, payload jsonb, tenant text,
     idempotency_key text, request_hash text, max_attempts integer, run_at timestamptz,
     concurrency_key text, timeout double precision, state text, workflow_id text, ref text,
     run_on text, depends_on text[], dependents text[], deps_pending integer, error text,
-    expires_at timestamptz, expires_in double precision, unique_key text
+    expires_at timestamptz, expires_in double precision, unique_key text,
+    traceparent text
 )
 ORDER BY j.n
 -- Any key: the idempotency key (chit_jobs_idempotency) or the unique key of an
@@ -132,7 +134,7 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now
 -- a 2-core test machine, most of it updating this table's indexes).
 COPY chit_jobs (
     id, kind, queue, priority, payload, tenant, max_attempts, run_at, created_at, updated_at,
-    concurrency_key, timeout, expires_at
+    concurrency_key, timeout, expires_at, traceparent
 ) FROM STDIN (FORMAT BINARY)
 
 -- name: find_by_idempotency_key
@@ -175,7 +177,8 @@ WITH due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies
+              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies,
+              j.tenant, j.traceparent
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -627,7 +630,8 @@ due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies
+              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies,
+              j.tenant, j.traceparent
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -1127,7 +1131,8 @@ WITH due AS (
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies
+              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies,
+              j.tenant, j.traceparent
 ), stray AS (
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',

@@ -67,7 +67,7 @@ INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, concurrency_key, timeout, run_at, created_at, updated_at,
     state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at,
-    expires_at, unique_key
+    expires_at, unique_key, traceparent
 ) VALUES (
     :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
     :max_attempts, :concurrency_key, :timeout,
@@ -79,7 +79,8 @@ INSERT INTO chit_jobs (
     -- :expires_in is a modifier ('+30.000 seconds'), or NULL.
     CASE WHEN :expires_in IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now, :expires_in)
          ELSE :expires_at END,
-    :unique_key
+    :unique_key,
+    :traceparent
 )
 -- Any key: the idempotency key (chit_jobs_idempotency) or the unique key of an
 -- active job (chit_jobs_unique); the store then finds the job that holds it.
@@ -138,7 +139,7 @@ WHERE id IN (
 )
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
           checkpoint, progress_done, progress_total, concurrency_key, timeout,
-          depends_on IS NOT NULL AS has_dependencies
+          depends_on IS NOT NULL AS has_dependencies, tenant, traceparent
 
 -- name: open_attempt
 INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
@@ -896,7 +897,7 @@ SET state = 'running',
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued' AND {unexpired}
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
           checkpoint, progress_done, progress_total, concurrency_key, timeout,
-          depends_on IS NOT NULL AS has_dependencies
+          depends_on IS NOT NULL AS has_dependencies, tenant, traceparent
 
 -- name: declare_limits
 INSERT INTO chit_limits (

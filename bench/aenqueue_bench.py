@@ -1,0 +1,95 @@
+"""`await queue.aenqueue(...)` one at a time from one event loop: jobs per
+second on SQLite (a temporary file) and on PostgreSQL, beside the sync
+`queue.enqueue` on the same database for scale.
+
+Not a test: prints figures and the versions they were measured with; the load
+average printed says how busy the machine was. Bounded in time.
+
+    .venv/bin/python bench/aenqueue_bench.py [--seconds 3] [--postgres URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sqlite3
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+import psycopg
+
+import chit
+from chit.settings import Settings
+
+PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def make_queue(url: str) -> chit.Queue:
+    queue = chit.Queue(settings=Settings(database_url=url))
+    queue.task("noop")(lambda job, body: None)
+    return queue
+
+
+async def async_rate(queue: chit.Queue, seconds: float) -> float:
+    await queue.aenqueue("noop", {"n": 0})  # the store and the pool opened
+    n, started = 0, time.perf_counter()
+    deadline = started + seconds
+    while time.perf_counter() < deadline:
+        await queue.aenqueue("noop", {"n": n})
+        n += 1
+    return n / (time.perf_counter() - started)
+
+
+def sync_rate(queue: chit.Queue, seconds: float) -> float:
+    queue.enqueue("noop", {"n": 0})
+    n, started = 0, time.perf_counter()
+    deadline = started + seconds
+    while time.perf_counter() < deadline:
+        queue.enqueue("noop", {"n": n})
+        n += 1
+    return n / (time.perf_counter() - started)
+
+
+def measure(name: str, url: str, seconds: float) -> None:
+    queue = make_queue(url)
+    try:
+        rate = asyncio.run(async_rate(queue, seconds))
+        asyncio.run(queue.aclose())
+        sync = sync_rate(queue, seconds)
+    finally:
+        queue.close()
+    print(f"{name:<10} aenqueue {rate:8,.0f} jobs/s   enqueue (sync) {sync:8,.0f} jobs/s")
+
+
+def versions() -> str:
+    names = ["chit", "psycopg", "psycopg-pool", "pydantic"]
+    found = ", ".join(f"{n} {metadata.version(n)}" for n in names)
+    with psycopg.connect(PG_DEFAULT) as conn:
+        server = conn.info.server_version
+    return (
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"PostgreSQL {server // 10000}.{server % 100}, {found}; "
+        f"{os.cpu_count()} CPUs, {platform.machine()}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="per run (default 3)")
+    parser.add_argument("--postgres", default=PG_DEFAULT, help="a PostgreSQL database URL")
+    args = parser.parse_args()
+    print("aenqueue one at a time from one event loop (each awaited before the next)")
+    print(versions())
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        measure("SQLite", f"sqlite:///{Path(tmp) / 'bench.db'}", args.seconds)
+    measure("PostgreSQL", args.postgres, args.seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,265 @@
+"""`Queue.aenqueue` and `aenqueue_many` on both backends: the same results and
+errors as the sync calls, the application's own async connection, and an event
+loop that keeps running while the database makes the call wait."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import pydantic
+import pytest
+
+import chit
+from chit.errors import (
+    IdempotencyConflict,
+    InvalidPayload,
+    InvalidRequest,
+    PayloadTooLarge,
+    UnknownKind,
+)
+from chit.jobs import State
+from chit.settings import Settings
+from support.waiting import wait_until
+
+if TYPE_CHECKING:
+    from conftest import Backend
+
+pytestmark = pytest.mark.anyio
+
+
+class Report(pydantic.BaseModel):
+    region: str
+    year: int = 2026
+
+
+@pytest.fixture
+async def queue(backend: Backend) -> AsyncIterator[chit.Queue]:
+    url = backend.url if backend.name == "postgres" else f"sqlite:///{backend.path}"  # type: ignore[attr-defined]
+    q = chit.Queue(settings=Settings(database_url=url, max_payload_bytes=2000))
+    q.task("report", payload=Report, max_attempts=3, queue="reports", priority=5)(
+        lambda job, body: None
+    )
+    q.task("free")(lambda job, body: None)
+    yield q
+    await q.aclose()
+
+
+def count(queue: chit.Queue) -> int:
+    return sum(queue.store.stats().by_state.values())
+
+
+async def test_aenqueue_stores_what_enqueue_stores(queue: chit.Queue) -> None:
+    sync = queue.enqueue("report", {"region": "emea"}, idempotency_key="s", concurrency_key="c")
+    done = await queue.aenqueue(
+        "report", {"region": "emea"}, idempotency_key="a", concurrency_key="c"
+    )
+    assert done.created and sync.created and done.id != sync.id
+    a, s = queue.get(done.id), queue.get(sync.id)
+    fields = ("kind", "payload", "queue", "priority", "max_attempts", "concurrency_key", "state")
+    assert [getattr(a, f) for f in fields] == [getattr(s, f) for f in fields]
+    assert a.payload == {"region": "emea", "year": 2026} and a.queue == "reports"
+
+
+async def test_the_same_idempotency_key_answers_the_same_job(queue: chit.Queue) -> None:
+    first = await queue.aenqueue("free", {"n": 1}, idempotency_key="k")
+    again = await queue.aenqueue("free", {"n": 1}, idempotency_key="k")
+    sync_again = queue.enqueue("free", {"n": 1}, idempotency_key="k")
+    assert first.created and not again.created and not sync_again.created
+    assert again.id == first.id == sync_again.id
+    with pytest.raises(IdempotencyConflict):
+        await queue.aenqueue("free", {"n": 2}, idempotency_key="k")
+    assert count(queue) == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload", "error"),
+    [
+        ("nope", {}, UnknownKind),
+        ("report", {"year": 1}, InvalidPayload),
+        ("free", [1, 2], InvalidPayload),
+        ("free", {"x": "y" * 3000}, PayloadTooLarge),
+    ],
+)
+async def test_bad_input_raises_and_stores_nothing(
+    queue: chit.Queue, kind: str, payload: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        await queue.aenqueue(kind, payload)
+    # One bad job in a batch: none of the batch is stored.
+    batch = [chit.JobRequest("free", {"n": n}) for n in range(3)] + [chit.JobRequest(kind, payload)]
+    with pytest.raises(error):
+        await queue.aenqueue_many(batch)
+    with pytest.raises(InvalidRequest):
+        await queue.aenqueue("free", {}, priority=10**9)
+    assert count(queue) == 0
+
+
+async def test_aenqueue_many_stores_a_batch_and_a_graph(queue: chit.Queue) -> None:
+    batch = await queue.aenqueue_many(chit.JobRequest("free", {"n": n}) for n in range(150))
+    assert len({e.id for e in batch}) == 150 and all(e.created for e in batch)
+    assert [queue.get(e.id).payload["n"] for e in batch[:3]] == [0, 1, 2]
+
+    a, b, c = await queue.aenqueue_many(
+        [
+            chit.JobRequest("free", {}, ref="a"),
+            chit.JobRequest("free", {}, ref="b", depends_on=[batch[0].id]),
+            chit.JobRequest("free", {}, depends_on=["a", "b"]),
+        ]
+    )
+    assert a.workflow_id is not None and a.workflow_id == b.workflow_id == c.workflow_id
+    assert queue.get(c.id).state is State.WAITING
+    assert queue.get(c.id).depends_on == (a.id, b.id)
+
+    with pytest.raises(InvalidRequest, match="cycle"):
+        await queue.aenqueue_many(
+            [
+                chit.JobRequest("free", {}, ref="x", depends_on=["y"]),
+                chit.JobRequest("free", {}, ref="y", depends_on=["x"]),
+            ]
+        )
+    assert count(queue) == 153
+
+
+async def test_aenqueue_after_aclose_opens_the_store_again(queue: chit.Queue) -> None:
+    first = await queue.aenqueue("free", {})
+    await queue.aclose()
+    second = await queue.aenqueue("free", {})
+    assert queue.get(first.id).state is queue.get(second.id).state is State.QUEUED
+
+
+async def test_aenqueue_from_another_event_loop(queue: chit.Queue) -> None:
+    # A pool lives on one loop; a second loop (asyncio.run in a thread) gets its own.
+    here = await queue.aenqueue("free", {})
+
+    def elsewhere() -> chit.Enqueued:
+        async def go() -> chit.Enqueued:
+            done = await queue.aenqueue("free", {})
+            await queue.store.aclose()
+            return done
+
+        return asyncio.run(go())
+
+    there = await asyncio.to_thread(elsewhere)
+    again = await queue.aenqueue("free", {})
+    assert len({here.id, there.id, again.id}) == 3
+
+
+async def test_aenqueue_on_the_applications_connection_exists_only_if_it_commits(
+    backend: Backend, queue: chit.Queue
+) -> None:
+    queue.store.migrate()  # opened before the application's transaction holds the file
+    if backend.name == "postgres":
+        app: Any = await psycopg.AsyncConnection.connect(backend.url)  # type: ignore[attr-defined]
+        execute, commit, rollback, close = app.execute, app.commit, app.rollback, app.close
+    else:
+        # Used from the store's enqueue thread: sqlite3 must allow it.
+        app = sqlite3.connect(backend.path, check_same_thread=False)  # type: ignore[attr-defined]
+
+        async def execute(query: str) -> None:
+            app.execute(query)
+
+        async def commit() -> None:
+            app.commit()
+
+        async def rollback() -> None:
+            app.rollback()
+
+        async def close() -> None:
+            app.close()
+
+    try:
+        await execute("CREATE TABLE IF NOT EXISTS orders (id integer PRIMARY KEY)")
+        await execute("DELETE FROM orders")
+        await commit()
+
+        await execute("INSERT INTO orders (id) VALUES (1)")
+        rolled_back = await queue.aenqueue("free", {"order": 1}, connection=app)
+        await rollback()
+        assert queue.store.get(rolled_back.id) is None
+
+        await execute("INSERT INTO orders (id) VALUES (2)")
+        committed = await queue.aenqueue("free", {"order": 2}, connection=app)
+        graph = await queue.aenqueue_many(
+            [chit.JobRequest("free", {}, ref="a"), chit.JobRequest("free", {}, depends_on=["a"])],
+            connection=app,
+        )
+        assert queue.store.get(committed.id) is None  # not visible before the commit
+        with pytest.raises(InvalidPayload):  # refused before it reaches the transaction
+            await queue.aenqueue("report", {"year": "x"}, connection=app)
+        await commit()
+        assert queue.get(committed.id).payload == {"order": 2}
+        assert queue.get(graph[1].id).state is State.WAITING
+        assert backend.execute("SELECT id FROM orders") == [(2,)]
+    finally:
+        await close()
+
+
+async def test_the_event_loop_runs_while_the_database_makes_aenqueue_wait(
+    backend: Backend, queue: chit.Queue
+) -> None:
+    """Another connection holds the write lock; aenqueue waits for it, the loop does not."""
+    await queue.aenqueue("free", {})  # the store, pool and thread opened
+    locker = backend.connect()
+    if backend.name == "postgres":
+        locker.execute("LOCK TABLE chit_jobs IN EXCLUSIVE MODE")
+    else:
+        locker.isolation_level = None
+        locker.execute("BEGIN IMMEDIATE")
+    ticks = 0
+    worst = 0.0
+
+    async def ticker() -> None:
+        nonlocal ticks, worst
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.005)
+            worst = max(worst, time.monotonic() - before - 0.005)
+            ticks += 1
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        pending = asyncio.create_task(queue.aenqueue("free", {"held": True}))
+        while ticks < 40:  # about 0.2 s of ticks while the lock is held
+            await asyncio.sleep(0.005)
+        assert not pending.done()
+        locker.execute("COMMIT")  # a quick statement: no need to leave the loop
+        done = await asyncio.wait_for(pending, 30)
+        assert queue.get(done.id).payload == {"held": True}
+        assert worst < 0.05, f"the event loop stalled {worst * 1000:.0f} ms"
+    finally:
+        ticking.cancel()
+        locker.close()
+
+
+async def test_postgres_only_the_async_pool_replaces_a_connection_the_server_ended(
+    pg: Any,
+) -> None:
+    """PostgreSQL alone has a connection pool (SQLite opens a file)."""
+    q = chit.Queue(settings=Settings(database_url=pg.url))
+    q.task("free")(lambda job, body: None)
+    try:
+        await q.aenqueue("free", {})
+        pids = [
+            pid
+            for (pid,) in pg.execute(
+                "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+                " AND datname = current_database() AND backend_type = 'client backend'"
+            )
+        ]
+        for pid in pids:  # the sync pool's too: the async pool's is among them
+            pg.execute("SELECT pg_terminate_backend(?)", (pid,))
+        # Ended for real (its goodbye on the socket), not only signalled.
+        wait_until(
+            lambda: not pg.execute("SELECT 1 FROM pg_stat_activity WHERE pid = ANY(?)", (pids,)),
+            10,
+            what="the backends to end",
+        )
+        again = await q.aenqueue("free", {"after": True})
+        assert q.get(again.id).payload == {"after": True}
+    finally:
+        await q.aclose()
