@@ -18,6 +18,7 @@ _FRAGMENTS = {
     "columns": "job_columns",
     "replay_reset": "replay_reset",
     "release_dependents": "release_dependents",
+    "schedule_columns": "schedule_columns",
 }
 
 
