@@ -158,6 +158,22 @@ def _latest_since(rule: Rule, next_at: datetime, now: datetime) -> datetime:
     return max(slot, rule.latest(now))
 
 
+def recent_slots(rule: Rule, last_slot: datetime | None, count: int) -> list[datetime]:
+    """The last `count` slots up to `last_slot`, newest first: where a
+    schedule's recent jobs are (slots a policy or a pause skipped have none)."""
+    slots: list[datetime] = []
+    slot = last_slot
+    while slot is not None and len(slots) < count:
+        slots.append(slot)
+        try:
+            slot = rule.latest(slot - _SECOND)
+        except (CronSimError, StopIteration):
+            break
+        if slot < EPOCH:
+            break
+    return slots
+
+
 # Checking what people give
 
 
