@@ -115,6 +115,17 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Move:
+    """A schedule moved on by a tick: from the next slot it read (`seen`)."""
+
+    name: str
+    seen: datetime
+    next_at: datetime
+    last_slot: datetime | None = None
+    last_job_id: str | None = None
+
+
+@dataclass(frozen=True)
 class Plan:
     """What one tick does for one due schedule: the slots to enqueue, in order,
     and the first slot after them (the schedule's next_at)."""
@@ -138,24 +149,25 @@ def plan(rule: Rule, next_at: datetime, now: datetime, catch_up: str) -> Plan:
                 return Plan(slots, following)
             slots.append(following)
         return Plan(slots, rule.after(slots[-1]))
-    last = _latest_since(rule, next_at, now)
-    following = rule.after(last)
+    last, following = _latest_since(rule, next_at, now)
     if catch_up == "none" and (now - last).total_seconds() > ON_TIME_SECONDS:
         return Plan([], following)
     return Plan([last], following)
 
 
-def _latest_since(rule: Rule, next_at: datetime, now: datetime) -> datetime:
-    """The last slot in [next_at, now] (next_at is one, and <= now)."""
+def _latest_since(rule: Rule, next_at: datetime, now: datetime) -> tuple[datetime, datetime]:
+    """The last slot in [next_at, now] (next_at is one, and <= now), and the one after it."""
     if rule.every is not None:
-        return rule.latest(now)
+        last = rule.latest(now)
+        return last, last + timedelta(seconds=rule.every)
     slot = next_at
     for _ in range(_WALK_MAX):
         following = rule.after(slot)
         if following > now:
-            return slot
+            return slot, following
         slot = following
-    return max(slot, rule.latest(now))
+    last = max(slot, rule.latest(now))
+    return last, rule.after(last)
 
 
 def recent_slots(rule: Rule, last_slot: datetime | None, count: int) -> list[datetime]:

@@ -31,7 +31,7 @@ from chit.jobs import (
     WorkflowView,
 )
 from chit.limits import KindLimits, Limits, Paused
-from chit.schedules import Schedule, StoredSchedule
+from chit.schedules import Move, Schedule, StoredSchedule
 from chit.store.base import Store
 
 
@@ -286,17 +286,11 @@ class Schedules(abc.ABC):
         follows the due schedules, not the table."""
 
     @abc.abstractmethod
-    def advance_schedule(
-        self,
-        name: str,
-        seen: datetime,
-        next_at: datetime,
-        last_slot: datetime | None,
-        last_job_id: str | None,
-    ) -> bool:
-        """Move a schedule's next slot from `seen` to `next_at`, recording its
-        last slot and job when given; False (nothing written) when `seen` is no
-        longer its next slot (another worker moved it) or it was paused."""
+    def advance_schedules(self, moves: Sequence[Move]) -> int:
+        """Move schedules on in one statement: each from its `seen` next slot to
+        `next_at`, recording its last slot and job when given. A move whose
+        `seen` is no longer the schedule's next slot (another worker moved it)
+        or whose schedule was paused or removed changes nothing. How many moved."""
 
     @abc.abstractmethod
     def schedule_runs(self, keys: Sequence[str]) -> builtins.list[Job]:

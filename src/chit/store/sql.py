@@ -55,7 +55,7 @@ from chit.jobs import (
     WorkflowView,
 )
 from chit.limits import KindLimits, Limits, Paused
-from chit.schedules import Rule, Schedule, StoredSchedule
+from chit.schedules import Move, Rule, Schedule, StoredSchedule
 from chit.store import graph, queries
 from chit.store.flow import (
     FLOW_SECONDS,
@@ -1032,24 +1032,22 @@ class SQLStore(FullStore):
             for r in self._rows(self.Q["due_schedules"], params)
         ]
 
-    def advance_schedule(
-        self,
-        name: str,
-        seen: datetime,
-        next_at: datetime,
-        last_slot: datetime | None,
-        last_job_id: str | None,
-    ) -> bool:
+    def advance_schedules(self, moves: Sequence[Move]) -> int:
+        if not moves:
+            return 0
         time = self.d.time
-        params = {
-            "name": name,
-            "seen": time(seen),
-            "next_at": time(next_at),
-            "last_slot": None if last_slot is None else time(last_slot),
-            "last_job_id": last_job_id,
-        }
+        items = [
+            {
+                "name": m.name,
+                "seen": time(m.seen),
+                "next_at": time(m.next_at),
+                "last_slot": None if m.last_slot is None else time(m.last_slot),
+                "last_job_id": m.last_job_id,
+            }
+            for m in moves
+        ]
         with self._write() as conn:
-            return bool(conn.execute(self.Q["advance_schedule"], params).rowcount == 1)
+            return int(conn.execute(self.Q["advance_schedules"], {"moves": dumps(items)}).rowcount)
 
     def schedule_runs(self, keys: Sequence[str]) -> list[Job]:
         if not keys:

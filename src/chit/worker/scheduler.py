@@ -12,7 +12,8 @@ one writes it. What a policy skips is never enqueued by anyone: the plan is the
 same function of (rule, next slot, time) everywhere.
 
 Cheap: an idle tick is one indexed look at the earliest next slot; a busy one
-reads the due schedules only (at most DUE_BATCH), never the whole table.
+reads the due schedules only (at most DUE_BATCH), never the whole table, and
+enqueues all their slots in one transaction and moves them on in one statement.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from datetime import datetime
 from chit.errors import InvalidRequest
 from chit.jobs import NewJob
 from chit.queue import JobRequest, Queue
-from chit.schedules import Schedule, plan, slot_key, slot_text
+from chit.schedules import Move, Schedule, plan, slot_key, slot_text
 from chit.store import FullStore
 
 log = logging.getLogger("chit.worker")
@@ -62,19 +63,24 @@ class Scheduler:
         if next_at is None or next_at > clock:
             return Tick(0, 0, self._wait(clock, next_at))
         due = self.store.due_schedules(kinds, DUE_BATCH, clock)
-        enqueued = sum(self._fire(schedule, seen, clock) for schedule, seen in due)
+        enqueued = self._fire(due, clock)
         if len(due) >= DUE_BATCH:
             return Tick(enqueued, len(due), 0.0)
         clock_after, next_at = self.store.schedule_clock(kinds, now)
         return Tick(enqueued, len(due), self._wait(clock_after, next_at))
 
-    def _fire(self, schedule: Schedule, seen: datetime, now: datetime) -> int:
-        """Enqueue one schedule's planned slots and move it on; new jobs."""
-        p = plan(schedule.rule, seen, now, schedule.catch_up)
-        created, last_job = 0, None
-        if p.slots:
+    def _fire(self, due: list[tuple[Schedule, datetime]], now: datetime) -> int:
+        """Enqueue the due schedules' planned slots in one transaction, then move
+        them all on in one statement; how many jobs are new. (One transaction
+        for the tick: 167 due schedules took 1.1 s on PostgreSQL with one each.)"""
+        jobs: list[NewJob] = []
+        owners: list[int] = []  # for each job, its schedule's index in `due`
+        plans = []
+        for n, (schedule, seen) in enumerate(due):
+            p = plan(schedule.rule, seen, now, schedule.catch_up)
+            plans.append(p)
             try:
-                jobs = [self._job(schedule, slot) for slot in p.slots]
+                made = [self._job(schedule, slot) for slot in p.slots]
             except InvalidRequest as e:
                 # The task changed under the schedule (its model refuses the payload):
                 # the slots are skipped, not retried every tick.
@@ -84,14 +90,24 @@ class Scheduler:
                     slot_text(p.slots[-1]),
                     e,
                 )
-            else:
-                results = self.store.enqueue_many(jobs)
-                created = sum(r.created for r in results)
-                last_job = results[-1].id
-        self.store.advance_schedule(
-            schedule.name, seen, p.next_at, p.slots[-1] if p.slots else None, last_job
+                continue
+            jobs += made
+            owners += [n] * len(made)
+        results = self.store.enqueue_many(jobs) if jobs else []
+        last_job = {owner: r.id for owner, r in zip(owners, results, strict=True)}
+        self.store.advance_schedules(
+            [
+                Move(
+                    schedule.name,
+                    seen,
+                    p.next_at,
+                    p.slots[-1] if p.slots else None,
+                    last_job.get(n),
+                )
+                for n, ((schedule, seen), p) in enumerate(zip(due, plans, strict=True))
+            ]
         )
-        return created
+        return sum(r.created for r in results)
 
     def _job(self, schedule: Schedule, slot: datetime) -> NewJob:
         key = slot_key(schedule.name, slot)

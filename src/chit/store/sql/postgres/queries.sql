@@ -1176,14 +1176,17 @@ WHERE NOT paused AND next_at <= coalesce(%(now)s::timestamptz, now())
 ORDER BY next_at
 LIMIT %(limit)s
 
--- name: advance_schedule
--- Guarded by the next_at the tick read: of two workers that planned the same
--- slots, one moves the schedule on (their jobs were one already, by key).
-UPDATE chit_schedules
-SET next_at = %(next_at)s::timestamptz,
-    last_slot = coalesce(%(last_slot)s::timestamptz, last_slot),
-    last_job_id = coalesce(%(last_job_id)s::text, last_job_id)
-WHERE name = %(name)s::text AND next_at = %(seen)s::timestamptz AND NOT paused
+-- name: advance_schedules
+-- Moves, each guarded by the next_at its tick read: of two workers that planned
+-- the same slots, one moves the schedule on (their jobs were one already, by key).
+UPDATE chit_schedules AS s
+SET next_at = m.next_at,
+    last_slot = coalesce(m.last_slot, s.last_slot),
+    last_job_id = coalesce(m.last_job_id, s.last_job_id)
+FROM jsonb_to_recordset(%(moves)s::jsonb)
+     AS m(name text, seen timestamptz, next_at timestamptz, last_slot timestamptz,
+          last_job_id text)
+WHERE s.name = m.name AND s.next_at = m.seen AND NOT s.paused
 
 -- name: schedule_runs
 -- The jobs of these slot keys, by chit_jobs_idempotency.

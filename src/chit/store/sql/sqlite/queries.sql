@@ -950,13 +950,16 @@ WHERE paused = 0 AND next_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 ORDER BY next_at
 LIMIT :limit
 
--- name: advance_schedule
--- Guarded by the next_at the tick read: of two workers that planned the same
--- slots, one moves the schedule on (their jobs were one already, by key).
-UPDATE chit_schedules
-SET next_at = :next_at, last_slot = coalesce(:last_slot, last_slot),
-    last_job_id = coalesce(:last_job_id, last_job_id)
-WHERE name = :name AND next_at = :seen AND paused = 0
+-- name: advance_schedules
+-- Moves (:moves, a JSON array of {name, seen, next_at, last_slot, last_job_id}),
+-- each guarded by the next_at its tick read: of two workers that planned the
+-- same slots, one moves the schedule on (their jobs were one already, by key).
+UPDATE chit_schedules AS s
+SET next_at = m.value ->> 'next_at',
+    last_slot = coalesce(m.value ->> 'last_slot', s.last_slot),
+    last_job_id = coalesce(m.value ->> 'last_job_id', s.last_job_id)
+FROM json_each(:moves) AS m
+WHERE s.name = m.value ->> 'name' AND s.next_at = m.value ->> 'seen' AND s.paused = 0
 
 -- name: schedule_runs
 -- The jobs of these slot keys (:keys, a JSON array), by chit_jobs_idempotency.
