@@ -47,12 +47,13 @@ class Maintenance:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
-    def run_once(self, now: datetime | None = None) -> None:
+    def run_once(self, now: datetime | None = None) -> float:
         """One tick: rescue expired leases; prune when a retention is set and
         `prune_every` has passed since the last prune; enqueue due schedule
-        slots. `now` is for tests."""
+        slots. `now` is for tests. Seconds until the next slot is due (0: more
+        schedules are due at once)."""
         self.upkeep(now)
-        self.schedule(now)
+        return self.schedule(now)
 
     def upkeep(self, now: datetime | None = None) -> None:
         self.rescue(now)
