@@ -1116,9 +1116,12 @@ FROM chit_schedules AS s
 -- name: schedule_clock
 -- The database clock, and the first slot due of the kinds a worker runs: an
 -- idle tick is this one look at chit_schedules_due.
+-- No kinds (a declaration reading the clock): no look at all, which would walk
+-- every schedule for a kind that none has.
 SELECT coalesce(%(now)s::timestamptz, now()) AS now,
+       CASE WHEN cardinality(%(kinds)s::text[]) = 0 THEN NULL ELSE
        (SELECT min(next_at) FROM chit_schedules
-        WHERE NOT paused AND kind = ANY(%(kinds)s::text[])) AS next_at
+        WHERE NOT paused AND kind = ANY(%(kinds)s::text[])) END AS next_at
 
 -- name: declare_schedule
 -- Code's declaration (a worker starting) or an operator's (CLI, API). A changed

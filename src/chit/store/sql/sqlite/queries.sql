@@ -895,9 +895,12 @@ FROM chit_schedules AS s
 -- name: schedule_clock
 -- The database clock, and the first slot due of the kinds a worker runs (:kinds,
 -- a JSON array): an idle tick is this one look at chit_schedules_due.
+-- No kinds (a declaration reading the clock): no look at all, which would walk
+-- every schedule for a kind that none has.
 SELECT strftime('%Y-%m-%dT%H:%M:%fZ', :now) AS now,
+       CASE WHEN json_array_length(:kinds) = 0 THEN NULL ELSE
        (SELECT min(next_at) FROM chit_schedules
-        WHERE paused = 0 AND kind IN (SELECT value FROM json_each(:kinds))) AS next_at
+        WHERE paused = 0 AND kind IN (SELECT value FROM json_each(:kinds))) END AS next_at
 
 -- name: declare_schedule
 -- Code's declaration (a worker starting) or an operator's (CLI, API). A changed
