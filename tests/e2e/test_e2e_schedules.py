@@ -1,7 +1,7 @@
 """Schedules with real `chit worker` processes on both backends: a schedule
 declared in code, every second, with three workers running the scheduler, gives
 one job a slot for 8 seconds of slots (7 to 9), none twice, each enqueued
-within a second or so of its slot."""
+within 3 s of its slot (10 s would be late: ON_TIME_SECONDS)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_every_second_with_three_workers_gives_one_job_a_slot(
     assert 7 <= len(window) <= 9, sorted(slots)
     for j in window:  # each enqueued in time, by whichever worker came first
         slot = datetime.fromisoformat(j.idempotency_key.removeprefix(prefix))  # type: ignore[union-attr]
-        assert timedelta(0) <= j.created_at - slot < timedelta(seconds=1.5), (j.id, slot)
+        assert timedelta(0) <= j.created_at - slot < timedelta(seconds=3), (j.id, slot)
     assert all(j.payload == {"from": "code"} for j in jobs)
     # And they ran.
     wait_until(
