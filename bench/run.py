@@ -101,7 +101,7 @@ FLOW_STEPS = ("flow-concurrency", "flow-rate", "flow-claim")
 # flow_claim.py's name of each backend, and the chit system that runs on it.
 BACKENDS = {"SQLite": ("sqlite", "chit-sqlite"), "PostgreSQL": ("postgres", "chit-postgres")}
 # Steps that are no drive.py workload of every system, but measured apart.
-APART = ("limits", "flow-claim", "pools", "workflows")  # not drive.py workloads
+APART = ("limits", "flow-claim", "pools", "workflows", "schedules")  # not drive.py workloads
 KIND_CONCURRENCY = 8
 KIND_RATE = "1000/s"
 
@@ -366,11 +366,15 @@ class Bench:
             self.save(meta)
         if "pools" in chosen:
             meta["pools"] = pools.run(self.dir, self.sizes.jobs // 5)
+            self.save(meta)
         if "workflows" in chosen:
             meta["workflows"] = workflows.run(
                 self.dir, self.pg, self.redis, workflow_systems, self.sizes.jobs,
                 self.sizes.workflow_chain, repeat=self.repeat,
             )  # fmt: skip
+            self.save(meta)
+        if "schedules" in chosen:
+            meta["schedules"] = schedules_tick(self.sizes.jobs >= 10_000)
             self.save(meta)
         limit_figures = self.limits() if "limits" in chosen else {}
         meta["limits"] = limit_figures
@@ -666,6 +670,18 @@ def line(run: Run) -> str:
     return f"{head} {r['jobs_per_s']:>9,.0f} jobs/s{extra}{busy}"
 
 
+def schedules_tick(full: bool) -> dict[str, Any]:
+    """bench/schedules.py in chit's environment: a maintenance tick over 10,000
+    schedules (1,000 with --quick) on both backends; its figures."""
+    count = "10000" if full else "1000"
+    command = [str(PYTHONS["chit"]), str(HERE / "schedules.py"), "--schedules", count]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=True)
+    for line in done.stdout.splitlines()[:-1]:
+        print(f"schedules: {line}", flush=True)
+    figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -674,8 +690,8 @@ def main() -> None:
     parser.add_argument("--systems", help=f"comma-separated, from: {', '.join(INFO)}")
     parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, process2, "
                         "latency, growth-empty, growth, growth-analyze, limits, flow-concurrency, "
-                        "flow-rate, flow-claim, pools, workflows; flow for the three flow "
-                        "steps")  # fmt: skip
+                        "flow-rate, flow-claim, pools, workflows, schedules; flow for the "
+                        "three flow steps")  # fmt: skip
     parser.add_argument(
         "--repeat", type=int, help="runs of each process and growth step (2; 1 with --quick)"
     )

@@ -49,6 +49,15 @@ from chit.errors import (
 )
 from chit.jobs import CancelResult, Enqueued, Job, NewJob, RunOn, Workflow, WorkflowView
 from chit.limits import LimitError, Limits
+from chit.schedules import (
+    EPOCH,
+    Schedule,
+    StoredSchedule,
+    check_catch_up,
+    check_name,
+    check_rule,
+    slot_key,
+)
 from chit.settings import Settings
 from chit.store import FullStore, open_store
 
@@ -114,6 +123,8 @@ class Queue:
         base = settings if settings is not None else Settings.from_env()
         self.settings = base.replace(database_url=database_url)
         self.tasks: dict[str, Task] = {}
+        # Declared in code (`schedule`), by name: written by `declare_schedules`.
+        self.schedules: dict[str, Schedule] = {}
         self._store: FullStore | None = None
         self._store_lock = threading.Lock()
 
@@ -421,6 +432,102 @@ class Queue:
             time.sleep(delay)
             delay = min(delay * 1.5, 1.0)  # quick for short jobs, gentle for long ones
 
+    # Schedules (chit/schedules.py; DESIGN.md, "Time")
+
+    def schedule(
+        self,
+        name: str,
+        kind: str,
+        payload: Any = None,
+        *,
+        cron: str | None = None,
+        every: str | float | None = None,
+        tz: str = "UTC",
+        catch_up: str = "latest",
+    ) -> Schedule:
+        """Declare a schedule: each slot of `cron` (5 fields, in `tz`) or of
+        `every` ("30s", "15m", or seconds; at least 1 s) becomes one job of
+        `kind` with `payload`, however many workers run. After downtime
+        `catch_up="latest"` enqueues the most recent missed slot, `"all"` each
+        one, `"none"` none.
+
+        Checked now (InvalidRequest: a rule that does not parse, an unknown time
+        zone, a bad name or catch_up, a payload the task refuses; UnknownKind: a
+        kind this queue has no task for, once it has tasks). Like a task, it
+        touches no database: each worker of this app writes its schedules to
+        `chit_schedules` as it starts (`declare_schedules`), refusing to start
+        when a schedule's kind has no task. A pause set by an operator stays."""
+        schedule = self.check_schedule(
+            name, kind, payload, cron=cron, every=every, tz=tz, catch_up=catch_up
+        )
+        if name in self.schedules:
+            raise ConfigError(f"schedule {name!r} is declared twice")
+        self.schedules[name] = schedule
+        return schedule
+
+    def declare_schedules(self, store: FullStore | None = None) -> list[StoredSchedule]:
+        """Write the schedules declared in code to the database (a worker does
+        it before its first claim; a deploy script may too). Schedules removed
+        from the code are left alone: `chit schedules remove NAME` ends one.
+        Raises ConfigError when a schedule's kind has no task here."""
+        checked = []
+        for s in self.schedules.values():
+            if s.kind not in self.tasks:
+                raise ConfigError(
+                    f"schedule {s.name!r} runs kind {s.kind!r}, which has no task in this app"
+                )
+            try:  # declared before its task: its payload is checked now
+                checked.append(dataclasses.replace(s, payload=self._schedule_payload(s, True)))
+            except InvalidRequest as e:
+                raise ConfigError(f"schedule {s.name!r}: {e}") from None
+        target = store if store is not None else self.store
+        return [target.declare_schedule(s, source="code") for s in checked]
+
+    def check_schedule(
+        self,
+        name: Any,
+        kind: Any,
+        payload: Any = None,
+        *,
+        cron: Any = None,
+        every: Any = None,
+        tz: Any = "UTC",
+        catch_up: Any = "latest",
+    ) -> Schedule:
+        """A Schedule from what code, the CLI or the API gives, checked; nothing
+        stored. The kind must be one of this queue's tasks, unless it has none
+        (a plain Queue of the CLI or an API without the app): then the payload
+        must be a JSON object within the size limit, checked again when a
+        worker enqueues a slot."""
+        schedule = Schedule(
+            name=check_name(name),
+            kind=kind,
+            payload={},
+            rule=check_rule(cron, every, tz),
+            catch_up=check_catch_up(catch_up),
+        )
+        if not isinstance(kind, str) or not 1 <= len(kind) <= NAME_MAX:
+            raise InvalidRequest(f"kind must be 1 to {NAME_MAX} characters")
+        if kind not in self.tasks and self.tasks:
+            raise UnknownKind(kind, list(self.tasks))
+        return dataclasses.replace(
+            schedule, payload=self._schedule_payload(dataclasses.replace(schedule, payload=payload))
+        )
+
+    def _schedule_payload(self, schedule: Schedule, known: bool = False) -> dict[str, Any]:
+        """The payload a slot's job stores, checked as enqueue checks it."""
+        if known or schedule.kind in self.tasks:
+            key = slot_key(schedule.name, EPOCH)
+            job = self.prepare(JobRequest(schedule.kind, schedule.payload, idempotency_key=key))
+            return job.payload
+        bare = Task(schedule.kind, _no_handler, None, None, "default", 0)
+        stored, encoded = _json_object(bare, {} if schedule.payload is None else schedule.payload)
+        if has_nul(encoded):
+            raise _invalid(bare, "contains a NUL character (\\u0000)")
+        if len(encoded) > self.settings.max_payload_bytes:
+            raise PayloadTooLarge(len(encoded), self.settings.max_payload_bytes)
+        return stored
+
     def prepare(self, request: JobRequest) -> NewJob:
         """Validate a request against its task and settings; the NewJob to store."""
         task = self.tasks.get(request.kind)
@@ -506,6 +613,10 @@ def _checked(jobs: Sequence[NewJob], results: list[Enqueued]) -> list[Enqueued]:
             assert job.idempotency_key is not None
             raise IdempotencyConflict(job.idempotency_key, result.id)
     return results
+
+
+def _no_handler(*args: Any) -> None:
+    """A schedule's kind this process has no task for (checked, never run)."""
 
 
 def _run_on(value: str) -> RunOn:

@@ -3,7 +3,8 @@ Playwright), against a real uvicorn server on a free loopback port and two
 real `chit worker` processes sharing one SQLite file: sign in, read the
 counts, retry a failed job and watch it succeed, replay a failure group,
 watch a progress bar move by Server-Sent Events; see a limit, an operator's
-override, a paused queue and a job held by its kind's limit; and what a
+override, a paused queue and a job held by its kind's limit; a schedule put
+over HTTP, run by the workers, its runs on the Schedules page; and what a
 stranger, another tenant and another site cannot do. Each page's screenshot is saved in
 tests/dashboard/screenshots/."""
 
@@ -332,3 +333,32 @@ def test_a_workflow_page_draws_the_graph_and_links_its_jobs(page: Any, stack: St
     assert submitted["jobs"]["a"] in page.inner_text("#depends-on")
     page.click(f'#workflow a[href="/ui/workflows/{submitted["workflow_id"]}"]')
     page.wait_for_url(f"**/ui/workflows/{submitted['workflow_id']}")
+
+
+def test_a_schedule_put_over_http_runs_on_the_workers_and_shows_its_runs(
+    page: Any, stack: Stack
+) -> None:
+    body = {"kind": "report", "payload": {}, "every": "1s"}
+    put = stack.http.put("/schedules/browser-tick", json=body, headers=_root())
+    assert put.status_code == 200, put.text
+
+    def runs() -> list[Any]:
+        got = stack.http.get("/schedules/browser-tick", headers=_root()).json()["runs"]
+        return [r for r in got if r["state"] == "succeeded"] if len(got) >= 2 else []
+
+    try:
+        wait_until(runs, 30, what="two slots run by the workers")
+        sign_in(page, stack, ROOT_KEY, "/ui/schedules")
+        row = page.locator('[data-schedule="browser-tick"]')
+        assert "every 1s" in row.inner_text()
+        assert row.locator(".badge.state-succeeded").count() >= 2
+        screenshot(page, "schedules")
+        row.locator(".badge.state-succeeded").first.click()
+        page.wait_for_url("**/ui/jobs/*")
+        assert "schedule:browser-tick:" in page.inner_text("main")
+    finally:  # the other tests share the server
+        stack.http.delete("/schedules/browser-tick", headers=_root())
+
+
+def _root() -> dict[str, str]:
+    return {"Authorization": f"Bearer {ROOT_KEY}"}

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from chit.api import reference, routes, workflows
+from chit.api import reference, routes, schedules, workflows
 from chit.api.auth import KEY_CACHE_SECONDS, Authenticator, parse_env_keys
 from chit.api.deps import ApiState
 from chit.api.errors import answer_exception
@@ -97,6 +97,7 @@ def create_router(queue: Queue, *, dashboard: bool = True, **options: Any) -> AP
     router = APIRouter(lifespan=lifespan(queue, **options))
     router.include_router(routes.router)
     router.include_router(workflows.router)
+    router.include_router(schedules.router)
     if dashboard:
         _include_dashboard(router)
     return router
@@ -116,8 +117,9 @@ def create_app(queue: Queue, *, dashboard: bool = True, **options: Any) -> FastA
     )
     app.include_router(routes.router)
     app.include_router(workflows.router)
+    app.include_router(schedules.router)
     # For 405's Allow (errors.allowed_methods).
-    app.state.routers = [("", routes.router), ("", workflows.router)]
+    app.state.routers = [("", routes.router), ("", workflows.router), ("", schedules.router)]
     if dashboard:
         _include_dashboard(app)
         app.state.routers.append((DASHBOARD_PREFIX, dashboard_routes.router))

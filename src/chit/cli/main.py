@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import chit
 from chit import logs
 from chit.bounds import CLI_PAGE_MAX, PAGE_SIZE
-from chit.cli import commands, flow
+from chit.cli import commands, flow, schedules
 from chit.cli.loading import Setup
 from chit.errors import ChitError, ConfigError, InvalidRequest, JobNotFound, StoreError
 from chit.jobs import State
@@ -256,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("queue", nargs="?", metavar="QUEUE")
         p.add_argument("--kind", help=f"{name} a kind, in every queue")
         remote_flags(p)
+    schedules.add_parsers(command, common)
     command("migrate", commands.migrate, "create or upgrade the database schema")
     return parser
 

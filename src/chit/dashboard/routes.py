@@ -33,6 +33,7 @@ from chit.api.auth import Principal, hash_key
 from chit.api.deps import ApiState, api_state, blocking, load_job, render_status
 from chit.api.deps import authenticate as authenticate_header
 from chit.api.errors import ApiProblem, to_problem
+from chit.api.schemas import ScheduleRun
 from chit.dashboard import chart, flow, graph, session
 from chit.dashboard.session import Session
 from chit.encoding import one_line
@@ -47,6 +48,7 @@ from chit.jobs import (
     last_hour_by_kind,
 )
 from chit.limits import Paused
+from chit.schedules import StoredSchedule
 from chit.store.reports import NewSession
 
 log = logging.getLogger("chit.dashboard")
@@ -717,3 +719,35 @@ def duration(seconds: float | None) -> str:
     if hours < 48:
         return f"{hours} h {minutes % 60} min"
     return f"{hours // 24} days"
+
+
+# Schedules (DESIGN.md, "Time"): global, like limits, so only a key of every
+# tenant sees them.
+
+SCHEDULE_RUNS = 5
+
+
+@router.get("/schedules", name="ui_schedules")
+async def schedules_page(request: Request) -> Response:
+    current = await current_session(request)
+    assert current is not None
+    every_tenant = current.principal.tenant is None
+    rows: list[tuple[StoredSchedule, list[ScheduleRun]]] = []
+    if every_tenant:
+        store = api_state(request).store
+
+        def read() -> list[tuple[StoredSchedule, list[ScheduleRun]]]:
+            return [
+                (s, ScheduleRun.recent(store.schedule_runs, s, SCHEDULE_RUNS))
+                for s in store.list_schedules()
+            ]
+
+        rows = await blocking(read)
+    return render(
+        request,
+        "schedules.html",
+        current,
+        page="schedules",
+        schedules=rows,
+        every_tenant=every_tenant,
+    )

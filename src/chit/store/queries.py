@@ -23,6 +23,7 @@ _FRAGMENTS = {
     "release_dependents": "release_dependents",
     "unexpired": "unexpired",
     "unique_free": "unique_free",
+    "schedule_columns": "schedule_columns",
 }
 
 

@@ -1,5 +1,5 @@
 """What the API, the dashboard and the metrics read, API keys, the dashboard's
-sessions, and flow control (limits and pauses): beside the lifecycle
+sessions, flow control (limits and pauses) and schedules: beside the lifecycle
 (`chit.store.base.Store`), not part of it. A worker needs none of this but
 `declare_limits` when it starts.
 
@@ -31,6 +31,7 @@ from chit.jobs import (
     WorkflowView,
 )
 from chit.limits import KindLimits, Limits, Paused
+from chit.schedules import Move, Schedule, StoredSchedule
 from chit.store.base import Store
 
 
@@ -244,5 +245,67 @@ class Secrets(abc.ABC):
         whichever process stores first, every process then gets the same value."""
 
 
-class FullStore(Store, Reports, Workflows, ApiKeys, Sessions, FlowControl, Secrets):
+class Schedules(abc.ABC):
+    """Schedules (DESIGN.md, "Time"; chit.schedules): one row a name, read by
+    every worker's maintenance tick. Slots are computed from the rule in
+    Python at the database's time (`now` for tests); the store keeps each
+    schedule's first slot not enqueued yet (`next_at`) and guards its moves."""
+
+    @abc.abstractmethod
+    def declare_schedule(
+        self, schedule: Schedule, source: str = "operator", now: datetime | None = None
+    ) -> StoredSchedule:
+        """Insert or update by name. A new schedule, or one whose rule (cron,
+        period or time zone) changed, starts at its first slot from `now`; one
+        whose rule is the same keeps its next slot, so slots missed while no
+        worker ran are caught up by its policy. A pause stays."""
+
+    @abc.abstractmethod
+    def get_schedule(self, name: str) -> StoredSchedule | None:
+        """One schedule with its last job's state; None if unknown."""
+
+    @abc.abstractmethod
+    def list_schedules(self) -> builtins.list[StoredSchedule]:
+        """Every schedule, by name."""
+
+    @abc.abstractmethod
+    def remove_schedule(self, name: str) -> bool:
+        """Delete; its jobs stay. False when unknown."""
+
+    @abc.abstractmethod
+    def pause_schedule(
+        self, name: str, paused: bool, now: datetime | None = None
+    ) -> StoredSchedule | None:
+        """Pause (no slot enqueued) or resume (from the first slot at or after
+        `now`: a pause's slots are not caught up); doing it twice changes nothing.
+        None if unknown."""
+
+    @abc.abstractmethod
+    def schedule_clock(
+        self, kinds: Sequence[str], now: datetime | None = None
+    ) -> tuple[datetime, datetime | None]:
+        """The database's time (or `now`), and the earliest next slot of the
+        unpaused schedules of these kinds (None: there is none)."""
+
+    @abc.abstractmethod
+    def due_schedules(
+        self, kinds: Sequence[str], limit: int, now: datetime | None = None
+    ) -> builtins.list[tuple[Schedule, datetime]]:
+        """Up to `limit` unpaused schedules of these kinds whose next slot is at
+        or before `now`, each with that slot, the most overdue first. The cost
+        follows the due schedules, not the table."""
+
+    @abc.abstractmethod
+    def advance_schedules(self, moves: Sequence[Move]) -> int:
+        """Move schedules on in one statement: each from its `seen` next slot to
+        `next_at`, recording its last slot and job when given. A move whose
+        `seen` is no longer the schedule's next slot (another worker moved it)
+        or whose schedule was paused or removed changes nothing. How many moved."""
+
+    @abc.abstractmethod
+    def schedule_runs(self, keys: Sequence[str]) -> builtins.list[Job]:
+        """The jobs holding these idempotency keys (tenant ''), in any order."""
+
+
+class FullStore(Store, Reports, Workflows, ApiKeys, Sessions, FlowControl, Secrets, Schedules):
     """A store with its reports, keys and sessions: what `open_store` returns."""

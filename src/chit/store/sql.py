@@ -55,6 +55,7 @@ from chit.jobs import (
     WorkflowView,
 )
 from chit.limits import KindLimits, Limits, Paused
+from chit.schedules import Move, Rule, Schedule, StoredSchedule
 from chit.store import graph, queries
 from chit.store.flow import (
     FLOW_SECONDS,
@@ -1037,3 +1038,126 @@ class SQLStore(FullStore):
         query = self.d.query("replay_failure_group", tenant=self.d.tenant(tenant, True))
         params = {"kind": kind, "error": self.d.text(error), "tenant": tenant}
         return self._replayed(query, params)
+
+    # Schedules (chit/schedules.py)
+
+    def _schedule_params(self, schedule: Schedule) -> dict[str, Any]:
+        rule = schedule.rule
+        return {
+            "name": schedule.name,
+            "kind": schedule.kind,
+            "payload": dumps(schedule.payload),
+            "cron": rule.cron,
+            "every_seconds": rule.every,
+            "tz": rule.tz,
+            "catch_up": schedule.catch_up,
+        }
+
+    def _rule(self, r: Any) -> Rule:
+        return Rule(cron=r["cron"], every=r["every_seconds"], tz=r["tz"])
+
+    def _schedule(self, r: Any) -> StoredSchedule:
+        return StoredSchedule(
+            name=r["name"],
+            kind=r["kind"],
+            payload=self.d.loads(r["payload"]),
+            rule=self._rule(r),
+            catch_up=r["catch_up"],
+            paused=bool(r["paused"]),
+            next_at=self._at(r["next_at"]),
+            last_slot=self.d.when(r["last_slot"]),
+            last_job_id=r["last_job_id"],
+            last_job_state=r["last_job_state"],
+            source=r["source"],
+            created_at=self._at(r["created_at"]),
+            updated_at=self._at(r["updated_at"]),
+        )
+
+    def _clock(self, conn: Any, kinds: Sequence[str], now: Any) -> tuple[datetime, datetime | None]:
+        r = conn.execute(self.Q["schedule_clock"], {"now": now, "kinds": self.d.array(kinds)})
+        row = r.fetchone()
+        return self._at(row["now"]), self.d.when(row["next_at"])
+
+    def declare_schedule(
+        self, schedule: Schedule, source: str = "operator", now: datetime | None = None
+    ) -> StoredSchedule:
+        at = self.d.now(now)
+        with self._tx() as conn:
+            clock, _ = self._clock(conn, [], at)
+            params = self._schedule_params(schedule) | {"source": source, "now": at}
+            params["next_at"] = self.d.time(schedule.rule.first_from(clock))
+            conn.execute(self.Q["declare_schedule"], params)
+            row = conn.execute(self.Q["get_schedule"], {"name": schedule.name}).fetchone()
+        return self._schedule(row)
+
+    def get_schedule(self, name: str) -> StoredSchedule | None:
+        rows = self._rows(self.Q["get_schedule"], {"name": name})
+        return self._schedule(rows[0]) if rows else None
+
+    def list_schedules(self) -> list[StoredSchedule]:
+        return [self._schedule(r) for r in self._rows(self.Q["list_schedules"], {})]
+
+    def remove_schedule(self, name: str) -> bool:
+        with self._write() as conn:
+            return bool(conn.execute(self.Q["remove_schedule"], {"name": name}).rowcount == 1)
+
+    def pause_schedule(
+        self, name: str, paused: bool, now: datetime | None = None
+    ) -> StoredSchedule | None:
+        with self._tx() as conn:
+            row = conn.execute(self.Q["get_schedule"], {"name": name}).fetchone()
+            if row is None:
+                return None
+            clock, _ = self._clock(conn, [], self.d.now(now))
+            next_at = self.d.time(self._rule(row).first_from(clock))
+            params = {"name": name, "paused": paused, "next_at": next_at}
+            conn.execute(self.Q["pause_schedule"], params)
+            row = conn.execute(self.Q["get_schedule"], {"name": name}).fetchone()
+        return self._schedule(row)
+
+    def schedule_clock(
+        self, kinds: Sequence[str], now: datetime | None = None
+    ) -> tuple[datetime, datetime | None]:
+        with self._read() as conn:
+            return self._clock(conn, list(kinds), self.d.now(now))
+
+    def due_schedules(
+        self, kinds: Sequence[str], limit: int, now: datetime | None = None
+    ) -> list[tuple[Schedule, datetime]]:
+        params = {"kinds": self.d.array(list(kinds)), "limit": limit, "now": self.d.now(now)}
+        return [
+            (
+                Schedule(
+                    name=r["name"],
+                    kind=r["kind"],
+                    payload=self.d.loads(r["payload"]),
+                    rule=self._rule(r),
+                    catch_up=r["catch_up"],
+                ),
+                self._at(r["next_at"]),
+            )
+            for r in self._rows(self.Q["due_schedules"], params)
+        ]
+
+    def advance_schedules(self, moves: Sequence[Move]) -> int:
+        if not moves:
+            return 0
+        time = self.d.time
+        items = [
+            {
+                "name": m.name,
+                "seen": time(m.seen),
+                "next_at": time(m.next_at),
+                "last_slot": None if m.last_slot is None else time(m.last_slot),
+                "last_job_id": m.last_job_id,
+            }
+            for m in moves
+        ]
+        with self._write() as conn:
+            return int(conn.execute(self.Q["advance_schedules"], {"moves": dumps(items)}).rowcount)
+
+    def schedule_runs(self, keys: Sequence[str]) -> list[Job]:
+        if not keys:
+            return []
+        rows = self._rows(self.Q["schedule_runs"], {"keys": self.d.array(list(keys))})
+        return [self._job(r) for r in rows]

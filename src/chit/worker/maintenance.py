@@ -1,6 +1,7 @@
 """Periodic upkeep a worker does for everyone: rescue jobs whose lease expired,
-cancel jobs that expired before they started (expires_at), and, when
-`CHIT_RETENTION` is set, delete finished jobs older than that."""
+cancel jobs that expired before they started (expires_at), when
+`CHIT_RETENTION` is set delete finished jobs older than that, and enqueue the
+due slots of schedules (`scheduler.py`), waking for each slot."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from datetime import datetime
 
 from chit.errors import StoreError
 from chit.store import Store
+from chit.worker.scheduler import POLL_SECONDS, Scheduler
 
 log = logging.getLogger("chit.worker")
 
@@ -27,11 +29,13 @@ class Maintenance:
         *,
         retention_seconds: float | None = None,
         prune_every: float = PRUNE_EVERY_SECONDS,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self.store = store
         self.interval = interval
         self.retention_seconds = retention_seconds
         self.prune_every = prune_every
+        self.scheduler = scheduler
         self._last_prune: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chit-maintenance", daemon=True)
@@ -44,14 +48,30 @@ class Maintenance:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
-    def run_once(self, now: datetime | None = None) -> None:
+    def run_once(self, now: datetime | None = None) -> float:
         """One tick: rescue expired leases; prune when a retention is set and
-        `prune_every` has passed since the last prune. `now` is for tests."""
+        `prune_every` has passed since the last prune; enqueue due schedule
+        slots. `now` is for tests. Seconds until the next slot is due (0: more
+        schedules are due at once)."""
+        self.upkeep(now)
+        return self.schedule(now)
+
+    def upkeep(self, now: datetime | None = None) -> None:
         self.rescue(now)
         if self.retention_seconds is not None and (
             self._last_prune is None or time.monotonic() - self._last_prune >= self.prune_every
         ):
             self.prune(self.retention_seconds, now)
+
+    def schedule(self, now: datetime | None = None) -> float:
+        """Enqueue the due slots; seconds until the next look."""
+        if self.scheduler is None:
+            return float("inf")
+        try:
+            return self.scheduler.run_once(now).wait
+        except StoreError as e:
+            log.warning("enqueueing due schedule slots failed, will retry: %s", e)
+            return POLL_SECONDS
 
     def rescue(self, now: datetime | None = None) -> None:
         self.expire(now)
@@ -94,10 +114,17 @@ class Maintenance:
             )
 
     def _run(self) -> None:
+        # Upkeep every `interval`; schedules as their slots come (at least once a
+        # POLL_SECONDS while the worker has tasks).
+        upkeep_at = time.monotonic()
         while True:
+            wait = self.interval
             try:
-                self.run_once()
+                if time.monotonic() >= upkeep_at:
+                    upkeep_at = time.monotonic() + self.interval
+                    self.upkeep()
+                wait = min(self.schedule(), upkeep_at - time.monotonic())
             except Exception:
                 log.exception("maintenance loop error; continuing")
-            if self._stop.wait(self.interval):
+            if self._stop.wait(max(0.001, wait)):
                 return

@@ -30,13 +30,14 @@ from chit.context import JobContext
 from chit.errors import ConfigError, StoreError
 from chit.jobs import Outcome
 from chit.queue import Queue
-from chit.store import FlowControl, Store
+from chit.store import FlowControl, FullStore, Store
 from chit.worker.children import ProcessPool
 from chit.worker.execute import Pipeline
 from chit.worker.finisher import Finisher
 from chit.worker.heartbeat import Heartbeat
 from chit.worker.maintenance import Maintenance
 from chit.worker.pool import AsyncLoop, ThreadPool
+from chit.worker.scheduler import Scheduler
 from chit.worker.slots import Slots
 
 log = logging.getLogger("chit.worker")
@@ -100,6 +101,12 @@ class Worker:
         self._idle_wait = FIRST_IDLE_WAIT
         self._error_wait = FIRST_ERROR_WAIT
         self._limits_declared = False
+        for schedule in queue.schedules.values():  # refused at start, not at the first tick
+            if schedule.kind not in queue.tasks:
+                raise ConfigError(
+                    f"schedule {schedule.name!r} runs kind {schedule.kind!r}, "
+                    "which has no task in this app"
+                )
         self.sync_pool = self._sync_pool()
         self.pipeline = Pipeline(
             queue,
@@ -130,6 +137,7 @@ class Worker:
             self.store,
             max(0.5, min(self.lease_seconds / 2, 15.0)),
             retention_seconds=self.settings.retention_seconds,
+            scheduler=Scheduler(self._full_store(), queue) if queue.tasks else None,
         )
 
     def held(self) -> list[JobContext]:
@@ -193,7 +201,12 @@ class Worker:
         taken out of the code ends), before the first claim."""
         store = self.store if isinstance(self.store, FlowControl) else self.queue.store
         store.declare_limits({t.kind: t.limits for t in self.queue.tasks.values()})
+        if self.queue.schedules:
+            self.queue.declare_schedules(self._full_store())
         self._limits_declared = True
+
+    def _full_store(self) -> FullStore:
+        return self.store if isinstance(self.store, FullStore) else self.queue.store
 
     def tick(self) -> Pause:
         """One turn of the claim loop: claim what fits, and say what to wait for

@@ -1218,3 +1218,97 @@ ON CONFLICT (name) DO NOTHING
 
 -- name: get_secret
 SELECT value FROM chit_secrets WHERE name = %(name)s::text
+
+-- Schedules (chit/schedules.py; DESIGN.md, "Time"). Slots and next_at are
+-- computed in Python from the rule; the store keeps them and guards each move.
+
+-- name: schedule_columns
+-- A schedule as SQLStore._schedule reads it, with its last job's state.
+SELECT s.name, s.kind, s.payload, s.cron, s.every_seconds, s.tz, s.catch_up, s.paused,
+       s.source, s.next_at, s.last_slot, s.last_job_id, s.created_at, s.updated_at,
+       (SELECT j.state FROM chit_jobs AS j WHERE j.id = s.last_job_id) AS last_job_state
+FROM chit_schedules AS s
+
+-- name: schedule_clock
+-- The database clock, and the first slot due of the kinds a worker runs: an
+-- idle tick is this one look at chit_schedules_due.
+-- No kinds (a declaration reading the clock): no look at all, which would walk
+-- every schedule for a kind that none has.
+SELECT coalesce(%(now)s::timestamptz, now()) AS now,
+       CASE WHEN cardinality(%(kinds)s::text[]) = 0 THEN NULL ELSE
+       (SELECT min(next_at) FROM chit_schedules
+        WHERE NOT paused AND kind = ANY(%(kinds)s::text[])) END AS next_at
+
+-- name: declare_schedule
+-- Code's declaration (a worker starting) or an operator's (CLI, API). A changed
+-- rule starts again from :next_at; the same rule keeps its next_at (the slots
+-- missed while no worker ran stay due, for catch_up). A pause stays.
+INSERT INTO chit_schedules (
+    name, kind, payload, cron, every_seconds, tz, catch_up, source, next_at,
+    created_at, updated_at
+) VALUES (
+    %(name)s::text, %(kind)s::text, %(payload)s::jsonb, %(cron)s::text,
+    %(every_seconds)s::integer, %(tz)s::text, %(catch_up)s::text, %(source)s::text,
+    %(next_at)s::timestamptz, coalesce(%(now)s::timestamptz, now()),
+    coalesce(%(now)s::timestamptz, now())
+)
+ON CONFLICT (name) DO UPDATE
+SET next_at = CASE WHEN (chit_schedules.cron, chit_schedules.every_seconds, chit_schedules.tz)
+                        IS NOT DISTINCT FROM (excluded.cron, excluded.every_seconds, excluded.tz)
+              THEN chit_schedules.next_at ELSE excluded.next_at END,
+    kind = excluded.kind, payload = excluded.payload, cron = excluded.cron,
+    every_seconds = excluded.every_seconds, tz = excluded.tz, catch_up = excluded.catch_up,
+    source = excluded.source, updated_at = excluded.updated_at
+WHERE (chit_schedules.kind, chit_schedules.payload, chit_schedules.cron,
+       chit_schedules.every_seconds, chit_schedules.tz, chit_schedules.catch_up,
+       chit_schedules.source)
+      IS DISTINCT FROM (excluded.kind, excluded.payload, excluded.cron, excluded.every_seconds,
+                        excluded.tz, excluded.catch_up, excluded.source)
+
+-- name: get_schedule
+{schedule_columns}
+WHERE s.name = %(name)s::text
+
+-- name: list_schedules
+{schedule_columns}
+ORDER BY s.name
+
+-- name: remove_schedule
+DELETE FROM chit_schedules WHERE name = %(name)s::text
+
+-- name: pause_schedule
+-- Paused: no slot is enqueued. Resumed: from :next_at (the first slot from
+-- now), so the slots of the pause are not caught up.
+UPDATE chit_schedules
+SET paused = %(paused)s::boolean,
+    next_at = CASE WHEN %(paused)s::boolean THEN next_at ELSE %(next_at)s::timestamptz END,
+    updated_at = now()
+WHERE name = %(name)s::text AND paused <> %(paused)s::boolean
+
+-- name: due_schedules
+-- The due schedules of the kinds a worker runs, the most overdue first, by
+-- chit_schedules_due: the cost follows the due ones, not the table.
+SELECT name, kind, payload, cron, every_seconds, tz, catch_up, next_at
+FROM chit_schedules
+WHERE NOT paused AND next_at <= coalesce(%(now)s::timestamptz, now())
+  AND kind = ANY(%(kinds)s::text[])
+ORDER BY next_at
+LIMIT %(limit)s
+
+-- name: advance_schedules
+-- Moves, each guarded by the next_at its tick read: of two workers that planned
+-- the same slots, one moves the schedule on (their jobs were one already, by key).
+UPDATE chit_schedules AS s
+SET next_at = m.next_at,
+    last_slot = coalesce(m.last_slot, s.last_slot),
+    last_job_id = coalesce(m.last_job_id, s.last_job_id)
+FROM jsonb_to_recordset(%(moves)s::jsonb)
+     AS m(name text, seen timestamptz, next_at timestamptz, last_slot timestamptz,
+          last_job_id text)
+WHERE s.name = m.name AND s.next_at = m.seen AND NOT s.paused
+
+-- name: schedule_runs
+-- The jobs of these slot keys, by chit_jobs_idempotency.
+SELECT {columns}
+FROM chit_jobs AS j
+WHERE j.tenant = '' AND j.idempotency_key = ANY(%(keys)s::text[])

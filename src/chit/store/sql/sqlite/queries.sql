@@ -967,3 +967,91 @@ ON CONFLICT (name) DO NOTHING
 
 -- name: get_secret
 SELECT value FROM chit_secrets WHERE name = :name
+
+-- Schedules (chit/schedules.py; DESIGN.md, "Time"). Slots and next_at are
+-- computed in Python from the rule; the store keeps them and guards each move.
+
+-- name: schedule_columns
+-- A schedule as SQLStore._schedule reads it, with its last job's state.
+SELECT s.name, s.kind, s.payload, s.cron, s.every_seconds, s.tz, s.catch_up, s.paused,
+       s.source, s.next_at, s.last_slot, s.last_job_id, s.created_at, s.updated_at,
+       (SELECT j.state FROM chit_jobs AS j WHERE j.id = s.last_job_id) AS last_job_state
+FROM chit_schedules AS s
+
+-- name: schedule_clock
+-- The database clock, and the first slot due of the kinds a worker runs (:kinds,
+-- a JSON array): an idle tick is this one look at chit_schedules_due.
+-- No kinds (a declaration reading the clock): no look at all, which would walk
+-- every schedule for a kind that none has.
+SELECT strftime('%Y-%m-%dT%H:%M:%fZ', :now) AS now,
+       CASE WHEN json_array_length(:kinds) = 0 THEN NULL ELSE
+       (SELECT min(next_at) FROM chit_schedules
+        WHERE paused = 0 AND kind IN (SELECT value FROM json_each(:kinds))) END AS next_at
+
+-- name: declare_schedule
+-- Code's declaration (a worker starting) or an operator's (CLI, API). A changed
+-- rule starts again from :next_at; the same rule keeps its next_at (the slots
+-- missed while no worker ran stay due, for catch_up). A pause stays.
+INSERT INTO chit_schedules (
+    name, kind, payload, cron, every_seconds, tz, catch_up, source, next_at,
+    created_at, updated_at
+) VALUES (
+    :name, :kind, :payload, :cron, :every_seconds, :tz, :catch_up, :source, :next_at,
+    strftime('%Y-%m-%dT%H:%M:%fZ', :now), strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+)
+ON CONFLICT (name) DO UPDATE
+SET next_at = CASE WHEN (cron IS excluded.cron AND every_seconds IS excluded.every_seconds
+                         AND tz = excluded.tz) THEN next_at ELSE excluded.next_at END,
+    kind = excluded.kind, payload = excluded.payload, cron = excluded.cron,
+    every_seconds = excluded.every_seconds, tz = excluded.tz, catch_up = excluded.catch_up,
+    source = excluded.source, updated_at = excluded.updated_at
+WHERE (kind, payload, cron, every_seconds, tz, catch_up, source)
+      IS NOT (excluded.kind, excluded.payload, excluded.cron, excluded.every_seconds,
+              excluded.tz, excluded.catch_up, excluded.source)
+
+-- name: get_schedule
+{schedule_columns}
+WHERE s.name = :name
+
+-- name: list_schedules
+{schedule_columns}
+ORDER BY s.name
+
+-- name: remove_schedule
+DELETE FROM chit_schedules WHERE name = :name
+
+-- name: pause_schedule
+-- Paused: no slot is enqueued. Resumed: from :next_at (the first slot from
+-- now), so the slots of the pause are not caught up.
+UPDATE chit_schedules
+SET paused = :paused,
+    next_at = CASE WHEN :paused THEN next_at ELSE :next_at END,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+WHERE name = :name AND paused <> :paused
+
+-- name: due_schedules
+-- The due schedules of the kinds a worker runs, the most overdue first, by
+-- chit_schedules_due: the cost follows the due ones, not the table.
+SELECT name, kind, payload, cron, every_seconds, tz, catch_up, next_at
+FROM chit_schedules INDEXED BY chit_schedules_due
+WHERE paused = 0 AND next_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+  AND kind IN (SELECT value FROM json_each(:kinds))
+ORDER BY next_at
+LIMIT :limit
+
+-- name: advance_schedules
+-- Moves (:moves, a JSON array of {name, seen, next_at, last_slot, last_job_id}),
+-- each guarded by the next_at its tick read: of two workers that planned the
+-- same slots, one moves the schedule on (their jobs were one already, by key).
+UPDATE chit_schedules AS s
+SET next_at = m.value ->> 'next_at',
+    last_slot = coalesce(m.value ->> 'last_slot', s.last_slot),
+    last_job_id = coalesce(m.value ->> 'last_job_id', s.last_job_id)
+FROM json_each(:moves) AS m
+WHERE s.name = m.value ->> 'name' AND s.next_at = m.value ->> 'seen' AND s.paused = 0
+
+-- name: schedule_runs
+-- The jobs of these slot keys (:keys, a JSON array), by chit_jobs_idempotency.
+SELECT {columns}
+FROM json_each(:keys) AS k
+JOIN chit_jobs AS j ON j.tenant = '' AND j.idempotency_key = k.value
