@@ -235,14 +235,16 @@ def _plan_of(path: Path, call: Callable[[SQLiteStore], object]) -> list[str]:
         return [row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + query[-1])]
 
 
-def test_sqlite_migration_11_moves_stored_dependencies_out_of_the_job_rows(
+def test_sqlite_edges_migration_moves_stored_dependencies_out_of_the_job_rows(
     tmp_path: Path,
 ) -> None:
-    """A graph stored before migration 011 (depends_on in chit_jobs) reads and
+    """A graph stored before the *_edges migration (depends_on in chit_jobs) reads and
     runs the same after it, its dependencies now in chit_edges."""
     store = SQLiteStore(tmp_path / "chit.db", migrate=False)
     with store._migrating() as conn:
-        for version, name, script in queries.migrations("sqlite")[:10]:
+        migrations = queries.migrations("sqlite")
+        [edges] = [version for version, name, _ in migrations if name == "edges"]
+        for version, name, script in migrations[: edges - 1]:
             store._run_script(conn, script)
             conn.execute(Q["record_migration"], {"version": version, "name": name})
         row = "INSERT INTO chit_jobs (id, kind, payload, max_attempts, run_at, created_at, "
@@ -276,7 +278,7 @@ def test_sqlite_a_fan_in_callbacks_row_stays_narrow_and_its_edges_go_with_it(
     tmp_path: Path,
 ) -> None:
     """SQLite rewrites a whole row on each UPDATE: the callback's count-downs
-    must not carry its list of dependencies (migration 011). Deleting the job
+    must not carry its list of dependencies (the *_edges migration). Deleting the job
     deletes its edges."""
     store = SQLiteStore(tmp_path / "chit.db")
     parts = [NewJob(kind="part", payload={}, ref=f"p{n}") for n in range(2_000)]

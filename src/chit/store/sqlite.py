@@ -224,7 +224,7 @@ class SQLiteStore(SQLStore):
                 params["dependents"] = _json_or_none(item["dependents"])
             if conn.execute(Q["enqueue"], params).rowcount:
                 inserted.add(item["id"])
-                if item.get("depends_on"):  # in chit_edges: migration 011 says why
+                if item.get("depends_on"):  # in chit_edges: the *_edges migration says why
                     edges = {"id": item["id"], "depends_on": dumps(item["depends_on"])}
                     conn.execute(Q["enqueue_edges"], edges)
         return inserted

@@ -289,7 +289,7 @@ RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: enqueue_edges
 -- A workflow job's dependencies (:depends_on, a JSON array), beside its row:
--- see migration 011 for why not in it.
+-- see the migration *_edges.sql for why not in it.
 INSERT INTO chit_edges (job_id, depends_on) VALUES (:id, :depends_on)
 
 -- name: lock_dependencies
