@@ -3,6 +3,7 @@ refuse the same values, so each number lives here once."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 # Attempts a job may have, at most (a task's, a job's and CHIT_MAX_ATTEMPTS).
@@ -12,6 +13,9 @@ PRIORITY_LIMIT = 1_000_000
 # Kinds and queue names: 1 to this many characters.
 NAME_MAX = 200
 IDEMPOTENCY_KEY_MAX = 255
+# What an Idempotency-Key header can carry of that: printable ASCII, and no
+# space at either end (HTTP strips it), as the API's schema says.
+IDEMPOTENCY_KEY_PATTERN = rf"^[!-~]([ -~]{{0,{IDEMPOTENCY_KEY_MAX - 2}}}[!-~])?$"
 # A job's concurrency key (flow control): 1 to this many characters.
 CONCURRENCY_KEY_MAX = 200
 # A concurrency limit, and a rate's starts per period, at most: beyond is a slip.
@@ -20,6 +24,12 @@ RATE_MAX = 1_000_000
 # A job's timeout, seconds: above 0 and at most 30 days. An attempt's budget
 # beyond that is a slip (milliseconds typed for seconds), not a deadline.
 TIMEOUT_MAX = 30 * 86400
+# `chit.Snooze(seconds)`: from 0 to 30 days; a longer wait is a slip, not a poll.
+SNOOZE_MAX = 30 * 86400
+# `expires_in` on enqueue: above 0 and at most ten years (the store keeps times
+# to year 9998). A unique key (DESIGN.md "Time"): as long as an idempotency key.
+EXPIRES_IN_MAX = 10 * 365 * 86400
+UNIQUE_KEY_MAX = 255
 # A durable step's name (JobContext.step): 1 to this many characters.
 STEP_NAME_MAX = 200
 # The default of CHIT_MAX_PAYLOAD_BYTES and CHIT_MAX_BODY_BYTES.
@@ -36,20 +46,34 @@ API_PAGE_MAX = 500
 CLI_PAGE_MAX = 1000
 # Longer than any cursor or event id the API hands out.
 CURSOR_MAX = 100
+# An events token (chit.api.tokens) is under 200 characters; this bounds what is read.
+EVENTS_TOKEN_MAX = 512
+# Text that names something (a ref, a concurrency key) holds no control
+# character (Unicode Cc: NUL, newlines, escapes) and no lone surrogate.
+# (The schema's pattern leaves surrogates out: generators cannot use the range,
+# and JSON text holds a lone one only by an escape no client sends by mistake.)
+PLAIN_TEXT_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
+_NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def is_plain_text(value: str) -> bool:
+    return _NOT_PLAIN.search(value) is None
+
+
 # What one replay request may name.
 REPLAY_IDS_MAX = 1000
 ERROR_PREFIX_MAX = 1000
 
-# The store keeps times as UTC text with a four-digit year.
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+# The store keeps times as UTC text with a four-digit year. The range is of the
+# year as written, whatever the offset (1970-01-01T00:30+05:00 is 1969 in UTC),
+# so that the API's schema can say it: YEAR_PATTERN.
+FIRST_YEAR, LAST_YEAR = 1970, 9998
 YEARS = "a year from 1970 to 9998"
+YEAR_PATTERN = r"^(19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-"
 
 
 def storable_time(value: datetime) -> datetime | None:
     """`value` in UTC (an aware datetime), or None if the store cannot keep it."""
-    try:
-        utc = value.astimezone(UTC)
-    except OverflowError:  # 0001-01-01T00:00+05:00 is in year 0 in UTC
+    if not FIRST_YEAR <= value.year <= LAST_YEAR:
         return None
-    return utc if EARLIEST <= utc < LATEST else None
+    return value.astimezone(UTC)

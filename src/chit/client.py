@@ -209,7 +209,9 @@ def _submit(
     depends_on: Iterable[str] | None = None,
     ref: str | None = None,
     run_on: str | None = None,
+    more: Mapping[str, Any] | None = None,
 ) -> _Call[Submitted]:
+    """`more`: further fields of POST /jobs, sent when not None (times as ISO 8601)."""
     body: dict[str, Any] = {"kind": kind, "payload": payload}
     for name, value in (
         ("queue", queue),
@@ -218,9 +220,10 @@ def _submit(
         ("concurrency_key", concurrency_key),
         ("ref", ref),
         ("run_on", run_on),
+        *(more or {}).items(),
     ):
         if value is not None:
-            body[name] = value
+            body[name] = value.isoformat() if isinstance(value, datetime) else value
     if depends_on is not None:
         body["depends_on"] = list(depends_on)
     if run_at is not None:
@@ -241,8 +244,9 @@ def _submit_workflow(
 
 def _job_body(job: Mapping[str, Any]) -> dict[str, Any]:
     body = dict(job)
-    if isinstance(body.get("run_at"), datetime):
-        body["run_at"] = body["run_at"].isoformat()
+    for name in ("run_at", "expires_at"):
+        if isinstance(body.get(name), datetime):
+            body[name] = body[name].isoformat()
     if "depends_on" in body:
         body["depends_on"] = list(body["depends_on"])
     return body
@@ -475,9 +479,15 @@ class Client:
         depends_on: Iterable[str] | None = None,
         ref: str | None = None,
         run_on: str | None = None,
+        expires_at: datetime | None = None,
+        expires_in: float | None = None,
+        unique_key: str | None = None,
     ) -> Submitted:
         """`depends_on` (job ids): the job waits until each has succeeded;
-        `run_on="finished"`: until each has ended, whatever the outcome."""
+        `run_on="finished"`: until each has ended, whatever the outcome.
+        `expires_at` or `expires_in` (seconds): not started by then, the job
+        ends cancelled, "expired before it started". `unique_key`: while a job
+        with that key is waiting, queued or running, answers it (`created` false)."""
         return self._send(
             _submit(
                 kind,
@@ -491,6 +501,7 @@ class Client:
                 depends_on,
                 ref,
                 run_on,
+                {"expires_at": expires_at, "expires_in": expires_in, "unique_key": unique_key},
             )
         )
 
@@ -685,6 +696,9 @@ class AsyncClient:
         depends_on: Iterable[str] | None = None,
         ref: str | None = None,
         run_on: str | None = None,
+        expires_at: datetime | None = None,
+        expires_in: float | None = None,
+        unique_key: str | None = None,
     ) -> Submitted:
         return await self._send(
             _submit(
@@ -699,6 +713,7 @@ class AsyncClient:
                 depends_on,
                 ref,
                 run_on,
+                {"expires_at": expires_at, "expires_in": expires_in, "unique_key": unique_key},
             )
         )
 

@@ -2,6 +2,7 @@
 
 Exception
  ├── PermanentError          raised by a handler: fail now, no retry
+ ├── Snooze                  raised by a handler: run again later, the attempt not counted
  └── ChitError               raised by chit; `str(e)` is a message a person can act on
       ├── ConfigError        a CHIT_* setting or flag has a bad value
       ├── StoreError         the database cannot be reached or used
@@ -21,9 +22,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from chit.bounds import SNOOZE_MAX
+
 
 class PermanentError(Exception):
     """Raise from a handler to fail the job at once, without retrying."""
+
+
+class Snooze(Exception):
+    """Raise from a handler to put the job back, due after `seconds`, without
+    counting the attempt (polling something external burns no attempts). The
+    attempt history shows it `snoozed`. `seconds` is a number from 0 to
+    bounds.SNOOZE_MAX (30 days); anything else raises ValueError here, which
+    fails the attempt like any error."""
+
+    def __init__(self, seconds: float) -> None:
+        number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+        if not number or not 0 <= seconds <= SNOOZE_MAX:  # NaN fails the comparison too
+            raise ValueError(
+                f"chit.Snooze takes a number of seconds from 0 to {SNOOZE_MAX:,} (30 days),"
+                f" not {seconds!r}"
+            )
+        super().__init__(seconds)
+        self.seconds = float(seconds)
+
+    def __str__(self) -> str:
+        return f"snoozed for {self.seconds:g} s"
 
 
 class ChitError(Exception):

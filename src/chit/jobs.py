@@ -48,6 +48,7 @@ class AttemptOutcome(enum.StrEnum):
     LEASE_EXPIRED = "lease_expired"
     RELEASED = "released"
     CANCELLED = "cancelled"
+    SNOOZED = "snoozed"  # chit.Snooze: queued again after a delay, the attempt not counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,13 @@ class NewJob:
     ref: str | None = None
     depends_on: tuple[str, ...] = ()
     run_on: RunOn = RunOn.SUCCEEDED
+    # Expiry: a job not started by then ends cancelled, "expired before it
+    # started"; an absolute time, or seconds from now by the store's clock.
+    expires_at: datetime | None = None
+    expires_in: float | None = None
+    # At most one job per key (and tenant) waiting, queued or running; free again
+    # once that job has finished. None: no key.
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +97,9 @@ class Enqueued:
     # The workflow the job belongs to: every job of an enqueue_many call that
     # has refs or dependencies shares one (see Store.enqueue_many); None otherwise.
     workflow_id: str | None = None
+    # created is False because the unique key matched an active job (whatever
+    # its request: the key decides), not because of an idempotency key.
+    unique: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +157,8 @@ class Job:
     run_on: RunOn = RunOn.SUCCEEDED
     depends_on: tuple[str, ...] = ()  # job ids, in the order given at enqueue
     dependencies: DependencyCounts | None = None  # None: the job has none
+    expires_at: datetime | None = None  # not started by then: cancelled; None: never
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +302,17 @@ class Cancelled:
     lease_token: str
 
 
-Outcome = Succeeded | Failed | Released | Cancelled
+@dataclass(frozen=True, slots=True)
+class Snoozed:
+    """The handler raised chit.Snooze: `queued` again `delay` seconds from now
+    (by the store's clock), the attempt not counted."""
+
+    job_id: str
+    lease_token: str
+    delay: float
+
+
+Outcome = Succeeded | Failed | Released | Cancelled | Snoozed
 
 
 class CancelResult(enum.StrEnum):

@@ -16,7 +16,8 @@ from chit.bounds import CONCURRENCY_MAX, RATE_MAX
 
 PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 _UNIT = {seconds: unit for unit, seconds in PERIODS.items()}
-_RATE = re.compile(r"\s*(\d{1,9})\s*/\s*(s|m|h)\s*")
+# Leading zeros are read as nothing (the schema's pattern allows them).
+_RATE = re.compile(r"\s*0*(\d{1,9})\s*/\s*(s|m|h)\s*")
 
 
 class LimitError(ValueError):
@@ -55,6 +56,8 @@ class Rate:
 def _concurrency(name: str, value: Any) -> int | None:
     if value is None:
         return None
+    if type(value) is float and value.is_integer():  # JSON Schema's integer: 3.0 is 3
+        value = int(value)
     if type(value) is not int or not 1 <= value <= CONCURRENCY_MAX:
         raise LimitError(
             f"{name} is a whole number from 1 to {CONCURRENCY_MAX:,}, not {value!r}"

@@ -27,11 +27,13 @@ import pydantic
 from chit import bounds
 from chit.bounds import (
     CONCURRENCY_KEY_MAX,
+    EXPIRES_IN_MAX,
     IDEMPOTENCY_KEY_MAX,
     MAX_ATTEMPTS,
     NAME_MAX,
     PRIORITY_LIMIT,
     TIMEOUT_MAX,
+    UNIQUE_KEY_MAX,
 )
 from chit.encoding import canonical, has_nul
 from chit.errors import (
@@ -89,6 +91,13 @@ class JobRequest:
     ref: str | None = None
     depends_on: Sequence[str] = ()
     run_on: str = "succeeded"
+    # Expiry (DESIGN.md "Time"): not started by this time, or within this many
+    # seconds of being stored, the job ends cancelled; at most one of the two.
+    expires_at: datetime | None = None
+    expires_in: float | None = None
+    # At most one job per key waiting, queued or running; another enqueue while
+    # it is returns that job (created=False), whatever its payload.
+    unique_key: str | None = None
 
 
 class Queue:
@@ -199,6 +208,9 @@ class Queue:
         timeout: float | None = None,
         depends_on: Sequence[str] = (),
         run_on: str = "succeeded",
+        expires_at: datetime | None = None,
+        expires_in: float | None = None,
+        unique_key: str | None = None,
         connection: Any = None,
     ) -> Enqueued:
         """Store a job and return `.id` and `.created` (False when the idempotency
@@ -208,6 +220,15 @@ class Queue:
         `depends_on` (job ids): the job waits (`waiting`) until each has
         succeeded, and is cancelled if one fails or is cancelled; with
         `run_on="finished"` it runs once each has ended, whatever the outcome.
+
+        `expires_at` (a datetime) or `expires_in` (seconds from now, by the
+        database's clock): a job not started by then ends `cancelled`, error
+        `expired before it started`.
+
+        `unique_key`: while a job with that key (and tenant) is waiting, queued
+        or running, enqueue stores nothing and returns that job with
+        `created=False` (`.unique` True), whatever the payload; once it has
+        finished the key is free. Idempotency keys, by contrast, hold for ever.
 
         With `connection` (your psycopg connection, or your sqlite3 connection to
         the same file) the job is inserted in the transaction open on it: it exists
@@ -227,6 +248,9 @@ class Queue:
             timeout,
             depends_on=depends_on,
             run_on=run_on,
+            expires_at=expires_at,
+            expires_in=expires_in,
+            unique_key=unique_key,
         )
         return self.enqueue_many([request], connection=connection)[0]
 
@@ -243,7 +267,7 @@ class Queue:
             jobs = [self.prepare(r) for r in requests]
         results = self.store.enqueue_many(jobs, connection=connection)
         for job, result in zip(jobs, results, strict=True):
-            if not result.created and result.request_hash != job.request_hash:
+            if not result.created and not result.unique and result.request_hash != job.request_hash:
                 assert job.idempotency_key is not None
                 raise IdempotencyConflict(job.idempotency_key, result.id)
         return results
@@ -349,6 +373,8 @@ class Queue:
             raise PayloadTooLarge(size, self.settings.max_payload_bytes)
         if request.idempotency_key is not None:
             check_idempotency_key(request.idempotency_key)
+        if request.unique_key is not None:
+            check_unique_key(request.unique_key)
         max_attempts = request.max_attempts
         if max_attempts is None:  # not `or`: an explicit 0 is refused below, not replaced
             max_attempts = task.max_attempts or self.settings.max_attempts
@@ -367,6 +393,7 @@ class Queue:
         if concurrency_key is not None:
             check_concurrency_key(concurrency_key)
         timeout = task.timeout if request.timeout is None else check_timeout(request.timeout)
+        expires_at, expires_in = check_expiry(request.expires_at, request.expires_in, run_at)
         key = request.idempotency_key
         return NewJob(
             kind=request.kind,
@@ -392,11 +419,17 @@ class Queue:
                 request.timeout,
                 tuple(request.depends_on),
                 _run_on(request.run_on).value,
+                expires_at,
+                expires_in,
+                request.unique_key,
             ),
             payload_json=encoded,
             ref=request.ref,
             depends_on=tuple(request.depends_on),
             run_on=_run_on(request.run_on),
+            expires_at=expires_at,
+            expires_in=expires_in,
+            unique_key=request.unique_key,
         )
 
 
@@ -536,11 +569,21 @@ def check_idempotency_key(key: str) -> None:
         )
 
 
+def check_unique_key(key: Any) -> None:
+    if (
+        not isinstance(key, str)
+        or not 1 <= len(key) <= UNIQUE_KEY_MAX
+        or not key.isprintable()
+        or not key.isascii()
+    ):
+        raise InvalidRequest(f"unique key must be 1 to {UNIQUE_KEY_MAX} printable ASCII characters")
+
+
 def check_concurrency_key(key: str) -> None:
     if (
         not isinstance(key, str)
         or not 1 <= len(key) <= CONCURRENCY_KEY_MAX
-        or not key.isprintable()
+        or not bounds.is_plain_text(key)
     ):
         raise InvalidRequest(
             f"concurrency key must be 1 to {CONCURRENCY_KEY_MAX} printable characters"
@@ -558,6 +601,42 @@ def check_timeout(value: Any) -> float:
     return float(value)
 
 
+def check_expiry(
+    expires_at: Any, expires_in: Any, run_at: datetime | None = None
+) -> tuple[datetime | None, float | None]:
+    """`expires_at` (aware UTC; naive is taken as UTC) or `expires_in` (seconds
+    above 0, at most EXPIRES_IN_MAX), not both. An `expires_at` already past, or
+    not after `run_at`, would cancel the job unrun: a slip, refused."""
+    if expires_at is not None and expires_in is not None:
+        raise InvalidRequest("give expires_at or expires_in, not both")
+    if expires_in is not None:
+        number = isinstance(expires_in, int | float) and not isinstance(expires_in, bool)
+        if not number or not 0 < expires_in <= EXPIRES_IN_MAX:  # NaN fails the comparison too
+            raise InvalidRequest(
+                f"expires_in must be a number of seconds above 0 and at most {EXPIRES_IN_MAX:,}"
+                f" (10 years), not {expires_in!r}"
+            )
+        return None, float(expires_in)
+    if expires_at is None:
+        return None, None
+    if not isinstance(expires_at, datetime):
+        raise InvalidRequest(f"expires_at must be a datetime, not {type(expires_at).__name__}")
+    if expires_at.tzinfo is None:
+        expires_at = expires_at.replace(tzinfo=UTC)
+    if bounds.storable_time(expires_at) is None:
+        raise InvalidRequest(
+            f"expires_at {expires_at.isoformat()} is out of range: use {bounds.YEARS}"
+        )
+    if expires_at <= datetime.now(UTC):
+        raise InvalidRequest(f"expires_at {expires_at.isoformat()} has already passed")
+    if run_at is not None and expires_at <= run_at:
+        raise InvalidRequest(
+            f"expires_at {expires_at.isoformat()} is not after run_at {run_at.isoformat()}:"
+            " the job would expire before it is due"
+        )
+    return expires_at.astimezone(UTC), None
+
+
 def _request_hash(
     kind: str,
     payload: dict[str, Any],
@@ -569,6 +648,9 @@ def _request_hash(
     timeout: float | None = None,
     depends_on: Sequence[str] = (),
     run_on: str = "succeeded",
+    expires_at: datetime | None = None,
+    expires_in: float | None = None,
+    unique_key: str | None = None,
 ) -> str:
     """Fingerprint of what was asked for, so the same idempotency key with a
     different request can be told apart from an honest retry."""
@@ -592,4 +674,10 @@ def _request_hash(
         fingerprint = {**fingerprint, "depends_on": sorted(set(depends_on))}
     if run_on != "succeeded":
         fingerprint = {**fingerprint, "run_on": run_on}
+    if expires_at is not None:
+        fingerprint = {**fingerprint, "expires_at": expires_at.isoformat()}
+    if expires_in is not None:
+        fingerprint = {**fingerprint, "expires_in": expires_in}
+    if unique_key is not None:
+        fingerprint = {**fingerprint, "unique_key": unique_key}
     return hashlib.sha256(canonical(fingerprint).encode()).hexdigest()

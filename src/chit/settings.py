@@ -69,6 +69,11 @@ class Settings:
     session_max_seconds: float = 12 * 3600.0
     # Web origins whose pages may call the API (CORS), exactly: "https://app.example".
     cors_origins: tuple[str, ...] = ()
+    # How long a token for one job's event stream (events_token) is accepted.
+    events_token_seconds: float = 300.0
+    # Connections and requests `chit serve` takes at once; beyond, 503 at once
+    # (each event stream holds one).
+    max_connections: int = 1000
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -119,12 +124,14 @@ class Settings:
         _seconds("CHIT_GRACE_SECONDS", self.grace_seconds, zero=True)
         _seconds("CHIT_SESSION_IDLE_SECONDS", self.session_idle_seconds)
         _seconds("CHIT_SESSION_MAX_SECONDS", self.session_max_seconds)
+        _seconds("CHIT_EVENTS_TOKEN_SECONDS", self.events_token_seconds)
         _positive("CHIT_MAX_ATTEMPTS", self.max_attempts)
         if self.max_attempts > MAX_ATTEMPTS:
             raise ConfigError(
                 f"CHIT_MAX_ATTEMPTS has value {self.max_attempts}: must be at most {MAX_ATTEMPTS}"
             )
         _positive("CHIT_CONCURRENCY", self.concurrency)
+        _positive("CHIT_MAX_CONNECTIONS", self.max_connections)
         _finite("CHIT_PREFETCH", self.prefetch)
         if self.prefetch < 0:
             raise ConfigError(f"CHIT_PREFETCH has value {self.prefetch}: must be >= 0")

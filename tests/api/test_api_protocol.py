@@ -13,6 +13,7 @@ import pytest
 
 from chit.cli.http_protocol import HEAD_TIMEOUT
 from support.stack import lone_server
+from support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +111,30 @@ def test_a_request_whose_headers_never_end_is_timed_out(server: str) -> None:
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
     assert time.monotonic() - started >= HEAD_TIMEOUT - 1
+
+
+@pytest.mark.slow
+def test_connections_beyond_chit_max_connections_get_503_at_once(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # uvicorn counts the connection a request comes on: with 3, two event
+    # streams held open leave a third connection only its 503.
+    with lone_server(tmp_path_factory.mktemp("capped"), CHIT_MAX_CONNECTIONS="3") as url:
+        job_id = submit(url)  # queued, no worker: its event stream stays open
+        host, port = url.removeprefix("http://").split(":")
+        streams = []
+        try:
+            for expected in (b"200", b"200", b"503"):
+                s = socket.create_connection((host, int(port)), timeout=10)
+                streams.append(s)
+                s.sendall(f"GET /jobs/{job_id}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                assert s.recv(65536).split(b" ", 2)[1] == expected
+            started = time.monotonic()
+            refused = httpx.get(f"{url}/healthz", timeout=10)
+            assert refused.status_code == 503, refused.text
+            assert time.monotonic() - started < 5  # at once, not queued
+        finally:
+            for s in streams:
+                s.close()
+        # The streams closed, connections are free again.
+        wait_until(lambda: httpx.get(f"{url}/healthz").status_code == 200, 10, what="a free slot")

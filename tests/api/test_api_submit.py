@@ -226,7 +226,7 @@ async def test_two_idempotency_key_headers_are_refused(api: Api) -> None:
 @pytest.mark.parametrize(
     "field",
     [{"priority": True}, {"priority": 1.5}, {"priority": "1"}, {"max_attempts": True},
-     {"max_attempts": 2.0}, {"run_at": 0}, {"run_at": 4102444800.5}],
+     {"max_attempts": 2.5}, {"run_at": 0}, {"run_at": 4102444800.5}],
     ids=["priority-bool", "priority-float", "priority-text", "attempts-bool",
          "attempts-float", "run-at-zero", "run-at-seconds"],
 )  # fmt: skip

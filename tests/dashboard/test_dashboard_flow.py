@@ -160,3 +160,12 @@ async def test_a_tenant_bound_session_sees_the_limits_but_not_other_tenants_coun
     await dashboard.sign_in(GLOBEX_ADMIN)
     theirs = (await dashboard.http.get("/ui/")).text
     assert cell(theirs, "work", "running") == "2" and cell(theirs, "work", "waiting") == "1"
+
+
+async def test_a_jobs_page_shows_its_expiry_and_unique_key(dashboard: Browser) -> None:
+    store = dashboard.queue.store
+    job_id = store.enqueue(NewJob("work", {}, unique_key="sync:9", expires_in=600)).id
+    await dashboard.sign_in(ROOT_KEY)
+    page = (await dashboard.http.get(f"/ui/jobs/{job_id}")).text
+    assert '<dd class="mono" id="unique-key">sync:9</dd>' in page
+    assert 'id="expires"' in page and "cancelled if not started by then" in page

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import os
+from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 import chit
 from support.handlers import in_steps
@@ -13,11 +14,23 @@ from support.handlers import in_steps
 queue = chit.Queue()  # CHIT_DATABASE_URL and the rest from the environment
 
 
+def _whole(value: object) -> object:
+    # JSON Schema's integer is any number without a fraction: 3.0 is 3.
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+# Strict, as the JSON schema in /openapi.json reads (schemathesis checks both
+# ways): `"permanent": 0` is not a boolean, nor "3" an integer; 3.0 is one.
+Whole = Annotated[int, BeforeValidator(_whole)]
+
+
 class Echo(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     message: str = Field(min_length=1, max_length=1000)
     seconds: float = Field(default=0.0, ge=0, le=60)
-    steps: int = Field(default=0, ge=0, le=1000)
-    fail_times: int = Field(default=0, ge=0, le=100)
+    steps: Whole = Field(default=0, ge=0, le=1000)
+    fail_times: Whole = Field(default=0, ge=0, le=100)
     permanent: bool = False
     # Fail (retryably) while this file exists: an outage the test can end.
     fail_while_exists: str | None = None

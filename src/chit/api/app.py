@@ -26,6 +26,7 @@ from chit.api.deps import ApiState
 from chit.api.errors import answer_exception
 from chit.api.events import POLL_INTERVAL, EventHub
 from chit.api.framing import RefuseAmbiguousLength
+from chit.api.tokens import EventTokens
 from chit.dashboard import routes as dashboard_routes
 from chit.queue import Queue
 from chit.settings import Settings
@@ -76,6 +77,7 @@ def lifespan(
             store=store,
             auth=Authenticator(store, env_keys, key_cache_seconds, allow_open=allow_open),
             hub=EventHub(store, event_interval),
+            tokens=EventTokens(store, settings.events_token_seconds),
         )
         await state.hub.start()
         app.state.chit = state
@@ -185,7 +187,10 @@ def _openapi_with_tasks(app: FastAPI, queue: Queue) -> dict[str, Any]:
     body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
     variants = []
     for kind, task in sorted(queue.tasks.items()):
-        payload: dict[str, Any] = {"type": "object", "description": "any JSON object"}
+        payload: dict[str, Any] = {
+            "type": ["object", "null"],
+            "description": "any JSON object; null or none is {}",
+        }
         if task.payload_model is not None:
             model = task.payload_model.model_json_schema(
                 ref_template="#/components/schemas/{model}"

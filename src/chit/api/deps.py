@@ -16,6 +16,7 @@ from starlette.requests import Request
 from chit.api.auth import Authenticator, Principal
 from chit.api.events import EventHub
 from chit.api.schemas import JobStatus
+from chit.api.tokens import EventTokens
 from chit.errors import JobNotFound
 from chit.ids import is_job_id
 from chit.jobs import Job
@@ -33,6 +34,7 @@ class ApiState:
     store: FullStore
     auth: Authenticator
     hub: EventHub
+    tokens: EventTokens
 
 
 def api_state(request: Request) -> ApiState:

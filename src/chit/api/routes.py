@@ -32,6 +32,7 @@ from chit.api.deps import (
 from chit.api.errors import STORE_RETRY_AFTER, ApiProblem, ChitRoute, documented
 from chit.api.schemas import (
     Cleared,
+    EventsTokenOut,
     FailureGroupOut,
     Failures,
     Health,
@@ -52,9 +53,10 @@ from chit.api.schemas import (
     SubmitJob,
     Submitted,
     no_nul,
+    replay_request_schema,
 )
 from chit.errors import InvalidTransition, JobNotFound
-from chit.ids import is_job_id
+from chit.ids import JOB_ID_PATTERN, is_job_id
 from chit.jobs import (
     CancelResult,
     Job,
@@ -144,6 +146,7 @@ async def submit_job(
         str | None,
         Header(
             alias="Idempotency-Key",
+            json_schema_extra={"pattern": bounds.IDEMPOTENCY_KEY_PATTERN},
             description=f"1 to {bounds.IDEMPOTENCY_KEY_MAX} printable ASCII characters; "
             "the same key and body "
             "answer the same job",
@@ -163,6 +166,9 @@ async def submit_job(
     answer = Submitted(
         job_id=result.id, status_url=url, created=result.created, workflow_id=result.workflow_id
     )
+    if principal.allows("read"):  # the token reads the job: only for who may
+        token = await _events_token(request, result.id, principal.submit_tenant)
+        answer.events_token, answer.events_url = token.events_token, token.events_url
     return JSONResponse(
         answer.model_dump(), status_code=202 if result.created else 200, headers={"Location": url}
     )
@@ -274,7 +280,11 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=bounds.API_PAGE_MAX)] = bounds.PAGE_SIZE,
     cursor: Annotated[
         str | None,
-        Query(max_length=bounds.CURSOR_MAX, description="next_cursor from the previous page"),
+        Query(
+            max_length=bounds.CURSOR_MAX,
+            description="next_cursor from the previous page",
+            json_schema_extra={"pattern": f"^{JOB_ID_PATTERN.pattern}$"},
+        ),
     ] = None,
 ) -> Response:
     if cursor is not None and not is_job_id(cursor):
@@ -291,6 +301,29 @@ async def list_jobs(
         next_cursor=page.next_cursor,
     )
     return Response(answer.model_dump_json(), media_type="application/json")
+
+
+async def _events_caller(
+    request: Request,
+    job_id: str,
+    _: Annotated[Any, Depends(_bearer)],
+    token: Annotated[
+        str | None,
+        Query(
+            max_length=bounds.EVENTS_TOKEN_MAX,
+            description="an events_token for this job (from POST /jobs or "
+            "POST /jobs/{job_id}/events-token), in place of the Authorization header: "
+            "EventSource cannot send headers",
+        ),
+    ] = None,
+) -> Principal:
+    if token is None:
+        return await caller("read")(request, _)
+    claims = await blocking(api_state(request).tokens.check, token, job_id)
+    return Principal(key_id="events-token", tenant=claims.tenant, scopes=frozenset({"read"}))
+
+
+EventsReader = Annotated[Principal, Depends(_events_caller)]
 
 
 # One Server-Sent Event, as OpenAPI 3.2's `itemSchema` describes each item of a
@@ -326,7 +359,7 @@ _SSE_EVENT = {
 async def stream_job_events(
     request: Request,
     job_id: str,
-    principal: Reader,
+    principal: EventsReader,
     last_event_id: Annotated[str | None, Header(max_length=bounds.CURSOR_MAX)] = None,
 ) -> Response:
     state = api_state(request)
@@ -338,6 +371,31 @@ async def stream_job_events(
         principal.tenant,
         last_event_id,
         lambda j: render_status(request, j, _traceback(principal)),
+    )
+
+
+@router.post(
+    "/jobs/{job_id}/events-token",
+    name="create_events_token",
+    response_model=EventsTokenOut,
+    summary="A fresh token to stream this job's events without the API key",
+    responses=documented(404),
+)
+async def create_events_token(request: Request, job_id: str, principal: Reader) -> EventsTokenOut:
+    """For a browser's `EventSource`, which cannot send `Authorization`: open
+    `events_url`. The token reads this job's events only, until `expires_at`."""
+    job = await load_job(request, job_id, principal)
+    return await _events_token(request, job.id, job.tenant)
+
+
+async def _events_token(request: Request, job_id: str, tenant: str) -> EventsTokenOut:
+    token, expires_at = await blocking(api_state(request).tokens.issue, job_id, tenant)
+    url = _path(request, "stream_job_events", job_id) + "?token=" + token
+    return EventsTokenOut(
+        job_id=job_id,
+        events_token=token,
+        events_url=url,
+        expires_at=datetime.fromtimestamp(expires_at, UTC),
     )
 
 
@@ -397,7 +455,7 @@ async def cancel_job(request: Request, job_id: str, principal: Admin) -> Respons
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": ReplayRequest.model_json_schema()}},
+            "content": {"application/json": {"schema": replay_request_schema()}},
         }
     },
 )

@@ -3,6 +3,7 @@ and `chit.Client` both use them. Times are ISO 8601 with a timezone."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -19,6 +20,7 @@ from pydantic import (
 )
 
 from chit import bounds
+from chit.ids import JOB_ID_PATTERN
 from chit.jobs import FailureGroup, Job, KindLastHour, State, Stats, Step, WorkflowView
 from chit.limits import KindLimits, Limits, Paused
 from chit.queue import JobRequest
@@ -31,15 +33,32 @@ def _in_range(value: datetime) -> datetime:
     return utc
 
 
+def _whole(value: Any) -> Any:
+    # JSON Schema's integer is any number without a fraction: 2.0 is 2 (1.5 and
+    # true are still refused by the strict field).
+    if type(value) is float and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
+
+
 def _written_out(value: Any) -> Any:
-    # Lax pydantic reads a number as seconds since 1970: `"run_at": 0` is a slip.
-    if isinstance(value, int | float):
+    # Lax pydantic reads a number as seconds since 1970: `"run_at": 0` is a slip,
+    # and so is `?since=0.5` (a query's values are all text).
+    if isinstance(value, int | float) or (isinstance(value, str) and _number(value)):
         raise ValueError("a time is ISO 8601 text with a timezone, not a number")
     return value
 
 
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _printable(value: str) -> str:
-    if not value.isprintable():  # NUL, newlines, control characters
+    if not bounds.is_plain_text(value):  # NUL, newlines, control characters
         raise ValueError("a concurrency key is printable text: no NUL or control characters")
     return value
 
@@ -51,7 +70,12 @@ def no_nul(value: Any) -> Any:
     return value
 
 
-Moment = Annotated[AwareDatetime, BeforeValidator(_written_out), AfterValidator(_in_range)]
+Moment = Annotated[
+    AwareDatetime,
+    BeforeValidator(_written_out),
+    AfterValidator(_in_range),
+    Field(json_schema_extra={"pattern": bounds.YEAR_PATTERN}),
+]
 Name = Annotated[str, Field(min_length=1, max_length=bounds.NAME_MAX), AfterValidator(no_nul)]
 ConcurrencyKey = Annotated[
     str,
@@ -59,13 +83,14 @@ ConcurrencyKey = Annotated[
         min_length=1,
         max_length=bounds.CONCURRENCY_KEY_MAX,
         description="jobs of a key are limited together (a task's key_concurrency, key_rate)",
+        json_schema_extra={"pattern": bounds.PLAIN_TEXT_PATTERN},
     ),
     AfterValidator(_printable),
 ]
 
 
 def _one_line(value: str) -> str:
-    if not value.isprintable():
+    if not bounds.is_plain_text(value):
         raise ValueError("a ref is printable text: no NUL or control characters")
     return value
 
@@ -76,14 +101,39 @@ Ref = Annotated[
         min_length=1,
         max_length=bounds.REF_MAX,
         description="this job's name in its workflow, which other jobs give in depends_on",
+        json_schema_extra={"pattern": bounds.PLAIN_TEXT_PATTERN},
     ),
     AfterValidator(_one_line),
 ]
 # A dependency: a job id, or (in POST /workflows) a ref of the same request.
 DependencyName = Annotated[
-    str, Field(min_length=1, max_length=bounds.REF_MAX), AfterValidator(_one_line)
+    str,
+    Field(
+        min_length=1,
+        max_length=bounds.REF_MAX,
+        json_schema_extra={"pattern": bounds.PLAIN_TEXT_PATTERN},
+    ),
+    AfterValidator(_one_line),
 ]
 RunOnIn = Literal["succeeded", "finished"]
+
+
+def _ascii_printable(value: str) -> str:
+    if not (value.isprintable() and value.isascii()):
+        raise ValueError("a unique key is printable ASCII: no NUL, control or non-ASCII characters")
+    return value
+
+
+UniqueKey = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=bounds.UNIQUE_KEY_MAX,
+        description="at most one job per key waiting, queued or running: another submit "
+        "answers that job (created: false); free again once it has finished",
+    ),
+    AfterValidator(_ascii_printable),
+]
 
 
 class SubmitJob(BaseModel):
@@ -95,7 +145,7 @@ class SubmitJob(BaseModel):
     payload: Any = Field(default=None, description="JSON; checked against the task's payload model")
     queue: Name | None = None
     # Strict: `true` or `1.5` is a slip, not priority 1.
-    priority: int | None = Field(
+    priority: Annotated[int | None, BeforeValidator(_whole)] = Field(
         default=None,
         strict=True,
         ge=-bounds.PRIORITY_LIMIT,
@@ -103,7 +153,9 @@ class SubmitJob(BaseModel):
         description="smaller runs first; default 0",
     )
     run_at: Moment | None = Field(default=None, description="not before this time")
-    max_attempts: int | None = Field(default=None, strict=True, ge=1, le=bounds.MAX_ATTEMPTS)
+    max_attempts: Annotated[int | None, BeforeValidator(_whole)] = Field(
+        default=None, strict=True, ge=1, le=bounds.MAX_ATTEMPTS
+    )
     # Strict: `true` or "30" is a slip, not a number of seconds.
     timeout: float | None = Field(
         default=None,
@@ -126,6 +178,27 @@ class SubmitJob(BaseModel):
         description="`finished`: run once every dependency has ended, whatever the outcome "
         "(a callback)",
     )
+    expires_at: Moment | None = Field(
+        default=None,
+        description="not started by this time, the job ends `cancelled` "
+        "('expired before it started'); not with expires_in",
+    )
+    expires_in: float | None = Field(
+        default=None,
+        strict=True,
+        gt=0,
+        le=bounds.EXPIRES_IN_MAX,
+        allow_inf_nan=False,
+        description="seconds from now: the same as expires_at, by the database's clock",
+    )
+
+    unique_key: UniqueKey | None = None
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> SubmitJob:
+        if self.expires_at is not None and self.expires_in is not None:
+            raise ValueError("give expires_at or expires_in, not both")
+        return self
 
     def job_request(self, tenant: str, idempotency_key: str | None) -> JobRequest:
         return JobRequest(
@@ -142,15 +215,29 @@ class SubmitJob(BaseModel):
             ref=self.ref,
             depends_on=self.depends_on,
             run_on=self.run_on,
+            expires_at=self.expires_at,
+            expires_in=self.expires_in,
+            unique_key=self.unique_key,
         )
 
 
 class Submitted(BaseModel):
     job_id: str
     status_url: str
-    created: bool = Field(description="false: the Idempotency-Key matched an existing job")
+    created: bool = Field(
+        description="false: the Idempotency-Key matched an existing job, or the unique_key "
+        "an active one"
+    )
     workflow_id: str | None = Field(
         default=None, description="the workflow the job joined (one with dependencies)"
+    )
+    events_token: str | None = Field(
+        default=None,
+        description="a short-lived token for this job's event stream alone, for a browser's "
+        "EventSource (which cannot send Authorization); given to keys with read scope",
+    )
+    events_url: str | None = Field(
+        default=None, description="the event stream's path with events_token in its query"
     )
 
 
@@ -281,6 +368,10 @@ class JobStatus(BaseModel):
     dependencies: DependenciesOut | None = Field(
         default=None, description="its direct dependencies by outcome; null: it has none"
     )
+    expires_at: datetime | None = Field(
+        default=None, description="not started by then, it ends cancelled; null: never"
+    )
+    unique_key: str | None = Field(default=None, description="null: none")
 
     @classmethod
     def of(cls, job: Job, result_url: str, traceback: bool = False) -> JobStatus:
@@ -324,6 +415,8 @@ class JobStatus(BaseModel):
                 cancelled=job.dependencies.cancelled,
                 pending=job.dependencies.pending,
             ),
+            expires_at=job.expires_at,
+            unique_key=job.unique_key,
         )
 
 
@@ -405,8 +498,16 @@ class Failures(BaseModel):
 
 # Flow control (DESIGN.md, "Flow control")
 
-_CONCURRENCY_SCHEMA = {"type": "integer", "minimum": 1, "maximum": bounds.CONCURRENCY_MAX}
-_RATE_SCHEMA = {"type": "string", "pattern": r"^\s*\d{1,9}\s*/\s*(s|m|h)\s*$"}
+_CONCURRENCY_SCHEMA: dict[str, Any] = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": bounds.CONCURRENCY_MAX,
+}
+# 1 to 1,000,000 (RATE_MAX) starts a period, as `Limits.checked` allows.
+_RATE_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "pattern": r"^\s*0*([1-9][0-9]{0,5}|1000000)\s*/\s*(s|m|h)\s*$",
+}
 # Typed for the schema, checked by `Limits.checked`: the API refuses a bad value
 # with the message `@queue.task` and the CLI give.
 _ConcurrencyIn = Annotated[Any, WithJsonSchema({"anyOf": [_CONCURRENCY_SCHEMA, {"type": "null"}]})]
@@ -417,7 +518,21 @@ class SetLimits(BaseModel):
     """`PUT /limits/{kind}`: the operator's override of the limits given (at
     least one); the others stay as they were. Rates are "N/s", "N/m" or "N/h"."""
 
-    model_config = ConfigDict(extra="forbid")
+    # At least one given, not null: `{}` is refused with 422 and the schema says so.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "anyOf": [
+                {"required": [name], "properties": {name: dict(schema)}}
+                for name, schema in (
+                    ("concurrency", _CONCURRENCY_SCHEMA),
+                    ("rate", _RATE_SCHEMA),
+                    ("key_concurrency", _CONCURRENCY_SCHEMA),
+                    ("key_rate", _RATE_SCHEMA),
+                )
+            ]
+        },
+    )
 
     concurrency: _ConcurrencyIn = Field(default=None, description="at most this many running")
     rate: _RateIn = Field(default=None, description='at most N starts per period, e.g. "10/s"')
@@ -586,3 +701,51 @@ class ErrorOut(BaseModel):
     error: str
     message: str
     details: dict[str, Any] = Field(default_factory=dict)
+
+
+class EventsTokenOut(BaseModel):
+    """`POST /jobs/{job_id}/events-token`: open `events_url` with no Authorization."""
+
+    job_id: str
+    events_token: str
+    events_url: str = Field(description="the event stream's path with the token in its query")
+    expires_at: datetime = Field(description="the token is refused from then on")
+
+
+def replay_request_schema() -> dict[str, Any]:
+    """`ReplayRequest` as the route takes it: ids alone, or at least one filter
+    (a null field counts as absent). The model alone says "any field may be
+    null", which let generated clients send `{}` or both, refused with 422."""
+    fields = ReplayRequest.model_json_schema()["properties"]
+    null = {"type": "null"}
+
+    def given(name: str) -> dict[str, Any]:
+        value = dict(fields[name]["anyOf"][0])
+        if name == "ids":
+            value["items"] = {"type": "string", "pattern": f"^{JOB_ID_PATTERN.pattern}$"}
+        return value
+
+    def variant(present: tuple[str, ...], must: list[dict[str, Any]]) -> dict[str, Any]:
+        properties = {
+            name: {"anyOf": [given(name), null]} if name in present else null for name in fields
+        }
+        if "ids" in present:
+            properties["ids"] = given("ids")
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": properties,
+            **({"anyOf": must} if must else {"required": ["ids"]}),
+        }
+
+    filters = ("kind", "error_prefix", "since")
+    return {
+        "description": inspect.cleandoc(ReplayRequest.__doc__ or ""),
+        "oneOf": [
+            variant(("ids",), []),
+            variant(
+                filters,
+                [{"required": [name], "properties": {name: given(name)}} for name in filters],
+            ),
+        ],
+    }

@@ -61,6 +61,7 @@ async def submit_workflow(
         str | None,
         Header(
             alias="Idempotency-Key",
+            json_schema_extra={"pattern": bounds.IDEMPOTENCY_KEY_PATTERN},
             description=f"1 to {bounds.IDEMPOTENCY_KEY_MAX} printable ASCII characters; "
             "the same key and body answer the same workflow",
         ),

@@ -153,6 +153,7 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
         run_at = datetime.now(UTC) + timedelta(seconds=durations.duration(args.delay))
     if args.run_at is not None:
         run_at = durations.moment(args.run_at)
+    expires_in = None if args.expires_in is None else durations.duration(args.expires_in)
     if args.url:
         from chit.cli.remote import submit_remote
 
@@ -169,6 +170,8 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
             concurrency_key=args.concurrency_key,
             depends_on=args.depends_on,
             run_on=args.run_on,
+            expires_in=expires_in,
+            unique_key=args.unique_key,
             wait=args.wait,
             timeout=args.timeout,
             as_json=args.json,
@@ -185,6 +188,8 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
         concurrency_key=args.concurrency_key,
         depends_on=args.depends_on,
         run_on=args.run_on,
+        expires_in=expires_in,
+        unique_key=args.unique_key,
     )
     if not args.wait:
         if args.json:
@@ -441,6 +446,10 @@ def _describe(job: Job) -> str:
         f"run at      {output.when(job.run_at)}",
         f"finished    {output.when(job.finished_at)}",
     ]
+    if job.expires_at is not None:
+        lines.append(f"expires     {output.when(job.expires_at)}")
+    if job.unique_key is not None:
+        lines.append(f"unique key  {job.unique_key}")
     if job.worker:
         lines.append(f"worker      {job.worker}")
     if job.state is State.SUCCEEDED:

@@ -135,6 +135,15 @@ def build_parser() -> argparse.ArgumentParser:
         default="succeeded",
         help="with --depends-on: 'finished' runs once they have ended, whatever the outcome",
     )
+    p.add_argument(
+        "--expires-in",
+        metavar="DURATION",
+        help="not started within this long (e.g. 30s, 5m), the job ends cancelled",
+    )
+    p.add_argument(
+        "--unique-key",
+        help="while a job with this key is waiting, queued or running, return it instead",
+    )
     p.add_argument("--wait", action="store_true", help="wait for the result")
     p.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
     remote_flags(p)

@@ -33,6 +33,8 @@ def submit_remote(
     concurrency_key: str | None = None,
     depends_on: list[str] | None = None,
     run_on: str | None = None,
+    expires_in: float | None = None,
+    unique_key: str | None = None,
     wait: bool = False,
     timeout: float | None = None,
     as_json: bool = False,
@@ -49,6 +51,8 @@ def submit_remote(
             concurrency_key=concurrency_key,
             depends_on=depends_on or None,
             run_on=None if not depends_on else run_on,
+            expires_in=expires_in,
+            unique_key=unique_key,
         )
         if not wait:
             if as_json:

@@ -26,9 +26,9 @@ SHUTDOWN_GRACE = 5
 MAX_HEAD_BYTES = 64 * 1024
 # An idle keep-alive connection is closed after this many seconds.
 KEEP_ALIVE_SECONDS = 5
-# Connections and requests at once; beyond it uvicorn answers 503 at once
-# rather than queueing. Event streams count: each holds one.
-MAX_CONCURRENCY = 1000
+# Connections and requests at once: CHIT_MAX_CONNECTIONS (Settings.max_connections,
+# 1000); beyond it uvicorn answers 503 at once rather than queueing. Event
+# streams count: each holds one.
 
 
 class _Server(uvicorn.Server):
@@ -114,7 +114,7 @@ def serve(
         http=ChitH11Protocol,  # h11, with a header timeout and 431 (http_protocol.py)
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
-        limit_concurrency=MAX_CONCURRENCY,
+        limit_concurrency=settings.max_connections,
     )
     try:
         _Server(config).run()

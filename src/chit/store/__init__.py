@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from chit.store.base import Store
-from chit.store.reports import ApiKeys, FlowControl, FullStore, Reports, Sessions, Workflows
+from chit.store.reports import (
+    ApiKeys,
+    FlowControl,
+    FullStore,
+    Reports,
+    Secrets,
+    Sessions,
+    Workflows,
+)
 
 if TYPE_CHECKING:
     from chit.settings import Settings
@@ -15,6 +23,7 @@ __all__ = [
     "FlowControl",
     "FullStore",
     "Reports",
+    "Secrets",
     "Sessions",
     "Store",
     "Workflows",

@@ -171,8 +171,10 @@ class Store(abc.ABC):
         - Failed without retry_in: `failed`, with the error.
         - Released: `queued` at once, the attempt not counted.
         - Cancelled: `cancelled`.
-        A job whose cancellation was requested ends `cancelled` on Failed and
-        Released too. Each closes the job's open attempt record.
+        - Snoozed: `queued` again after its delay, the attempt not counted
+          (attempts as before the claim), the attempt record `snoozed`.
+        A job whose cancellation was requested ends `cancelled` on Failed,
+        Released and Snoozed too. Each closes the job's open attempt record.
 
         In the same transaction, a job that ends `succeeded` counts down its
         dependents and makes `queued` those whose last dependency it was; one
@@ -202,6 +204,13 @@ class Store(abc.ABC):
         `failed` with "worker lost: lease expired after N attempts" when not,
         `cancelled` when cancellation was requested. A job it fails or cancels
         settles its dependents as `finish` does."""
+
+    @abc.abstractmethod
+    def expire_jobs(self, now: datetime | None = None) -> int:
+        """Waiting or queued jobs never started whose `expires_at` has passed
+        (claims skip them): `cancelled`, error `expired before it started`, their
+        dependents settled as `finish` does; returns how many. A job that
+        started once (a retry, a snooze) is not expired."""
 
     # Reading
 

@@ -42,6 +42,7 @@ from chit.jobs import (
     Progress,
     Released,
     RescueReport,
+    Snoozed,
     State,
     Succeeded,
 )
@@ -67,7 +68,7 @@ COPY_FROM = 100
 # The payload goes as bytes already in jsonb's binary form (`_copy_jobs`): psycopg's
 # jsonb dumper, in Python, cost a fifth of a copied job's client time.
 _COPY_TYPES = ["text", "text", "text", "int4", "bytea", "text", "int4"]
-_COPY_TYPES += ["timestamptz"] * 3 + ["text", "float8"]
+_COPY_TYPES += ["timestamptz"] * 3 + ["text", "float8", "timestamptz"]
 
 Connection = psycopg.Connection[dict[str, Any]]
 _T = TypeVar("_T")
@@ -314,7 +315,7 @@ class PostgresStore(SQLStore):
     def _copy_jobs(
         self, conn: Connection | psycopg.Cursor[Any], jobs: Sequence[NewJob]
     ) -> list[Enqueued]:
-        """COPY the jobs without an idempotency key (nothing to conflict with) in,
+        """COPY the jobs without an idempotency or unique key (nothing to conflict with) in,
         then insert the others. Call inside a transaction."""
         now = scalar(conn.execute(Q["clock"], {"now": None}))
         ids = new_job_ids(len(jobs))
@@ -327,15 +328,19 @@ class PostgresStore(SQLStore):
             for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True)):
                 if job.depends_on or job.ref is not None:
                     raise _GraphFound  # a workflow: inserted as JSON (_insert_graph)
-                if job.idempotency_key is not None:
+                if job.idempotency_key is not None or job.unique_key is not None:
                     keyed.append(n)
                     continue
                 run_at = now if job.run_at is None else _utc(job.run_at)
+                expires_at = _utc(job.expires_at)
+                if job.expires_in is not None:  # from the clock read above, as `enqueue` would
+                    expires_at = now + timedelta(seconds=job.expires_in)
                 text = job.payload_json if job.payload_json is not None else dumps(job.payload)
                 payload = b"\x01" + text.encode()  # jsonb's binary format: a version byte, the text
                 write(
                     (job_id, job.kind, job.queue, job.priority, payload, job.tenant,
-                     job.max_attempts, run_at, now, now, job.concurrency_key, job.timeout)
+                     job.max_attempts, run_at, now, now, job.concurrency_key, job.timeout,
+                     expires_at)
                 )  # fmt: skip
         if keyed:
             inserted = self._insert_jobs(conn, [ids[n] for n in keyed], [jobs[n] for n in keyed])
@@ -437,7 +442,8 @@ class PostgresStore(SQLStore):
                 )
                 conn.execute(Q["store_result"], {"items": f"[{stored}]"})
         ended: list[str] = []  # failed or cancelled, with dependents to settle
-        for kind, query in ((Failed, "fail"), (Released, "release"), (Cancelled, "mark_cancelled")):
+        kinds = (Failed, "fail"), (Released, "release"), (Cancelled, "mark_cancelled")
+        for kind, query in (*kinds, (Snoozed, "snooze")):
             group = [o for o in outcomes if isinstance(o, kind)]
             if group:
                 params = {"items": dumps([_fenced(o) for o in group]), "now": now}
@@ -612,10 +618,12 @@ def _progress_fields(progress: Progress | None) -> str:
 
 
 def _fenced(outcome: Outcome) -> dict[str, Any]:
-    """An item of `fail`, `release` or `mark_cancelled`."""
+    """An item of `fail`, `release`, `mark_cancelled` or `snooze`."""
     item: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token}
     if isinstance(outcome, Failed):
         item |= {"error": _text(outcome.error), "retry": outcome.retry_in}
+    elif isinstance(outcome, Snoozed):
+        item["delay"] = outcome.delay
     return item
 
 

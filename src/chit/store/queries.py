@@ -3,7 +3,10 @@ each introduced by a `-- name: NAME` line; both backends use the same names.
 `{columns}` in a query is the backend's one list of a job's columns (the block
 `job_columns`), `{replay_reset}` its one reset of a replayed job (the block
 `replay_reset`) and, on PostgreSQL, `{release_dependents}` the release of a
-success's dependents (the block `release_dependents`), all filled in here; other
+success's dependents (the block `release_dependents`), `{unexpired}` the
+condition a claim puts on a queued job's expiry (the block `unexpired`),
+`{unique_free}` the one a replay puts on a unique key (the block `unique_free`),
+all filled in here; other
 `{...}` are filled in by the store."""
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ _FRAGMENTS = {
     "columns": "job_columns",
     "replay_reset": "replay_reset",
     "release_dependents": "release_dependents",
+    "unexpired": "unexpired",
+    "unique_free": "unique_free",
 }
 
 

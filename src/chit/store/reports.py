@@ -234,5 +234,15 @@ class FlowControl(abc.ABC):
         """What is paused, queues first, by name."""
 
 
-class FullStore(Store, Reports, Workflows, ApiKeys, Sessions, FlowControl):
+class Secrets(abc.ABC):
+    """Secrets the server makes for itself and every API process shares (the key
+    that signs event-stream tokens)."""
+
+    @abc.abstractmethod
+    def server_secret(self, name: str, new: str) -> str:
+        """The secret stored as `name`, storing `new` first if there is none yet:
+        whichever process stores first, every process then gets the same value."""
+
+
+class FullStore(Store, Reports, Workflows, ApiKeys, Sessions, FlowControl, Secrets):
     """A store with its reports, keys and sessions: what `open_store` returns."""

@@ -93,12 +93,17 @@ class Dialect:
 # A job's columns that are read as they come, in both dialects.
 _AS_THEY_ARE: tuple[str, ...] = ("id", "kind", "queue", "priority", "attempts", "max_attempts")
 _AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error", "concurrency_key", "timeout")
-_AS_THEY_ARE += ("workflow_id", "ref")
+_AS_THEY_ARE += ("workflow_id", "ref", "unique_key")
 
 
 # A new job's fields that `enqueue` sends as they are.
 _NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "payload", "tenant", "idempotency_key")
-_NEW_JOB += ("request_hash", "max_attempts", "concurrency_key", "timeout")
+_NEW_JOB += ("request_hash", "max_attempts", "concurrency_key", "timeout", "expires_in")
+_NEW_JOB += ("unique_key",)
+
+# How often an enqueue inserts again a job whose unique key it found taken
+# but could not find the holder of (it finished in between: the key is free).
+UNIQUE_TRIES = 5
 
 
 def scalar(cursor: Any) -> Any:
@@ -189,7 +194,8 @@ class SQLStore(FullStore):
         fields |= {name: loads(r[name]) for name in ("payload", "checkpoint", "result")}
         fields |= {name: at(r[name]) for name in ("run_at", "created_at", "updated_at")}
         fields |= {
-            name: when(r[name]) for name in ("lease_expires_at", "started_at", "finished_at")
+            name: when(r[name])
+            for name in ("lease_expires_at", "started_at", "finished_at", "expires_at")
         }
         fields |= {name: bool(r[name]) for name in ("result_external", "cancel_requested", "stale")}
         progress = Progress(r["progress_done"], r["progress_total"])
@@ -269,6 +275,7 @@ class SQLStore(FullStore):
         batch = [
             {name: getattr(job, name) for name in _NEW_JOB}
             | {"n": n, "id": job_id, "run_at": None if job.run_at is None else time(job.run_at)}
+            | {"expires_at": None if job.expires_at is None else time(job.expires_at)}
             for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
         ]
         if not graph.is_graph(jobs):
@@ -278,18 +285,53 @@ class SQLStore(FullStore):
             inserted, workflow_id = self._insert_graph(conn, ids, jobs, batch)
         if len(inserted) == len(jobs):
             return [Enqueued(job_id, True, workflow_id=workflow_id) for job_id in ids]
-        # Some idempotency keys were taken (by earlier jobs, or earlier in this batch).
-        taken = dumps([item for item in batch if item["id"] not in inserted])
-        existing = {
-            (r["tenant"], r["idempotency_key"]): Enqueued(r["id"], False, r["request_hash"])
-            for r in conn.execute(self.Q["find_by_idempotency_key"], {"jobs": taken})
-        }
+        # Some keys were taken (by earlier jobs, or earlier in this batch).
+        existing: dict[str, Enqueued] = {}
+        taken = [item for item in batch if item["id"] not in inserted]
+        for _ in range(UNIQUE_TRIES):
+            existing |= self._holders(conn, taken)
+            # A unique key whose holder finished between the insert and the look:
+            # free now, so insert again (never on SQLite, whose write lock is held).
+            taken = [item for item in taken if item["id"] not in existing]
+            if not taken:
+                break
+            inserted |= self._insert(conn, taken)
+            taken = [item for item in taken if item["id"] not in inserted]
+        if taken:
+            raise StoreError(f"could not enqueue: keys taken and freed {UNIQUE_TRIES} times over")
         return [
             Enqueued(job_id, True, workflow_id=workflow_id)
             if job_id in inserted
-            else existing[job.tenant, job.idempotency_key]
-            for job_id, job in zip(ids, jobs, strict=True)
+            else existing[job_id]
+            for job_id in ids
         ]
+
+    def _holders(self, conn: Any, taken: list[dict[str, Any]]) -> dict[str, Enqueued]:
+        """For each item `enqueue` did not insert, by its id: the stored job its
+        idempotency key names, else the active job holding its unique key."""
+        found: dict[str, Enqueued] = {}
+        keyed = [item for item in taken if item["idempotency_key"] is not None]
+        if keyed:
+            rows = conn.execute(self.Q["find_by_idempotency_key"], {"jobs": dumps(keyed)})
+            by_key = {
+                (r["tenant"], r["idempotency_key"]): Enqueued(r["id"], False, r["request_hash"])
+                for r in rows
+            }
+            for item in keyed:
+                match = by_key.get((item["tenant"], item["idempotency_key"]))
+                if match is not None:
+                    found[item["id"]] = match
+        unique = [item for item in taken if item["id"] not in found and item["unique_key"]]
+        if unique:
+            rows = conn.execute(self.Q["find_by_unique_key"], {"jobs": dumps(unique)})
+            holders = {
+                (r["tenant"], r["unique_key"]): Enqueued(r["id"], False, unique=True) for r in rows
+            }
+            for item in unique:
+                match = holders.get((item["tenant"], item["unique_key"]))
+                if match is not None and match.id != item["id"]:
+                    found[item["id"]] = match
+        return found
 
     def _insert_graph(
         self, conn: Any, ids: Sequence[str], jobs: Sequence[NewJob], batch: list[dict[str, Any]]
@@ -322,8 +364,8 @@ class SQLStore(FullStore):
         for n, job_id in enumerate(ids):
             if job_id not in inserted and job_id in depended_on:
                 raise InvalidRequest(
-                    f"job {n}: its idempotency key matched a stored job, so the jobs of this"
-                    " call that depend on it cannot be linked; leave the key off"
+                    f"job {n}: its idempotency or unique key matched a stored job, so the jobs"
+                    " of this call that depend on it cannot be linked; leave the key off"
                 )
         told = graph.stored_dependents(edges, inserted)
         if told:
@@ -601,6 +643,18 @@ class SQLStore(FullStore):
                 conn.execute(self.Q["save_step"], params | {"result": dumps(result)}).rowcount == 1
             )
 
+    def expire_jobs(self, now: datetime | None = None) -> int:
+        params = {"now": self.d.now(now)}
+        if not self._rows(self.Q["has_expired"], params):
+            return 0
+        with self._tx() as conn:
+            clock = self._fixed_clock(conn, params["now"])
+            rows = conn.execute(self.Q["expire_jobs"], {"now": clock}).fetchall()
+            ended = [r["id"] for r in rows if r["has_dependents"]]
+            if ended:
+                self._settle(conn, [], ended, clock)
+        return len(rows)
+
     # Reading
 
     def _rows(self, query: Any, params: Mapping[str, Any], write: bool = False) -> Any:
@@ -876,6 +930,14 @@ class SQLStore(FullStore):
     def delete_session(self, id_hash: str) -> bool:
         with self._write() as conn:
             return conn.execute(self.Q["delete_session"], {"id_hash": id_hash}).rowcount == 1
+
+    # Secrets
+
+    def server_secret(self, name: str, new: str) -> str:
+        with self._write() as conn:
+            conn.execute(self.Q["add_secret"], {"name": name, "value": new})
+            [row] = conn.execute(self.Q["get_secret"], {"name": name}).fetchall()
+            return str(row["value"])
 
     # The dashboard
 

@@ -38,6 +38,7 @@ from chit.jobs import (
     Page,
     Released,
     RescueReport,
+    Snoozed,
     Succeeded,
 )
 from chit.store import queries
@@ -220,6 +221,8 @@ class SQLiteStore(SQLStore):
         inserted = set()
         for item in batch:
             params = _NO_WORKFLOW | item | {"payload": dumps(item["payload"]), "now": "now"}
+            if item["expires_in"] is not None:
+                params["expires_in"] = _offset(item["expires_in"])
             if "dependents" in item:  # a workflow's job: its edges as JSON arrays
                 params["dependents"] = _json_or_none(item["dependents"])
             if conn.execute(Q["enqueue"], params).rowcount:
@@ -292,6 +295,8 @@ class SQLiteStore(SQLStore):
                 row = conn.execute(Q["release"], fence | {"free": self.free_hand_backs}).fetchone()
             case Cancelled():
                 row = conn.execute(Q["mark_cancelled"], fence).fetchone()
+            case Snoozed(delay=delay):
+                row = conn.execute(Q["snooze"], fence | {"delay": _offset(delay)}).fetchone()
         if row is None:
             return False
         conn.execute(Q["close_attempt"], fence | {"outcome": row["outcome"], "error": row["error"]})

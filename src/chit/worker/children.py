@@ -24,6 +24,7 @@ Between worker and child, tuples over two one-way pipes:
   from the child: ("ready",) ("broken", text) ("progress", id, progress)
                   ("checkpoint", data, progress) ("returned", result, progress, peak_kb)
                   ("raised", text, permanent, progress, peak_kb)
+                  ("snoozed", seconds, progress, peak_kb)
                   ("step", name) ("save_step", name, result)
 A checkpoint or a step waits for the worker's answer ("checkpointed", or
 "answered" with the stored step or whether it was saved), as the worker holds
@@ -51,7 +52,7 @@ from typing import Any
 
 from chit.context import JobContext
 from chit.encoding import storable_json_error
-from chit.errors import ConfigError, PermanentError, StoreError
+from chit.errors import ConfigError, PermanentError, Snooze, StoreError
 from chit.jobs import ClaimedJob, DependencyInfo, Progress
 from chit.queue import Queue, parse_payload
 from chit.worker.execute import (
@@ -254,6 +255,10 @@ class ProcessPool:
                 _progressed(ctx, progress)
                 report(Returned(error=ReportedError(text, permanent)))
                 return self._reusable(child, peak_kb)
+            case ("snoozed", seconds, progress, peak_kb):
+                _progressed(ctx, progress)
+                report(Returned(error=Snooze(seconds)))
+                return self._reusable(child, peak_kb)
             case _:
                 log.error("child process %d sent %.100r; replacing it", child.pid, message)
                 report(Returned(error=ReportedError("child process broke the protocol")))
@@ -433,6 +438,8 @@ class _Link:
             result = task.handler(ctx, parse_payload(task, job.payload))
             message: tuple[Any, ...] = ("returned", result, ctx.last_progress(), _peak_kb())
             problem = storable_json_error(result)
+        except Snooze as e:
+            message, problem = ("snoozed", e.seconds, ctx.last_progress(), _peak_kb()), None
         except BaseException as e:  # a handler must not take its child down
             permanent = isinstance(e, PermanentError)
             message = ("raised", describe(e), permanent, ctx.last_progress(), _peak_kb())

@@ -26,8 +26,8 @@ from typing import Any, Protocol
 from chit import backoff
 from chit.context import JobContext, timed_out
 from chit.encoding import storable_json_error, storable_text
-from chit.errors import PermanentError
-from chit.jobs import Cancelled, ClaimedJob, Failed, Outcome, Released, Succeeded
+from chit.errors import PermanentError, Snooze
+from chit.jobs import Cancelled, ClaimedJob, Failed, Outcome, Released, Snoozed, Succeeded
 from chit.queue import Queue, Task, parse_payload
 from chit.settings import Settings
 
@@ -220,6 +220,8 @@ def _classify(
         if problem is not None:
             return Failed(job.id, job.lease_token, f"ResultNotJSON: {problem}")
         return Succeeded(job.id, job.lease_token, result, ctx.last_progress())
+    if isinstance(error, Snooze):  # its constructor checked the delay
+        return Snoozed(job.id, job.lease_token, error.seconds)
     if isinstance(error, ReportedError):
         text, permanent = storable_text(error.text), error.permanent
     else:

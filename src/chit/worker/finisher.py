@@ -15,7 +15,7 @@ import time
 from chit.context import JobContext
 from chit.encoding import storable_text
 from chit.errors import StoreError
-from chit.jobs import Failed, Outcome, Released, Succeeded
+from chit.jobs import Failed, Outcome, Released, Snoozed, Succeeded
 from chit.store import Store
 from chit.worker.slots import Slots
 
@@ -174,6 +174,9 @@ def _log_outcome(outcome: Outcome, applied: bool, ctx: JobContext | None, second
         )
     elif isinstance(outcome, Succeeded):
         log.info("job %s %s succeeded in %.3fs", kind, outcome.job_id, seconds)
+    elif isinstance(outcome, Snoozed):
+        delay = outcome.delay
+        log.info("job %s %s snoozed for %gs after %.3fs", kind, outcome.job_id, delay, seconds)
     else:
         detail = getattr(outcome, "error", "") or ""
         retry_in = getattr(outcome, "retry_in", None)

@@ -1,5 +1,6 @@
 """Periodic upkeep a worker does for everyone: rescue jobs whose lease expired,
-and, when `CHIT_RETENTION` is set, delete finished jobs older than that."""
+cancel jobs that expired before they started (expires_at), and, when
+`CHIT_RETENTION` is set, delete finished jobs older than that."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ class Maintenance:
             self.prune(self.retention_seconds, now)
 
     def rescue(self, now: datetime | None = None) -> None:
+        self.expire(now)
         try:
             report = self.store.rescue_expired(now)
         except StoreError as e:
@@ -66,6 +68,16 @@ class Maintenance:
                 report.failed,
                 report.cancelled,
             )
+
+    def expire(self, now: datetime | None = None) -> None:
+        """Cancel the jobs not started by their expires_at (claims skip them)."""
+        try:
+            expired = self.store.expire_jobs(now)
+        except StoreError as e:
+            log.warning("cancelling expired jobs failed, will retry: %s", e)
+            return
+        if expired:
+            log.info("cancelled %d jobs that expired before they started", expired)
 
     def prune(self, retention_seconds: float, now: datetime | None = None) -> None:
         try:

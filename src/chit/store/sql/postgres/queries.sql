@@ -31,7 +31,7 @@ j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempt
 j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,
 j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,
 j.error, j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
-j.workflow_id, j.ref, j.run_on, j.depends_on,
+j.workflow_id, j.ref, j.run_on, j.depends_on, j.expires_at, j.unique_key,
 j.state = 'running' AND j.lease_expires_at < now() AS stale
 
 -- name: replay_reset
@@ -43,7 +43,26 @@ state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
     error = NULL, result = NULL, result_external = false, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = false,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    expires_at = NULL,
     updated_at = now()
+
+-- name: unexpired
+-- What a claim asks of a queued job's expiry (DESIGN.md "Time": a job not
+-- started by then ends cancelled): none, not yet passed, or the job started
+-- before (a retry or a snooze). queries.load puts it where a claim says so;
+-- expire_jobs cancels the jobs it leaves behind.
+(expires_at IS NULL OR started_at IS NOT NULL
+ OR expires_at > coalesce(%(now)s::timestamptz, now()))
+
+-- name: unique_free
+-- Replay puts back at most one job per unique key (DESIGN.md "Time"): none
+-- while another job holds the key, else only the newest of those that failed
+-- or were cancelled. queries.load puts it where a replay says so.
+(j.unique_key IS NULL OR NOT EXISTS (
+    SELECT 1 FROM chit_jobs AS u
+    WHERE u.tenant = j.tenant AND u.unique_key = j.unique_key AND u.id <> j.id
+      AND (u.state IN ('waiting', 'queued', 'running')
+           OR (u.state IN ('failed', 'cancelled') AND u.id > j.id))))
 
 -- name: migrations_table_exists
 SELECT to_regclass('chit_schema_migrations') IS NOT NULL
@@ -72,7 +91,8 @@ INSERT INTO chit_schema_migrations (version, name) VALUES (%(version)s, %(name)s
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, run_at, created_at, updated_at, concurrency_key, timeout,
-    state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at
+    state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at,
+    expires_at, unique_key
 )
 SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key,
        j.request_hash, j.max_attempts,
@@ -83,15 +103,21 @@ SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key
        -- A workflow's jobs carry these (store/graph.py); others leave them out.
        coalesce(j.state, 'queued'), j.workflow_id, j.ref, coalesce(j.run_on, 'succeeded'),
        j.depends_on, j.dependents, coalesce(j.deps_pending, 0), j.error,
-       CASE WHEN j.state = 'cancelled' THEN coalesce(%(now)s::timestamptz, now()) END
+       CASE WHEN j.state = 'cancelled' THEN coalesce(%(now)s::timestamptz, now()) END,
+       coalesce(j.expires_at,
+                coalesce(%(now)s::timestamptz, now()) + make_interval(secs => j.expires_in)),
+       j.unique_key
 FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(
     n integer, id text, kind text, queue text, priority integer, payload jsonb, tenant text,
     idempotency_key text, request_hash text, max_attempts integer, run_at timestamptz,
     concurrency_key text, timeout double precision, state text, workflow_id text, ref text,
-    run_on text, depends_on text[], dependents text[], deps_pending integer, error text
+    run_on text, depends_on text[], dependents text[], deps_pending integer, error text,
+    expires_at timestamptz, expires_in double precision, unique_key text
 )
 ORDER BY j.n
-ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+-- Any key: the idempotency key (chit_jobs_idempotency) or the unique key of an
+-- active job (chit_jobs_unique); the store then finds the job that holds it.
+ON CONFLICT DO NOTHING
 RETURNING id
 
 -- name: clock
@@ -106,7 +132,7 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now
 -- a 2-core test machine, most of it updating this table's indexes).
 COPY chit_jobs (
     id, kind, queue, priority, payload, tenant, max_attempts, run_at, created_at, updated_at,
-    concurrency_key, timeout
+    concurrency_key, timeout, expires_at
 ) FROM STDIN (FORMAT BINARY)
 
 -- name: find_by_idempotency_key
@@ -117,13 +143,22 @@ WHERE (tenant, idempotency_key) IN (
     FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(tenant text, idempotency_key text)
 )
 
+-- name: find_by_unique_key
+-- The active jobs holding the unique keys of the batch `enqueue` did not insert
+-- (chit_jobs_unique).
+SELECT tenant, unique_key, id FROM chit_jobs
+WHERE (tenant, unique_key) IN (
+    SELECT tenant, unique_key
+    FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(tenant text, unique_key text)
+) AND unique_key IS NOT NULL AND state IN ('waiting', 'queued', 'running')
+
 -- name: claim
 -- One statement: pick (skipping rows another claimer holds), move to running,
 -- open the attempt records.
 WITH due AS (
     SELECT id FROM chit_jobs
     WHERE state = 'queued' AND queue = %(queue)s::text
-      AND run_at <= coalesce(%(now)s::timestamptz, now())
+      AND run_at <= coalesce(%(now)s::timestamptz, now()) AND {unexpired}
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -351,6 +386,41 @@ WITH o AS (
 )
 SELECT id, state, has_dependents FROM done
 
+-- name: snooze
+-- Items: {id, token, delay (seconds)}. chit.Snooze: queued again after the
+-- delay, the attempt not counted (the claim counted it: take it back) and no
+-- hand-back used.
+WITH o AS (
+    SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS o(id text, token text, delay float8)
+), locked AS (
+    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
+    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
+    ORDER BY j.id
+    FOR UPDATE OF j
+), done AS (
+    UPDATE chit_jobs AS j
+    SET attempts = j.attempts - 1,
+        state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
+        run_at = CASE WHEN j.cancel_requested THEN j.run_at
+                      ELSE coalesce(%(now)s::timestamptz, now())
+                           + make_interval(secs => o.delay) END,
+        finished_at = CASE WHEN j.cancel_requested
+                           THEN coalesce(%(now)s::timestamptz, now()) END,
+        lease_token = NULL, lease_expires_at = NULL,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM locked, o
+    WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
+    RETURNING j.id, j.state, j.dependents IS NOT NULL AS has_dependents
+), closed AS (
+    UPDATE chit_attempts AS a
+    SET finished_at = coalesce(%(now)s::timestamptz, now()),
+        outcome = CASE done.state WHEN 'queued' THEN 'snoozed' ELSE 'cancelled' END,
+        error = NULL
+    FROM done
+    WHERE a.job_id = done.id AND a.finished_at IS NULL
+)
+SELECT id, state, has_dependents FROM done
+
 -- name: mark_cancelled
 -- Items: {id, token}.
 WITH o AS (
@@ -445,6 +515,7 @@ FROM (
 ) AS c
 WHERE j.id = c.id AND j.state = 'cancelled' AND j.run_on = 'succeeded'
   AND j.error IN ('dependency ' || c.cause || ' failed', 'dependency ' || c.cause || ' cancelled')
+  AND {unique_free}
 RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: lock_dependencies
@@ -539,7 +610,7 @@ WITH o AS (
 due AS (
     SELECT id FROM chit_jobs
     WHERE state = 'queued' AND queue = %(queue)s::text
-      AND run_at <= coalesce(%(now)s::timestamptz, now())
+      AND run_at <= coalesce(%(now)s::timestamptz, now()) AND {unexpired}
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -611,6 +682,34 @@ WITH expired AS (
     WHERE a.job_id = rescued.id AND a.finished_at IS NULL
 )
 SELECT id, state, has_dependents FROM rescued
+
+-- name: has_expired
+-- Whether expire_jobs has anything to do: the jobs with an expiry not yet
+-- started only (chit_jobs_expiry).
+SELECT 1 FROM chit_jobs
+WHERE expires_at IS NOT NULL AND state IN ('waiting', 'queued')
+  AND expires_at <= coalesce(%(now)s::timestamptz, now()) AND started_at IS NULL
+LIMIT 1
+
+-- name: expire_jobs
+-- Jobs not started by their expires_at (DESIGN.md "Time"), which claims skip:
+-- cancelled, and their dependents with them (the store settles them). SKIP
+-- LOCKED: a job a claim holds is not queued for long, and is not expired once
+-- it has started.
+WITH expired AS (
+    SELECT id FROM chit_jobs
+    WHERE expires_at IS NOT NULL AND state IN ('waiting', 'queued')
+      AND expires_at <= coalesce(%(now)s::timestamptz, now()) AND started_at IS NULL
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE chit_jobs AS j
+SET state = 'cancelled', error = 'expired before it started',
+    finished_at = coalesce(%(now)s::timestamptz, now()),
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM expired
+WHERE j.id = expired.id
+RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: get
 SELECT {columns}
@@ -713,6 +812,7 @@ UPDATE chit_jobs AS j
 SET {replay_reset}
 WHERE j.id = ANY(%(ids)s::text[]) AND j.state IN ('failed', 'cancelled')
   AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
+  AND {unique_free}
 RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: replay_failed
@@ -722,6 +822,7 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND {tenant}
   AND (%(error_prefix)s::text IS NULL OR starts_with(j.error, %(error_prefix)s::text))
   AND (%(since)s::timestamptz IS NULL OR j.finished_at >= %(since)s::timestamptz)
+  AND {unique_free}
 RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: replay_failed_kind
@@ -731,6 +832,7 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = %(kind)s::text AND {tenant}
   AND (%(error_prefix)s::text IS NULL OR starts_with(j.error, %(error_prefix)s::text))
   AND (%(since)s::timestamptz IS NULL OR j.finished_at >= %(since)s::timestamptz)
+  AND {unique_free}
 RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: listen
@@ -904,6 +1006,7 @@ UPDATE chit_jobs AS j
 SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = %(kind)s::text AND {tenant}
   AND (j.error = %(error)s::text OR starts_with(j.error, %(error)s::text || E'\n'))
+  AND {unique_free}
 RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- Flow control (store/flow.py; DESIGN.md, "Flow control")
@@ -955,7 +1058,7 @@ LIMIT 1
 SELECT id, kind, tenant, concurrency_key, priority, run_at FROM chit_jobs
 WHERE state = 'queued' AND queue = %(queue)s::text AND kind = %(kind)s::text
   AND tenant = %(tenant)s::text AND concurrency_key = %(key)s::text
-  AND run_at <= coalesce(%(now)s::timestamptz, now())
+  AND run_at <= coalesce(%(now)s::timestamptz, now()) AND {unexpired}
 ORDER BY priority, run_at, id
 LIMIT %(limit)s
 
@@ -1008,7 +1111,7 @@ SELECT (SELECT count(*) FROM chit_jobs
 -- The jobs a flow claim chose, if still queued and not being claimed by another.
 WITH due AS (
     SELECT id FROM chit_jobs
-    WHERE id = ANY(%(ids)s::text[]) AND state = 'queued'
+    WHERE id = ANY(%(ids)s::text[]) AND state = 'queued' AND {unexpired}
     ORDER BY id
     FOR UPDATE SKIP LOCKED
 ), claimed AS (
@@ -1102,3 +1205,11 @@ ON CONFLICT (scope, name) DO NOTHING
 
 -- name: resume
 DELETE FROM chit_pauses WHERE scope = %(scope)s::text AND name = %(name)s::text
+
+-- name: add_secret
+-- The first process to ask stores its value; the others keep the stored one.
+INSERT INTO chit_secrets (name, value) VALUES (%(name)s::text, %(value)s::text)
+ON CONFLICT (name) DO NOTHING
+
+-- name: get_secret
+SELECT value FROM chit_secrets WHERE name = %(name)s::text

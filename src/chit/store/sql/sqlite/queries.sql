@@ -10,7 +10,7 @@ j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempt
 j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at, j.worker,
 j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external, j.error,
 j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
-j.workflow_id, j.ref, j.run_on,
+j.workflow_id, j.ref, j.run_on, j.expires_at, j.unique_key,
 (SELECT e.depends_on FROM chit_edges AS e WHERE e.job_id = j.id) AS depends_on,
 j.state = 'running' AND j.lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
 
@@ -23,7 +23,26 @@ state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
     error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = 0,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    expires_at = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+
+-- name: unexpired
+-- What a claim asks of a queued job's expiry (DESIGN.md "Time": a job not
+-- started by then ends cancelled): none, not yet passed, or the job started
+-- before (a retry or a snooze). queries.load puts it where a claim says so;
+-- expire_jobs cancels the jobs it leaves behind.
+(expires_at IS NULL OR started_at IS NOT NULL
+ OR expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now))
+
+-- name: unique_free
+-- Replay puts back at most one job per unique key (DESIGN.md "Time"): none
+-- while another job holds the key, else only the newest of those that failed
+-- or were cancelled. queries.load puts it where a replay says so.
+(j.unique_key IS NULL OR NOT EXISTS (
+    SELECT 1 FROM chit_jobs AS u
+    WHERE u.tenant = j.tenant AND u.unique_key = j.unique_key AND u.id <> j.id
+      AND (u.state IN ('waiting', 'queued', 'running')
+           OR (u.state IN ('failed', 'cancelled') AND u.id > j.id))))
 
 -- name: migrations_table_exists
 SELECT count(*) > 0 FROM sqlite_master WHERE name = 'chit_schema_migrations'
@@ -48,7 +67,8 @@ VALUES (:version, :name, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, concurrency_key, timeout, run_at, created_at, updated_at,
-    state, workflow_id, ref, run_on, dependents, deps_pending, error, finished_at
+    state, workflow_id, ref, run_on, dependents, deps_pending, error, finished_at,
+    expires_at, unique_key
 ) VALUES (
     :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
     :max_attempts, :concurrency_key, :timeout,
@@ -56,9 +76,15 @@ INSERT INTO chit_jobs (
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     :state, :workflow_id, :ref, :run_on, :dependents, :deps_pending, :error,
-    CASE :state WHEN 'cancelled' THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END
+    CASE :state WHEN 'cancelled' THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
+    -- :expires_in is a modifier ('+30.000 seconds'), or NULL.
+    CASE WHEN :expires_in IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now, :expires_in)
+         ELSE :expires_at END,
+    :unique_key
 )
-ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+-- Any key: the idempotency key (chit_jobs_idempotency) or the unique key of an
+-- active job (chit_jobs_unique); the store then finds the job that holds it.
+ON CONFLICT DO NOTHING
 
 -- name: clock
 -- The database clock read once, for statements that must agree on the time.
@@ -73,12 +99,22 @@ FROM json_each(:jobs) AS k
 JOIN chit_jobs AS j
   ON j.tenant = k.value ->> 'tenant' AND j.idempotency_key = k.value ->> 'idempotency_key'
 
+-- name: find_by_unique_key
+-- The active jobs holding the unique keys of the batch `enqueue` did not insert
+-- (chit_jobs_unique).
+SELECT j.tenant, j.unique_key, j.id
+FROM json_each(:jobs) AS k
+JOIN chit_jobs AS j
+  ON j.tenant = k.value ->> 'tenant' AND j.unique_key = k.value ->> 'unique_key'
+WHERE j.unique_key IS NOT NULL AND j.state IN ('waiting', 'queued', 'running')
+
 -- name: has_due
 -- INDEXED BY: the same index and order the claim walks (without statistics SQLite
 -- picks chit_jobs_state_id). Both still step over delayed jobs of a priority
 -- before finding none due: 10 ms per idle look at 100,000 delayed jobs.
 SELECT 1 FROM chit_jobs INDEXED BY chit_jobs_claimable
 WHERE state = 'queued' AND queue = :queue AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+  AND {unexpired}
 LIMIT 1
 
 -- name: claim
@@ -97,7 +133,7 @@ SET state = 'running',
 WHERE id IN (
     SELECT id FROM chit_jobs INDEXED BY chit_jobs_claimable
     WHERE state = 'queued' AND queue = :queue
-      AND +run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+      AND +run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now) AND {unexpired}
     ORDER BY priority, run_at, id
     LIMIT :limit
 )
@@ -209,6 +245,21 @@ RETURNING CASE state WHEN 'queued' THEN 'released' ELSE state END AS outcome,
           CASE state WHEN 'failed' THEN error END AS error, state,
           dependents IS NOT NULL AS has_dependents
 
+-- name: snooze
+-- chit.Snooze: queued again after :delay (a modifier), the attempt not counted
+-- (the claim counted it: take it back) and no hand-back used.
+UPDATE chit_jobs
+SET attempts = attempts - 1,
+    state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
+    run_at = CASE WHEN cancel_requested THEN run_at
+                  ELSE strftime('%Y-%m-%dT%H:%M:%fZ', :now, :delay) END,
+    finished_at = CASE WHEN cancel_requested THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
+    lease_token = NULL, lease_expires_at = NULL,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING CASE state WHEN 'queued' THEN 'snoozed' ELSE state END AS outcome, NULL AS error,
+          state, dependents IS NOT NULL AS has_dependents
+
 -- name: mark_cancelled
 UPDATE chit_jobs
 SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
@@ -285,6 +336,7 @@ FROM (
 ) AS c
 WHERE j.id = c.id AND j.state = 'cancelled' AND j.run_on = 'succeeded'
   AND j.error IN ('dependency ' || c.cause || ' failed', 'dependency ' || c.cause || ' cancelled')
+  AND {unique_free}
 RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: enqueue_edges
@@ -378,6 +430,25 @@ UPDATE chit_attempts
 SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now), outcome = 'lease_expired',
     error = 'lease expired: worker lost'
 WHERE finished_at IS NULL AND job_id IN (SELECT value FROM json_each(:ids))
+
+-- name: has_expired
+-- Whether expire_jobs has anything to do: a read, so an idle maintenance tick
+-- takes no write lock. INDEXED BY: the jobs with an expiry not yet started only.
+SELECT 1 FROM chit_jobs INDEXED BY chit_jobs_expiry
+WHERE expires_at IS NOT NULL AND state IN ('waiting', 'queued')
+  AND expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now) AND started_at IS NULL
+LIMIT 1
+
+-- name: expire_jobs
+-- Jobs not started by their expires_at (DESIGN.md "Time"), which claims skip:
+-- cancelled, and their dependents with them (the store settles them).
+UPDATE chit_jobs INDEXED BY chit_jobs_expiry
+SET state = 'cancelled', error = 'expired before it started',
+    finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE expires_at IS NOT NULL AND state IN ('waiting', 'queued')
+  AND expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now) AND started_at IS NULL
+RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: get
 SELECT {columns}
@@ -534,6 +605,7 @@ UPDATE chit_jobs AS j
 SET {replay_reset}
 WHERE j.id IN (SELECT value FROM json_each(:ids)) AND +j.state IN ('failed', 'cancelled')
   AND (:tenant IS NULL OR +j.tenant = :tenant)
+  AND {unique_free}
 RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: replay_failed
@@ -544,6 +616,7 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND {tenant}
   AND (:error_prefix IS NULL OR substr(j.error, 1, length(:error_prefix)) = :error_prefix)
   AND (:since IS NULL OR j.finished_at >= :since)
+  AND {unique_free}
 RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: replay_failed_kind
@@ -553,6 +626,7 @@ SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = :kind AND {tenant}
   AND (:error_prefix IS NULL OR substr(j.error, 1, length(:error_prefix)) = :error_prefix)
   AND (:since IS NULL OR j.finished_at >= :since)
+  AND {unique_free}
 RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: data_version
@@ -728,6 +802,7 @@ UPDATE chit_jobs AS j
 SET {replay_reset}
 WHERE j.state = 'failed' AND j.kind = :kind AND {tenant}
   AND (j.error = :error OR substr(j.error, 1, length(:error) + 1) = :error || char(10))
+  AND {unique_free}
 RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- Flow control (store/flow.py; DESIGN.md, "Flow control")
@@ -781,6 +856,7 @@ SELECT id, kind, tenant, concurrency_key, priority, run_at
 FROM chit_jobs INDEXED BY chit_jobs_groups
 WHERE state = 'queued' AND queue = :queue AND kind = :kind AND tenant = :tenant
   AND concurrency_key = :key AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+  AND {unexpired}
 ORDER BY priority, run_at, id
 LIMIT :limit
 
@@ -825,7 +901,7 @@ SET state = 'running',
     worker = :worker,
     started_at = coalesce(started_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
-WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued' AND {unexpired}
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
           checkpoint, progress_done, progress_total, concurrency_key, timeout,
           EXISTS (SELECT 1 FROM chit_edges AS e WHERE e.job_id = chit_jobs.id)
@@ -890,3 +966,12 @@ ON CONFLICT (scope, name) DO NOTHING
 
 -- name: resume
 DELETE FROM chit_pauses WHERE scope = :scope AND name = :name
+
+-- name: add_secret
+-- The first process to ask stores its value; the others keep the stored one.
+INSERT INTO chit_secrets (name, value, created_at)
+VALUES (:name, :value, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+ON CONFLICT (name) DO NOTHING
+
+-- name: get_secret
+SELECT value FROM chit_secrets WHERE name = :name

@@ -1,0 +1,49 @@
+"""`chit submit --expires-in` and `--unique-key` (DESIGN.md "Time"): stored,
+shown by `chit status`, and bad values refused with one line, nothing stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import chit
+from chit.jobs import JobFilter
+from support.cli import Result, assert_refused
+
+Cli = Callable[..., Result]
+
+
+def ok(result: Result) -> Result:
+    assert result.code == 0, result
+    return result
+
+
+def test_submit_with_expires_in(cli: Cli, app: chit.Queue) -> None:
+    job_id = ok(cli("submit", "echo", "{}", "--expires-in", "5m")).out.split()[0]
+    job = app.store.get(job_id)
+    assert job is not None and job.expires_at is not None
+    assert abs((job.expires_at - job.created_at).total_seconds() - 300) < 0.01
+    assert "expires" in ok(cli("status", job_id)).out
+    shown = ok(cli("status", job_id, "--json")).json()["expires_at"]
+    assert datetime.fromisoformat(shown) == job.expires_at
+
+
+def test_a_bad_expires_in_is_refused_and_nothing_is_stored(cli: Cli, app: chit.Queue) -> None:
+    for value in ("0s", "soon", "-5s"):
+        result = cli("submit", "echo", "{}", f"--expires-in={value}")
+        assert_refused(result, 2)
+    assert app.store.list(JobFilter(), limit=10).jobs == []
+
+
+def test_submit_with_a_unique_key_returns_the_active_job(cli: Cli, app: chit.Queue) -> None:
+    job_id = ok(cli("submit", "echo", "{}", "--unique-key", "nightly")).out.split()[0]
+    again = ok(cli("submit", "echo", '{"other": 1}', "--unique-key", "nightly", "--json")).json()
+    assert again == {"job_id": job_id, "created": False}
+    assert "unique key  nightly" in ok(cli("status", job_id)).out
+    assert ok(cli("status", job_id, "--json")).json()["unique_key"] == "nightly"
+
+
+def test_a_bad_unique_key_is_refused_and_nothing_is_stored(cli: Cli, app: chit.Queue) -> None:
+    for value in ("", "x" * 256, "clé"):
+        assert_refused(cli("submit", "echo", "{}", f"--unique-key={value}"), 2, "unique key")
+    assert app.store.list(JobFilter(), limit=10).jobs == []
