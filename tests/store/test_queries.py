@@ -19,6 +19,7 @@ ONLY_SQLITE = {
     "list_by_queue": "one list query per index",
     "list_by_state_kind_tenant": "one list query per index",
     "data_version": "PostgreSQL LISTENs instead (`listen`)",
+    "enqueue_edges": "SQLite keeps depends_on out of chit_jobs (the *_edges migration)",
 }
 ONLY_POSTGRES = {
     "migration_lock": "SQLite's BEGIN IMMEDIATE already keeps a second migrator out",

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from chit.jobs import JobFilter, NewJob, ReplaySelector, State
+from chit.jobs import DependencyCounts, JobFilter, NewJob, ReplaySelector, State, Succeeded
+from chit.store import queries
 from chit.store.sqlite import Q, SQLiteStore
 
 PRIMARY_KEY = "sqlite_autoindex_chit_jobs_1 (id=?)"
@@ -232,3 +233,64 @@ def _plan_of(path: Path, call: Callable[[SQLiteStore], object]) -> list[str]:
     query = [q for q in statements if re.search(r"\b(FROM|UPDATE) chit_jobs\b", q)]
     with closing(sqlite3.connect(path)) as conn:
         return [row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + query[-1])]
+
+
+def test_sqlite_edges_migration_moves_stored_dependencies_out_of_the_job_rows(
+    tmp_path: Path,
+) -> None:
+    """A graph stored before the *_edges migration (depends_on in chit_jobs) reads and
+    runs the same after it, its dependencies now in chit_edges."""
+    store = SQLiteStore(tmp_path / "chit.db", migrate=False)
+    with store._migrating() as conn:
+        migrations = queries.migrations("sqlite")
+        [edges] = [version for version, name, _ in migrations if name == "edges"]
+        for version, name, script in migrations[: edges - 1]:
+            store._run_script(conn, script)
+            conn.execute(Q["record_migration"], {"version": version, "name": name})
+        row = "INSERT INTO chit_jobs (id, kind, payload, max_attempts, run_at, created_at, "
+        row += "updated_at, state, workflow_id, ref, depends_on, dependents, deps_pending) "
+        row += "VALUES (?, ?, '{}', 3, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', "
+        row += "'2026-01-01T00:00:00.000Z', ?, 'wf', ?, ?, ?, ?)"
+        conn.execute(row, ("a", "part", "queued", "a", None, '["c"]', 0))
+        conn.execute(row, ("b", "part", "succeeded", "b", None, '["c"]', 0))
+        conn.execute(row, ("c", "merge", "waiting", "c", '["a", "b"]', None, 1))
+    assert store.migrate() == len(queries.migrations("sqlite"))
+    with closing(sqlite3.connect(store.path)) as conn:
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(chit_jobs)")]
+        edges = conn.execute("SELECT job_id, depends_on FROM chit_edges").fetchall()
+    assert "depends_on" not in columns and edges == [("c", '["a", "b"]')]
+    merge = store.get("c")
+    assert merge is not None and merge.depends_on == ("a", "b")
+    assert merge.dependencies == DependencyCounts(2, 1, 0, 0, 1)
+    view = store.workflow("wf")
+    assert view is not None
+    assert {j.id: j.depends_on for j in view.jobs} == {"a": (), "b": (), "c": ("a", "b")}
+    [part] = store.claim("w1", ["default"], 10, 30.0)
+    assert part.id == "a" and not part.has_dependencies
+    assert store.finish([Succeeded("a", part.lease_token, None)]) == [True]
+    [claimed] = store.claim("w1", ["default"], 10, 30.0)
+    assert claimed.id == "c" and claimed.has_dependencies
+    assert [d.id for d in store.dependencies("c")] == ["a", "b"]
+    store.close()
+
+
+def test_sqlite_a_fan_in_callbacks_row_stays_narrow_and_its_edges_go_with_it(
+    tmp_path: Path,
+) -> None:
+    """SQLite rewrites a whole row on each UPDATE: the callback's count-downs
+    must not carry its list of dependencies (the *_edges migration). Deleting the job
+    deletes its edges."""
+    store = SQLiteStore(tmp_path / "chit.db")
+    parts = [NewJob(kind="part", payload={}, ref=f"p{n}") for n in range(2_000)]
+    merge = NewJob(kind="merge", payload={}, depends_on=tuple(f"p{n}" for n in range(2_000)))
+    *_, last = store.enqueue_many([*parts, merge])
+    with closing(sqlite3.connect(store.path)) as conn:
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(chit_jobs)")]
+        width = " + ".join(f"coalesce(length(CAST({c} AS BLOB)), 0)" for c in columns)
+        [(size,)] = conn.execute(f"SELECT {width} FROM chit_jobs WHERE id = ?", (last.id,))
+        assert size < 500  # its 2,000 dependency ids alone are 52 KB of JSON
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("DELETE FROM chit_jobs WHERE id = ?", (last.id,))
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM chit_edges").fetchall() == [(0,)]
+    store.close()

@@ -240,11 +240,13 @@ class SQLiteStore(SQLStore):
             params = _NO_WORKFLOW | item | {"payload": dumps(item["payload"]), "now": "now"}
             if item["expires_in"] is not None:
                 params["expires_in"] = _offset(item["expires_in"])
-            if "depends_on" in item:  # a workflow's job: its edges as JSON arrays
-                params["depends_on"] = _json_or_none(item["depends_on"])
+            if "dependents" in item:  # a workflow's job: its edges as JSON arrays
                 params["dependents"] = _json_or_none(item["dependents"])
             if conn.execute(Q["enqueue"], params).rowcount:
                 inserted.add(item["id"])
+                if item.get("depends_on"):  # in chit_edges: the *_edges migration says why
+                    edges = {"id": item["id"], "depends_on": dumps(item["depends_on"])}
+                    conn.execute(Q["enqueue_edges"], edges)
         return inserted
 
     # Working
@@ -378,7 +380,7 @@ class SQLiteStore(SQLStore):
 # The workflow columns of a job enqueued on its own (Store.enqueue_many).
 _NO_WORKFLOW: dict[str, Any] = {"state": "queued", "error": None, "deps_pending": 0}
 _NO_WORKFLOW |= {"workflow_id": None, "ref": None, "run_on": "succeeded"}
-_NO_WORKFLOW |= {"depends_on": None, "dependents": None}
+_NO_WORKFLOW |= {"dependents": None}
 
 
 def _json_or_none(ids: list[str] | None) -> str | None:

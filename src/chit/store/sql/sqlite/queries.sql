@@ -10,7 +10,8 @@ j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempt
 j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at, j.worker,
 j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external, j.error,
 j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
-j.workflow_id, j.ref, j.run_on, j.depends_on, j.expires_at, j.unique_key,
+j.workflow_id, j.ref, j.run_on, j.expires_at, j.unique_key,
+(SELECT e.depends_on FROM chit_edges AS e WHERE e.job_id = j.id) AS depends_on,
 j.state = 'running' AND j.lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
 
 -- name: replay_reset
@@ -66,7 +67,7 @@ VALUES (:version, :name, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, concurrency_key, timeout, run_at, created_at, updated_at,
-    state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at,
+    state, workflow_id, ref, run_on, dependents, deps_pending, error, finished_at,
     expires_at, unique_key, traceparent
 ) VALUES (
     :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
@@ -74,7 +75,7 @@ INSERT INTO chit_jobs (
     coalesce(:run_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
-    :state, :workflow_id, :ref, :run_on, :depends_on, :dependents, :deps_pending, :error,
+    :state, :workflow_id, :ref, :run_on, :dependents, :deps_pending, :error,
     CASE :state WHEN 'cancelled' THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
     -- :expires_in is a modifier ('+30.000 seconds'), or NULL.
     CASE WHEN :expires_in IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now, :expires_in)
@@ -139,7 +140,8 @@ WHERE id IN (
 )
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
           checkpoint, progress_done, progress_total, concurrency_key, timeout,
-          depends_on IS NOT NULL AS has_dependencies, tenant, traceparent
+          EXISTS (SELECT 1 FROM chit_edges AS e WHERE e.job_id = chit_jobs.id)
+              AS has_dependencies, tenant, traceparent
 
 -- name: open_attempt
 INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
@@ -338,6 +340,11 @@ WHERE j.id = c.id AND j.state = 'cancelled' AND j.run_on = 'succeeded'
   AND {unique_free}
 RETURNING id, dependents IS NOT NULL AS has_dependents
 
+-- name: enqueue_edges
+-- A workflow job's dependencies (:depends_on, a JSON array), beside its row:
+-- see the migration *_edges.sql for why not in it.
+INSERT INTO chit_edges (job_id, depends_on) VALUES (:id, :depends_on)
+
 -- name: lock_dependencies
 -- The stored jobs a new batch depends on (:ids), as they are now: the write lock
 -- SQLite's transaction holds keeps them so until the batch is in.
@@ -359,16 +366,16 @@ WHERE j.id = i.id
 -- name: dependencies
 -- A job's direct dependencies in the order given (those pruned since left out).
 SELECT x.id, x.kind, x.state, x.result, x.result_external
-FROM chit_jobs AS j, json_each(j.depends_on) AS d
+FROM chit_edges AS e, json_each(e.depends_on) AS d
 JOIN chit_jobs AS x ON x.id = d.value
-WHERE j.id = :id
+WHERE e.job_id = :id
 ORDER BY d.key
 
 -- name: dependency_states
 SELECT x.state, count(*) AS n
-FROM chit_jobs AS j, json_each(j.depends_on) AS d
+FROM chit_edges AS e, json_each(e.depends_on) AS d
 JOIN chit_jobs AS x ON x.id = d.value
-WHERE j.id = :id
+WHERE e.job_id = :id
 GROUP BY x.state
 
 -- name: dependents
@@ -378,7 +385,8 @@ WHERE j.id = :id AND (:tenant IS NULL OR j.tenant = :tenant)
 ORDER BY d.key
 
 -- name: workflow
-SELECT j.id, j.ref, j.kind, j.state, j.run_on, j.depends_on, j.tenant
+SELECT j.id, j.ref, j.kind, j.state, j.run_on, j.tenant,
+       (SELECT e.depends_on FROM chit_edges AS e WHERE e.job_id = j.id) AS depends_on
 FROM chit_jobs AS j
 WHERE j.workflow_id = :workflow_id AND (:tenant IS NULL OR j.tenant = :tenant)
 ORDER BY j.id
@@ -897,7 +905,8 @@ SET state = 'running',
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued' AND {unexpired}
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
           checkpoint, progress_done, progress_total, concurrency_key, timeout,
-          depends_on IS NOT NULL AS has_dependencies, tenant, traceparent
+          EXISTS (SELECT 1 FROM chit_edges AS e WHERE e.job_id = chit_jobs.id)
+              AS has_dependencies, tenant, traceparent
 
 -- name: declare_limits
 INSERT INTO chit_limits (
