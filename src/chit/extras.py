@@ -1,7 +1,7 @@
 """The optional parts of chit and the extras that install them.
 
 `pip install chit` is the library, the worker and the CLI on SQLite, on
-pydantic alone. The rest load only where they are used, so the core never
+pydantic and cronsim alone. The rest load only where they are used, so the core never
 imports them; a part used without its extra fails with one line naming it,
 e.g. "chit serve needs the HTTP API: pip install 'chit[api]'".
 """

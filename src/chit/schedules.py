@@ -36,7 +36,8 @@ CatchUp = Literal["latest", "all", "none"]
 CATCH_UPS: tuple[str, ...] = ("latest", "all", "none")
 # A schedule's name: it goes in job keys and in /schedules/{name}.
 NAME_MAX = 200
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.:-]*"
+_NAME = re.compile(NAME_PATTERN)
 # A slot this late is missed (a worker down, or none running): catch_up decides.
 # Less late, it is on time, whatever the policy: a tick a little late (a busy
 # worker, a slow write) still enqueues it.

@@ -125,8 +125,7 @@ def enqueuing(requests: list[Any]) -> Iterator[list[Any]]:
         yield traced
     except BaseException as e:
         for span in spans:
-            span.record_exception(e)
-            span.set_status(trace.Status(trace.StatusCode.ERROR, f"{type(e).__name__}: {e}"))
+            _record_error(span, e, _headline(e))
         raise
     finally:
         for span in spans:
@@ -178,7 +177,11 @@ def activated(span: Any) -> Any:
         return nullcontext()
     from opentelemetry import trace
 
-    return trace.use_span(span, end_on_exit=False, record_exception=False)
+    # end_run records the error and the status: use_span's own would read the
+    # exception's message, which may raise (and so change the job's error).
+    return trace.use_span(
+        span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+    )
 
 
 def end_run(span: Any, outcome: Outcome, error: BaseException | None = None) -> None:
@@ -186,17 +189,34 @@ def end_run(span: Any, outcome: Outcome, error: BaseException | None = None) -> 
     retrying, failed, cancelled, released) and the error, if any."""
     if span is None:
         return
-    from opentelemetry import trace
 
     name = type(outcome).__name__.lower()
     if isinstance(outcome, Failed):
         name = "retrying" if outcome.retry_in is not None else "failed"
     span.set_attribute("chit.outcome", name)
     if isinstance(outcome, Failed):
-        headline = outcome.error.split("\n", 1)[0]
-        if error is not None:
-            span.record_exception(error)
-        else:
-            span.add_event("exception", {"exception.message": headline})
-        span.set_status(trace.Status(trace.StatusCode.ERROR, headline))
+        _record_error(span, error, outcome.error.split("\n", 1)[0])
     span.end()
+
+
+def _record_error(span: Any, error: BaseException | None, headline: str) -> None:
+    """The error on the span: an exception event and the ERROR status. An
+    exception whose message cannot be read (its __str__ raises) is recorded by
+    its headline: tracing never changes what happens to the job."""
+    from opentelemetry import trace
+
+    try:
+        if error is None:
+            span.add_event("exception", {"exception.message": headline})
+        else:
+            span.record_exception(error)
+    except Exception:
+        span.add_event("exception", {"exception.message": headline})
+    span.set_status(trace.Status(trace.StatusCode.ERROR, headline))
+
+
+def _headline(error: BaseException) -> str:
+    try:
+        return f"{type(error).__name__}: {error}"
+    except Exception:
+        return type(error).__name__

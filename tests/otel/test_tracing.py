@@ -196,3 +196,27 @@ def test_chit_works_without_the_opentelemetry_packages(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "succeeded {'x': 1}"
+
+
+def test_an_exception_that_cannot_describe_itself_fails_the_job_as_untraced(
+    queue: chit.Queue, spans: InMemorySpanExporter
+) -> None:
+    # Recording an exception reads its message; one whose __str__ raises must
+    # leave the job's error as it is without tracing, and the span marked.
+    class Mute(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no words")
+
+    @queue.task("mute", max_attempts=1)
+    def mute(job: chit.JobContext, body: dict[str, Any]) -> None:
+        raise Mute()
+
+    job = queue.enqueue("mute", {})
+    run_all(queue, job.id)
+    stored = queue.get(job.id)
+    assert stored.state is State.FAILED
+    assert stored.error is not None
+    assert stored.error.startswith("Mute: <the exception's message could not be read>")
+    [run] = named(spans, "chit.run")
+    assert run.status.status_code is StatusCode.ERROR
+    assert run.attributes is not None and run.attributes["chit.outcome"] == "failed"

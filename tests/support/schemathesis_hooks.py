@@ -7,7 +7,9 @@ schema-valid requests would count against it:
   other bodies (`idempotency_conflict`): a key already used with another body
   is made unique;
 - `depends_on` names generated job ids, which exist nowhere (`no such job`):
-  a well-formed list is emptied.
+  a well-formed list is emptied;
+- `expires_at` must be in the future and after `run_at`, which depends on the
+  clock: a well-formed time that is not is left out.
 
 Values the schema refuses are left as they are, to be refused."""
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import schemathesis
@@ -29,10 +32,11 @@ _first_body: dict[tuple[str, str, str], str] = {}
 @schemathesis.hook
 def before_call(ctx: Any, case: Any, **kwargs: Any) -> None:
     if case.method.upper() == "POST" and isinstance(case.body, dict):
-        _no_dependencies(case.body)
-        for job in case.body.get("jobs") or ():
+        jobs = case.body.get("jobs")
+        for job in [case.body, *(jobs if isinstance(jobs, list) else ())]:
             if isinstance(job, dict):
                 _no_dependencies(job)
+                _no_past_expiry(job)
     _unique_key(case)
 
 
@@ -43,6 +47,26 @@ def _no_dependencies(body: dict[str, Any]) -> None:
         for n in names
     ):
         body["depends_on"] = []
+
+
+def _no_past_expiry(body: dict[str, Any]) -> None:
+    expires = _moment(body.get("expires_at"))
+    if expires is None:
+        return
+    run_at = _moment(body.get("run_at"))
+    soon = datetime.now(UTC) + timedelta(minutes=1)
+    if expires <= soon or (run_at is not None and expires <= run_at):
+        del body["expires_at"]
+
+
+def _moment(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
 
 
 def _unique_key(case: Any) -> None:

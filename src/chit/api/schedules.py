@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Request
 
 from chit.api.auth import Principal
 from chit.api.body import read_json
@@ -24,20 +24,41 @@ from chit.api.schemas import (
     ScheduleRun,
     SchedulesOut,
 )
-from chit.schedules import NAME_MAX, StoredSchedule, check_name
+from chit.schedules import NAME_MAX, NAME_PATTERN, StoredSchedule, check_name
 from chit.store import FullStore
 
 router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
 
 # Schedules hold for every tenant: only a key of every tenant reads them.
 GlobalReader = Annotated[Principal, Depends(caller("read", every_tenant=True))]
+# A name in a path: no "/" (so /schedules/x/pause is never PUT to a schedule).
+SchedulePath = Annotated[
+    str,
+    Path(max_length=NAME_MAX, pattern=f"^{NAME_PATTERN}$", description="a schedule's name"),
+]
 # Recent runs GET /schedules/{name} answers.
 RUNS = 20
 
-_PUT_BODY = {
-    "required": True,
-    "content": {"application/json": {"schema": PutSchedule.model_json_schema()}},
-}
+
+def _put_schema() -> dict[str, Any]:
+    """PutSchedule's schema with what `check_schedule` asks of it that a schema
+    can say: exactly one of `cron` (a string) and `every` (a string or seconds),
+    a null counting as absent."""
+    schema = PutSchedule.model_json_schema()
+    schema["oneOf"] = [
+        {
+            "required": ["cron"],
+            "properties": {"cron": {"type": "string"}, "every": {"type": "null"}},
+        },
+        {
+            "required": ["every"],
+            "properties": {"every": {"type": ["string", "number"]}, "cron": {"type": "null"}},
+        },
+    ]
+    return schema
+
+
+_PUT_BODY = {"required": True, "content": {"application/json": {"schema": _put_schema()}}}
 
 
 def _name(name: str) -> str:
@@ -60,12 +81,14 @@ async def list_schedules(request: Request, principal: GlobalReader) -> Schedules
 
 
 @router.get(
-    "/schedules/{name:name}",
+    "/schedules/{name}",
     response_model=ScheduleOut,
     summary="One schedule, with the jobs of its recent slots",
     responses=documented(404),
 )
-async def get_schedule(request: Request, name: str, principal: GlobalReader) -> ScheduleOut:
+async def get_schedule(
+    request: Request, name: SchedulePath, principal: GlobalReader
+) -> ScheduleOut:
     store = api_state(request).store
     found = await blocking(store.get_schedule, _name(name))
     if found is None:
@@ -74,13 +97,13 @@ async def get_schedule(request: Request, name: str, principal: GlobalReader) -> 
 
 
 @router.put(
-    "/schedules/{name:name}",
+    "/schedules/{name}",
     response_model=ScheduleOut,
     summary="Declare or replace a schedule (cron or every); an unchanged rule keeps its next slot",
     responses=documented(400, 413, 415),
     openapi_extra={"requestBody": _PUT_BODY},
 )
-async def put_schedule(request: Request, name: str, principal: Operator) -> ScheduleOut:
+async def put_schedule(request: Request, name: SchedulePath, principal: Operator) -> ScheduleOut:
     state = api_state(request)
     body = PutSchedule.model_validate(await read_json(request, state.settings.max_body_bytes))
     schedule = state.queue.check_schedule(
@@ -100,12 +123,14 @@ async def put_schedule(request: Request, name: str, principal: Operator) -> Sche
 
 
 @router.delete(
-    "/schedules/{name:name}",
+    "/schedules/{name}",
     response_model=ScheduleRemoved,
     summary="Remove a schedule; its jobs stay",
     responses=documented(404),
 )
-async def remove_schedule(request: Request, name: str, principal: Operator) -> ScheduleRemoved:
+async def remove_schedule(
+    request: Request, name: SchedulePath, principal: Operator
+) -> ScheduleRemoved:
     checked = _name(name)
     if not await blocking(api_state(request).store.remove_schedule, checked):
         raise _unknown(name)
@@ -121,22 +146,22 @@ async def _pausing(request: Request, name: str, paused: bool) -> ScheduleOut:
 
 
 @router.post(
-    "/schedules/{name:name}/pause",
+    "/schedules/{name}/pause",
     response_model=ScheduleOut,
     summary="Enqueue nothing for a schedule until resumed",
     responses=documented(404),
 )
-async def pause_schedule(request: Request, name: str, principal: Operator) -> ScheduleOut:
+async def pause_schedule(request: Request, name: SchedulePath, principal: Operator) -> ScheduleOut:
     return await _pausing(request, name, True)
 
 
 @router.post(
-    "/schedules/{name:name}/resume",
+    "/schedules/{name}/resume",
     response_model=ScheduleOut,
     summary="Enqueue a paused schedule's slots again, from its next slot (the pause's are skipped)",
     responses=documented(404),
 )
-async def resume_schedule(request: Request, name: str, principal: Operator) -> ScheduleOut:
+async def resume_schedule(request: Request, name: SchedulePath, principal: Operator) -> ScheduleOut:
     return await _pausing(request, name, False)
 
 

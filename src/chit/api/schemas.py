@@ -140,7 +140,16 @@ UniqueKey = Annotated[
 class SubmitJob(BaseModel):
     """`POST /jobs`. The payload is checked against the task's model."""
 
-    model_config = ConfigDict(extra="forbid")
+    # The schema says what `_one_expiry` checks: not both expiries (a null is absent).
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "not": {
+                "required": ["expires_at", "expires_in"],
+                "properties": {"expires_at": {"type": "string"}, "expires_in": {"type": "number"}},
+            }
+        },
+    )
 
     kind: Name
     payload: Any = Field(default=None, description="JSON; checked against the task's payload model")
