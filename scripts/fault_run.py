@@ -11,7 +11,9 @@ serve` and two real `chit worker` processes on the test app's `record` task
 counted outside the store). Threads POST jobs with an Idempotency-Key each,
 retrying 503s and connection errors with the same key as Retry-After says,
 while a fault loop `kill -9`s the API or a worker (and starts it again) and
-restarts PostgreSQL with `pg_ctl restart -m immediate`. Then the faults stop,
+restarts PostgreSQL with `pg_ctl restart -m immediate` (back within a second)
+or stops it so for `--pg-down` seconds (an outage the API must answer with
+503 and the workers must wait out). Then the faults stop,
 every process is restarted cleanly, and once every acknowledged job has
 finished the figures are printed. It exits 1 when an acknowledged job is lost
 or the API answered a 5xx other than 503, 2 when the run was too short to
@@ -57,12 +59,13 @@ WORKERS = 2
 
 
 class Database:
-    """Where the run's jobs live; `restart` crashes it, when it can be crashed."""
+    """Where the run's jobs live; `crash` stops it as a crash would, when it
+    can be crashed, and starts it again `down` seconds later."""
 
     url: str
     restartable = False
 
-    def restart(self) -> None:
+    def crash(self, down: float) -> None:
         raise NotImplementedError
 
     def version(self) -> str:
@@ -80,9 +83,14 @@ class PrivatePostgres(Database):
         self.cluster.start()
         self.url = self.cluster.url()
 
-    def restart(self) -> None:
+    def crash(self, down: float) -> None:
         # Every server process quits at once, as in a crash; the start recovers from the WAL.
-        self.cluster.restart("immediate")
+        if not down:
+            self.cluster.restart("immediate")
+            return
+        self.cluster.stop("immediate")
+        time.sleep(down)
+        self.cluster.start()
 
     def version(self) -> str:
         with psycopg.connect(self.url) as conn:
@@ -263,10 +271,13 @@ def submitter(url: str, period: float, body: dict[str, object], until: float, ta
 # The faults
 
 
-FAULTS = ("kill the API", "kill a worker", "restart PostgreSQL")
+RESTART, OUTAGE = "restart PostgreSQL", "stop PostgreSQL"
+FAULTS = ("kill the API", "kill a worker", RESTART, OUTAGE)
 
 
-def apply_fault(fault: str, stack: Stack, database: Database, rng: random.Random) -> None:
+def apply_fault(
+    fault: str, stack: Stack, database: Database, pg_down: float, rng: random.Random
+) -> None:
     if fault == "kill the API":
         stack.api.kill()
         stack.api.start()
@@ -275,30 +286,38 @@ def apply_fault(fault: str, stack: Stack, database: Database, rng: random.Random
         worker = rng.choice(stack.workers)
         worker.kill()
         worker.start()
+    elif fault == RESTART:
+        database.crash(down=0)
     else:
-        database.restart()
+        database.crash(down=pg_down)
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    every: tuple[float, float]  # seconds between faults, drawn at random
+    pg_down: float  # seconds a PostgreSQL outage lasts
+    seed: int
 
 
 def fault_loop(
     stack: Stack,
     database: Database,
-    interval: tuple[float, float],
+    plan: FaultPlan,
     stop: threading.Event,
     applied: collections.Counter[str],
-    seed: int,
 ) -> None:
     """One fault at a time, at random intervals, in rounds that shuffle every
     kind of fault: each happens about as often as the others."""
-    rng = random.Random(seed)
-    kinds = [f for f in FAULTS if database.restartable or f != "restart PostgreSQL"]
+    rng = random.Random(plan.seed)
+    kinds = [f for f in FAULTS if database.restartable or f not in (RESTART, OUTAGE)]
     while True:
         round_ = rng.sample(kinds, len(kinds))
         for fault in round_:
-            if stop.wait(rng.uniform(*interval)):
+            if stop.wait(rng.uniform(*plan.every)):
                 return
             started = time.monotonic()
             try:
-                apply_fault(fault, stack, database, rng)
+                apply_fault(fault, stack, database, plan.pg_down, rng)
             except Exception as e:  # the run goes on; the report counts it
                 applied[f"{fault} failed"] += 1
                 print(f"  fault: {fault} failed: {e!r}", flush=True)
@@ -431,9 +450,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=50, help="jobs submitted a second, in all")
     p.add_argument("--threads", type=int, default=8, help="submitting threads")
     p.add_argument(
-        "--fault-every", type=float, nargs=2, default=(4.0, 12.0), metavar=("MIN", "MAX")
-    )
+        "--fault-every", type=float, nargs=2, default=(3.0, 9.0), metavar=("MIN", "MAX"),
+        help="seconds between faults, drawn at random (default 3 to 9)",
+    )  # fmt: skip
     p.add_argument("--lease", type=float, default=10, help="CHIT_LEASE_SECONDS of the workers")
+    p.add_argument("--pg-down", type=float, default=5, help="seconds of a PostgreSQL outage")
     p.add_argument(
         "--settle", type=float, default=300, help="seconds to wait for the jobs at the end"
     )
@@ -468,9 +489,8 @@ def run(args: argparse.Namespace, database: Database, logs: Path) -> int:
         threading.Thread(target=submitter, args=(stack.url, period, body, until, tally))
         for _ in range(args.threads)
     ]
-    breaker = threading.Thread(
-        target=fault_loop, args=(stack, database, tuple(args.fault_every), stop, faults, seed)
-    )
+    plan = FaultPlan(tuple(args.fault_every), args.pg_down, seed)
+    breaker = threading.Thread(target=fault_loop, args=(stack, database, plan, stop, faults))
     for t in [*submitters, breaker]:
         t.start()
     stop.wait(args.seconds)
@@ -493,7 +513,7 @@ def run(args: argparse.Namespace, database: Database, logs: Path) -> int:
     lost, bad_5xx = report(outcome, database, logs)
     if lost or bad_5xx:
         return 1
-    if database.restartable and faults["restart PostgreSQL"] < 2:
+    if database.restartable and faults[RESTART] < 2:
         print("PostgreSQL was restarted fewer than 2 times: run longer (--seconds)")
         return 2
     return 0
