@@ -454,6 +454,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="seconds between faults, drawn at random (default 3 to 9)",
     )  # fmt: skip
     p.add_argument("--lease", type=float, default=10, help="CHIT_LEASE_SECONDS of the workers")
+    p.add_argument(
+        "--job-seconds", type=float, default=0.05, help="each job's sleep: kills catch jobs running"
+    )
     p.add_argument("--pg-down", type=float, default=5, help="seconds of a PostgreSQL outage")
     p.add_argument(
         "--settle", type=float, default=300, help="seconds to wait for the jobs at the end"
@@ -483,7 +486,8 @@ def run(args: argparse.Namespace, database: Database, logs: Path) -> int:
     tally, faults, stop = Tally(), collections.Counter[str](), threading.Event()
     started = time.monotonic()
     until = started + args.seconds
-    body: dict[str, object] = {"kind": "record", "payload": {"dir": str(runs)}}
+    payload = {"dir": str(runs), "seconds": args.job_seconds}
+    body: dict[str, object] = {"kind": "record", "payload": payload}
     period = args.threads / args.rate
     submitters = [
         threading.Thread(target=submitter, args=(stack.url, period, body, until, tally))
