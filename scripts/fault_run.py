@@ -471,6 +471,36 @@ def open_database(backend: str, logs: Path) -> Database:
     return SqliteFile(logs / "chit.db")
 
 
+def load_under_faults(
+    args: argparse.Namespace, stack: Stack, database: Database, runs: Path, seed: int
+) -> tuple[Tally, collections.Counter[str], float]:
+    """Submit for `args.seconds` while the fault loop runs; returns what the
+    submitters saw, the faults applied and how long it all took."""
+    tally, faults, stop = Tally(), collections.Counter[str](), threading.Event()
+    started = time.monotonic()
+    payload = {"dir": str(runs), "seconds": args.job_seconds}
+    body: dict[str, object] = {"kind": "record", "payload": payload}
+    load = (stack.url, args.threads / args.rate, body, started + args.seconds, tally)
+    # Daemons: on Ctrl-C the run ends without waiting for them.
+    submitters = [
+        threading.Thread(target=submitter, args=load, daemon=True) for _ in range(args.threads)
+    ]
+    plan = FaultPlan(tuple(args.fault_every), args.pg_down, seed)
+    breaker = threading.Thread(
+        target=fault_loop, args=(stack, database, plan, stop, faults), daemon=True
+    )
+    for t in [*submitters, breaker]:
+        t.start()
+    try:
+        stop.wait(args.seconds)
+    finally:
+        stop.set()
+        breaker.join()
+    for t in submitters:
+        t.join()
+    return tally, faults, time.monotonic() - started
+
+
 def run(args: argparse.Namespace, database: Database, logs: Path) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     subprocess.run(
@@ -481,34 +511,17 @@ def run(args: argparse.Namespace, database: Database, logs: Path) -> int:
     runs = logs / "runs"
     runs.mkdir()
     stack = Stack(database, logs, args.lease)
-    stack.start()
-    print(f"fault run on {database.url} (seed {seed}), API {stack.url}, logs {logs}", flush=True)
-    tally, faults, stop = Tally(), collections.Counter[str](), threading.Event()
-    started = time.monotonic()
-    until = started + args.seconds
-    payload = {"dir": str(runs), "seconds": args.job_seconds}
-    body: dict[str, object] = {"kind": "record", "payload": payload}
-    period = args.threads / args.rate
-    submitters = [
-        threading.Thread(target=submitter, args=(stack.url, period, body, until, tally))
-        for _ in range(args.threads)
-    ]
-    plan = FaultPlan(tuple(args.fault_every), args.pg_down, seed)
-    breaker = threading.Thread(target=fault_loop, args=(stack, database, plan, stop, faults))
-    for t in [*submitters, breaker]:
-        t.start()
-    stop.wait(args.seconds)
-    stop.set()
-    breaker.join()
-    for t in submitters:
-        t.join()
-    seconds = time.monotonic() - started
-    print("faults stopped; restarting every process cleanly", flush=True)
-    graceful = stack.stop()
-    stack.start()
-    acked = set(tally.acknowledged.values())
     queue = chit.Queue(database.url)
     try:
+        stack.start()
+        print(
+            f"fault run on {database.url} (seed {seed}), API {stack.url}, logs {logs}", flush=True
+        )
+        tally, faults, seconds = load_under_faults(args, stack, database, runs, seed)
+        print("faults stopped; restarting every process cleanly", flush=True)
+        graceful = stack.stop()
+        stack.start()
+        acked = set(tally.acknowledged.values())
         jobs = wait_terminal(queue, acked, args.settle)
     finally:
         queue.close()
