@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev up test test-fast test-deps test-django6 lint docs bench clean
+.PHONY: install install-dev up test test-fast test-deps test-django6 lint docs bench fault-run clean
 
 # chit with every extra (the HTTP API, PostgreSQL, the client, ...): what
 # `make up` and `make bench` need. `pip install chit` alone is the core.
@@ -59,8 +59,8 @@ test-django6: $(DJANGO6)/.installed test-deps
 	$(DJANGO6)/bin/pytest -q tests/django
 
 lint: install-dev
-	$(BIN)/ruff check src tests examples bench
-	$(BIN)/ruff format --check src tests examples bench
+	$(BIN)/ruff check src tests examples bench scripts
+	$(BIN)/ruff format --check src tests examples bench scripts
 	$(BIN)/mypy
 
 # The docs site (mkdocs.yml over docs/, the API reference from the docstrings)
@@ -81,6 +81,13 @@ $(PEERS_STAMP): bench/requirements-peers.txt
 
 bench: install $(PEERS_STAMP)
 	$(PEERS)/bin/python bench/run.py $(BENCH_ARGS)
+
+# The fault run (docs/operations.md, "Fault run"): jobs submitted over HTTP while
+# the API and workers are killed -9 and a private PostgreSQL server is crashed;
+# fails if an acknowledged job is lost or the API answers a 5xx other than 503.
+# About 3 minutes; not part of `make test`. FAULT_ARGS="--backend sqlite --seconds 60".
+fault-run: install-dev
+	$(BIN)/python scripts/fault_run.py $(FAULT_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DJANGO6) site chit.db chit.db-wal chit.db-shm
