@@ -74,6 +74,9 @@ class Settings:
     # Connections and requests `chit serve` takes at once; beyond, 503 at once
     # (each event stream holds one).
     max_connections: int = 1000
+    # Hand-backs of a job (a worker stopping before it finished) that do not use
+    # up an attempt; each later one does, so a job no deploy lets finish ends failed.
+    free_hand_backs: int = 3
     # "text" (readable lines) or "json" (one JSON object a line: docs/operations.md).
     log_format: str = "text"
 
@@ -134,6 +137,12 @@ class Settings:
             )
         _positive("CHIT_CONCURRENCY", self.concurrency)
         _positive("CHIT_MAX_CONNECTIONS", self.max_connections)
+        _finite("CHIT_FREE_HAND_BACKS", self.free_hand_backs)
+        if not 0 <= self.free_hand_backs <= MAX_ATTEMPTS:
+            raise ConfigError(
+                f"CHIT_FREE_HAND_BACKS has value {self.free_hand_backs}: "
+                f"must be 0 to {MAX_ATTEMPTS}"
+            )
         _finite("CHIT_PREFETCH", self.prefetch)
         if self.prefetch < 0:
             raise ConfigError(f"CHIT_PREFETCH has value {self.prefetch}: must be >= 0")

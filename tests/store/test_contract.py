@@ -34,10 +34,15 @@ from chit.jobs import (
     State,
     Succeeded,
 )
-from chit.store import queries
+from chit.settings import Settings
+from chit.store import open_store, queries
 from chit.store.base import Store
+from support.postgres import sqlite_or_emptied_postgres
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
     from conftest import Backend
 
 LEASE = 30.0
@@ -1510,3 +1515,27 @@ def test_replay_failure_group_replays_exactly_one_group(store: Store) -> None:
         assert store.get(job_id).state is State.FAILED  # type: ignore[union-attr]
     assert store.replay_failure_group("sync", "Timeout: upstream") == 1  # theirs
     assert store.replay_failure_group("sync", "Timeout: upstream") == 0
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def one_free_hand_back(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A store opened as the worker opens it, with CHIT_FREE_HAND_BACKS=1."""
+    settings = Settings.from_env(
+        {"CHIT_DATABASE_URL": sqlite_or_emptied_postgres(request, tmp_path)},
+    ).replace(free_hand_backs=1)
+    store = open_store(settings)
+    yield store
+    store.close()
+
+
+def test_the_free_hand_backs_are_a_setting(one_free_hand_back: Store) -> None:
+    store = one_free_hand_back
+    job_id = store.enqueue(new(max_attempts=1)).id
+    c = claim_one(store)
+    assert store.finish([Released(job_id, c.lease_token)]) == [True]
+    assert store.get(job_id).state is State.QUEUED  # type: ignore[union-attr]
+    c = claim_one(store)  # the second hand-back uses up the only attempt
+    assert store.finish([Released(job_id, c.lease_token)]) == [True]
+    got = store.get(job_id)
+    assert got is not None
+    assert (got.state, got.error) == (State.FAILED, "handed back 2 times without finishing")

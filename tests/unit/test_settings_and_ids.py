@@ -58,6 +58,8 @@ def test_settings_rendered_as_chit_variables_read_back_the_same() -> None:
         ({"CHIT_RESULT_INLINE_BYTES": "-1"}, "CHIT_RESULT_INLINE_BYTES has value -1: must be >= 0"),
         ({"CHIT_MAX_ATTEMPTS": "1001"}, "CHIT_MAX_ATTEMPTS has value 1001: must be at most 1000"),
         ({"CHIT_RETENTION": "99999999999d"}, "CHIT_RETENTION .* at most 10 years"),
+        ({"CHIT_FREE_HAND_BACKS": "-1"}, "CHIT_FREE_HAND_BACKS has value -1: must be 0 to 1000"),
+        ({"CHIT_FREE_HAND_BACKS": "2.5"}, "CHIT_FREE_HAND_BACKS has value '2.5': not a whole"),
     ],
 )
 def test_a_bad_value_fails_naming_the_variable(env: dict[str, str], message: str) -> None:

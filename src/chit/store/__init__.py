@@ -18,6 +18,7 @@ from chit.store.reports import (
 
 if TYPE_CHECKING:
     from chit.settings import Settings
+    from chit.store.sql import SQLStore
 
 __all__ = [
     "ApiKeys",
@@ -38,17 +39,20 @@ def open_store(settings: Settings) -> FullStore:
     if url.startswith("sqlite:"):
         from chit.store.sqlite import SQLiteStore, path_from_url
 
-        return SQLiteStore(
+        store: SQLStore = SQLiteStore(
             path_from_url(url),
             synchronous=settings.sqlite_synchronous,
             result_inline_bytes=settings.result_inline_bytes,
         )
-    if url.startswith(("postgresql:", "postgres:")):
+    elif url.startswith(("postgresql:", "postgres:")):
         from chit.store.postgres import PostgresStore
 
-        return PostgresStore(
+        store = PostgresStore(
             url,
             result_inline_bytes=settings.result_inline_bytes,
             pool_size=settings.concurrency + 3,
         )
-    raise ValueError(f"unsupported database URL {url!r}")
+    else:
+        raise ValueError(f"unsupported database URL {url!r}")
+    store.free_hand_backs = settings.free_hand_backs
+    return store

@@ -166,7 +166,8 @@ class SQLStore(FullStore):
     result_inline_bytes: int
     # Hand-backs (a worker stopping) of one job that do not use up its attempt
     # (invariant 6); each later one counts, so a job no deploy lets finish ends failed.
-    free_hand_backs: ClassVar[int] = 3
+    # CHIT_FREE_HAND_BACKS, set by open_store.
+    free_hand_backs: int = 3
     # Flow control's view (store/flow.py): limits and pauses, whether each queue
     # holds more than one group of queued jobs, and where its turns stand.
     _flow: Flow = Flow()
