@@ -118,11 +118,6 @@ def test_schemathesis_checks_all_finds_nothing(database: str, tmp_path: Path) ->
                 "10",
                 "--seed",
                 "1",
-                # A schedule's cron rule, time zone and kind are refused by what
-                # no schema can say (cron's grammar, the zone database, the app's
-                # tasks): tests/api/test_api_schedules.py covers those routes.
-                "--exclude-path-regex",
-                "^/schedules",
                 "--no-color",
             ],
             env=child_env(PYTHONPATH=str(TESTS), SCHEMATHESIS_HOOKS="support.schemathesis_hooks"),

@@ -9,7 +9,11 @@ schema-valid requests would count against it:
 - `depends_on` names generated job ids, which exist nowhere (`no such job`):
   a well-formed list is emptied;
 - `expires_at` must be in the future and after `run_at`, which depends on the
-  clock: a well-formed time that is not is left out.
+  clock: a well-formed time that is not is left out;
+- a schedule's cron rule must parse, its time zone exist and its kind be a
+  task of the server's app, which no schema says: a string there is replaced
+  by one that does (a rule, "UTC", the app's `big` task), a positive `every`
+  by a whole number of seconds.
 
 Values the schema refuses are left as they are, to be refused."""
 
@@ -37,6 +41,9 @@ def before_call(ctx: Any, case: Any, **kwargs: Any) -> None:
             if isinstance(job, dict):
                 _no_dependencies(job)
                 _no_past_expiry(job)
+    schedule = case.method.upper() == "PUT" and case.path == "/schedules/{name}"
+    if schedule and isinstance(case.body, dict):
+        _a_real_schedule(case.body)
     _unique_key(case)
 
 
@@ -47,6 +54,17 @@ def _no_dependencies(body: dict[str, Any]) -> None:
         for n in names
     ):
         body["depends_on"] = []
+
+
+def _a_real_schedule(body: dict[str, Any]) -> None:
+    for name, value in (("cron", "0 8 * * *"), ("tz", "UTC"), ("kind", "big")):
+        if isinstance(body.get(name), str):
+            body[name] = value
+    every = body.get("every")
+    if isinstance(every, str):
+        body["every"] = "60s"
+    elif isinstance(every, int | float) and not isinstance(every, bool):
+        body["every"] = 60
 
 
 def _no_past_expiry(body: dict[str, Any]) -> None:

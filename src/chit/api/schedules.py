@@ -42,9 +42,14 @@ RUNS = 20
 
 def _put_schema() -> dict[str, Any]:
     """PutSchedule's schema with what `check_schedule` asks of it that a schema
-    can say: exactly one of `cron` (a string) and `every` (a string or seconds),
-    a null counting as absent."""
+    can say: a payload object, a zone's name, a catch-up policy, and exactly one
+    of `cron` (a string) and `every` (a string or seconds), a null counting as
+    absent. Whether a rule parses, a zone exists or a kind is a task, it cannot."""
     schema = PutSchedule.model_json_schema()
+    properties = schema["properties"]
+    properties["payload"] |= {"type": ["object", "null"]}
+    properties["tz"] |= {"type": "string"}
+    properties["catch_up"] |= {"enum": ["latest", "all", "none"]}
     schema["oneOf"] = [
         {
             "required": ["cron"],

@@ -779,7 +779,7 @@ class PutSchedule(BaseModel):
     catch_up: Any = Field(
         default="latest", description="after downtime: latest (one), all (each) or none"
     )
-    paused: bool | None = None
+    paused: bool | None = Field(default=None, strict=True)  # 0 or "yes" is a slip
 
 
 class ScheduleRun(BaseModel):
