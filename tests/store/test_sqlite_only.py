@@ -78,9 +78,9 @@ def test_sqlite_rescue_in_two_statements_closes_the_attempts_of_exactly_the_jobs
         if "UPDATE chit_jobs" in statement and "lease expired after" in statement:
             time.sleep(0.5)
 
-    store._conn().set_trace_callback(slow_disk)
+    store._conn()[0].set_trace_callback(slow_disk)
     report = store.rescue_expired()
-    store._conn().set_trace_callback(None)
+    store._conn()[0].set_trace_callback(None)
 
     # Whichever of the two it took back, a job has an open attempt if and only if
     # it is running, and the next claims work.
@@ -226,9 +226,9 @@ def _plan_of(path: Path, call: Callable[[SQLiteStore], object]) -> list[str]:
     """The plan of the last statement on chit_jobs that `call` runs on a new store."""
     store = SQLiteStore(path)
     statements: list[str] = []
-    store._conn().set_trace_callback(statements.append)
+    store._conn()[0].set_trace_callback(statements.append)
     call(store)
-    store._conn().set_trace_callback(None)
+    store._conn()[0].set_trace_callback(None)
     store.close()
     query = [q for q in statements if re.search(r"\b(FROM|UPDATE) chit_jobs\b", q)]
     with closing(sqlite3.connect(path)) as conn:
@@ -294,3 +294,49 @@ def test_sqlite_a_fan_in_callbacks_row_stays_narrow_and_its_edges_go_with_it(
         conn.commit()
         assert conn.execute("SELECT count(*) FROM chit_edges").fetchall() == [(0,)]
     store.close()
+
+
+_CLOSING_UNDER_READERS = """
+import sys, threading, time
+from chit.errors import StoreError
+from chit.store.sqlite import SQLiteStore
+
+store = SQLiteStore(sys.argv[1])
+done = threading.Event()
+
+def read():
+    while not done.is_set():
+        try:
+            store.get_many(["01m8yadjchbd7zcy2kt2snpztm"] * 50)
+        except StoreError:
+            pass  # closed under it: the next call reopens
+
+readers = [threading.Thread(target=read) for _ in range(4)]
+for r in readers:
+    r.start()
+end = time.monotonic() + 2
+while time.monotonic() < end:
+    store.close()
+done.set()
+for r in readers:
+    r.join()
+print("ok")
+"""
+
+
+def test_sqlite_close_under_other_threads_statements_does_not_crash(tmp_path: Path) -> None:
+    # Closing a connection while another thread runs a statement on it crashed
+    # the process (SIGSEGV): an API thread still reading when an app or a test
+    # closes its queue. close() now waits for each connection's statement. In
+    # a child process, so a crash fails this test rather than the whole run.
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", _CLOSING_UNDER_READERS, str(tmp_path / "chit.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (run.returncode, run.stdout.strip()) == (0, "ok"), run.stderr[-2000:]

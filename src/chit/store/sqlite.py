@@ -115,7 +115,10 @@ class SQLiteStore(SQLStore):
         self.synchronous = synchronous.upper()
         self.result_inline_bytes = result_inline_bytes
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        # Every thread's connection with the lock its thread holds while using
+        # it: close() takes each lock first, since closing a connection another
+        # thread is running a statement on crashes the process.
+        self._all: list[tuple[sqlite3.Connection, threading.RLock]] = []
         self._lock = threading.Lock()
         self._enqueuer: ThreadPoolExecutor | None = None
         if migrate:
@@ -123,11 +126,11 @@ class SQLiteStore(SQLStore):
 
     # Connections
 
-    def _conn(self) -> sqlite3.Connection:
-        """This thread's connection, opened on first use."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+    def _conn(self) -> tuple[sqlite3.Connection, threading.RLock]:
+        """This thread's connection and its lock, opened on first use."""
+        held: tuple[sqlite3.Connection, threading.RLock] | None = getattr(self._local, "conn", None)
+        if held is not None:
+            return held
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -143,15 +146,18 @@ class SQLiteStore(SQLStore):
         except sqlite3.Error as e:
             raise StoreError(f"cannot open SQLite database {self.path!r}: {e}") from e
         conn.row_factory = sqlite3.Row
-        self._local.conn = conn
+        held = (conn, threading.RLock())
+        self._local.conn = held
         with self._lock:
-            self._all.append(conn)
-        return conn
+            self._all.append(held)
+        return held
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
+        conn, in_use = self._conn()
         try:
-            yield self._conn()
+            with in_use:
+                yield conn
         except sqlite3.Error as e:
             raise StoreError(f"SQLite database {self.path!r}: {e}") from e
 
@@ -191,8 +197,9 @@ class SQLiteStore(SQLStore):
             enqueuer, self._enqueuer = self._enqueuer, None
         if enqueuer is not None:
             enqueuer.shutdown()
-        for conn in conns:
-            conn.close()
+        for conn, in_use in conns:
+            with in_use:  # after the statement another thread is running
+                conn.close()
         self._local = threading.local()
 
     @contextmanager
