@@ -3,15 +3,19 @@ second on SQLite (a temporary file) and on PostgreSQL, beside the sync
 `queue.enqueue` on the same database for scale.
 
 Not a test: prints figures and the versions they were measured with; the load
-average printed says how busy the machine was. Bounded in time.
+average printed says how busy the machine was. Bounded in time. Also `make
+bench` step `aenqueue` (bench/run.py): one database a run (--database-url, a
+fresh one each time), the figures as a last JSON line (--json).
 
     .venv/bin/python bench/aenqueue_bench.py [--seconds 3] [--postgres URL]
+        [--database-url URL] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import sqlite3
@@ -54,7 +58,7 @@ def sync_rate(queue: chit.Queue, seconds: float) -> float:
     return n / (time.perf_counter() - started)
 
 
-def measure(name: str, url: str, seconds: float) -> None:
+def measure(name: str, url: str, seconds: float) -> dict[str, float]:
     queue = make_queue(url)
     try:
         rate = asyncio.run(async_rate(queue, seconds))
@@ -63,17 +67,21 @@ def measure(name: str, url: str, seconds: float) -> None:
     finally:
         queue.close()
     print(f"{name:<10} aenqueue {rate:8,.0f} jobs/s   enqueue (sync) {sync:8,.0f} jobs/s")
+    return {"jobs_per_s": rate, "sync_jobs_per_s": sync}
 
 
-def versions() -> str:
+def versions(postgres: str | None) -> str:
+    """The versions measured with; PostgreSQL's when `postgres` is measured."""
     names = ["chit", "psycopg", "psycopg-pool", "pydantic"]
     found = ", ".join(f"{n} {metadata.version(n)}" for n in names)
-    with psycopg.connect(PG_DEFAULT) as conn:
-        server = conn.info.server_version
+    server = ""
+    if postgres:
+        with psycopg.connect(postgres) as conn:
+            number = conn.info.server_version
+        server = f"PostgreSQL {number // 10000}.{number % 100}, "
     return (
         f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-        f"PostgreSQL {server // 10000}.{server % 100}, {found}; "
-        f"{os.cpu_count()} CPUs, {platform.machine()}"
+        f"{server}{found}; {os.cpu_count()} CPUs, {platform.machine()}"
     )
 
 
@@ -81,13 +89,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per run (default 3)")
     parser.add_argument("--postgres", default=PG_DEFAULT, help="a PostgreSQL database URL")
+    parser.add_argument(
+        "--database-url", help="measure only this database (default: SQLite, then --postgres)"
+    )
+    parser.add_argument("--json", action="store_true", help="the figures as a last JSON line")
     args = parser.parse_args()
+    only = args.database_url
+    postgres = args.postgres if only is None else only if only.startswith("postgres") else None
     print("aenqueue one at a time from one event loop (each awaited before the next)")
-    print(versions())
+    print(versions(postgres))
     print(f"load average before: {os.getloadavg()[0]:.2f}")
-    with tempfile.TemporaryDirectory() as tmp:
-        measure("SQLite", f"sqlite:///{Path(tmp) / 'bench.db'}", args.seconds)
-    measure("PostgreSQL", args.postgres, args.seconds)
+    if only is not None:
+        name = "PostgreSQL" if postgres else "SQLite"
+        figures = measure(name, only, args.seconds)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            measure("SQLite", f"sqlite:///{Path(tmp) / 'bench.db'}", args.seconds)
+        figures = measure("PostgreSQL", args.postgres, args.seconds)
+    if args.json:
+        print(json.dumps({"ok": True, **figures, "versions": versions(postgres)}))
     return 0
 
 

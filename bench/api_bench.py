@@ -1,13 +1,17 @@
 """HTTP API benchmark: submits per second and status polls per second against
-one uvicorn worker process (`chit.cli.serve.serve`) on a SQLite file.
+one `chit serve` process (uvicorn; the handlers of bench/noop_app.py) on a
+SQLite file, or on PostgreSQL with --database-url.
 
 Not a test: prints figures and the versions they were measured with. The load
 generator (this process: raw HTTP/1.1 keep-alive connections on asyncio)
 shares the machine with the server, so the figures are a floor for the server
 alone; the load average printed says how busy the machine was. Loopback only; every phase is
-bounded in time.
+bounded in time. Also `make bench` step `api-submit` (bench/run.py): `--only
+"POST /jobs ("` on a fresh database each run, the server's chit from the tree
+or from `git archive REF` (PYTHONPATH), the figures as a last JSON line (--json).
 
     .venv/bin/python bench/api_bench.py [--seconds 5] [--concurrency 16]
+        [--database-url URL] [--only PHASE] [--json]
 """
 
 from __future__ import annotations
@@ -28,22 +32,12 @@ import time
 from collections.abc import Awaitable, Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 KEY = "bench-key-0123456789abcdef"
-SERVER = """
-import chit
-from chit.cli.serve import serve
-
-queue = chit.Queue()
-
-@queue.task("noop")
-def noop(job, body):
-    return None
-
-raise SystemExit(serve(queue.settings, queue, port={port}, log_level="warning"))
-"""
+HERE = Path(__file__).resolve().parent
 
 
 def free_port() -> int:
@@ -89,8 +83,9 @@ Request = Callable[[Connection, int], Awaitable[tuple[int, dict[str, str], bytes
 
 async def phase(
     name: str, url: tuple[str, int], seconds: float, concurrency: int, request: Request, expect: int
-) -> None:
-    """Run `request` on `concurrency` connections for `seconds`; print rate and latency."""
+) -> dict[str, Any]:
+    """Run `request` on `concurrency` connections for `seconds`; print rate and
+    latency, and return them (the rate counts the answers `expect`ed only)."""
     latencies: list[float] = []
     failures = 0
     deadline = time.perf_counter() + seconds
@@ -117,11 +112,20 @@ async def phase(
         f"{name:<36} {len(ms) / elapsed:7.0f} req/s   p50 {statistics.median(ms):6.1f} ms"
         f"   p99 {p99:6.1f} ms   ({len(ms)} requests, {failures} unexpected)"
     )
+    return {
+        "phase": name,
+        "jobs_per_s": (len(ms) - failures) / elapsed,
+        "p50_ms": statistics.median(ms),
+        "p99_ms": p99,
+        "requests": len(ms),
+        "unexpected": failures,
+        "concurrency": concurrency,
+    }
 
 
 async def run(
     url: tuple[str, int], seconds: float, concurrency: int, only: str | None = None
-) -> None:
+) -> list[dict[str, Any]]:
     ids: list[str] = []
 
     async def submit(conn: Connection, n: int) -> tuple[int, dict[str, str], bytes]:
@@ -139,6 +143,7 @@ async def run(
         return await conn.request("GET", f"/jobs/{random.choice(ids)}")
 
     etags: dict[str, str] = {}
+    figures = []
 
     async def poll_conditional(conn: Connection, n: int) -> tuple[int, dict[str, str], bytes]:
         job_id = random.choice(ids[:200])
@@ -162,7 +167,8 @@ async def run(
         ("GET /jobs/{id} If-None-Match (304)", poll_conditional, 304),
     ):
         if only is None or name.startswith(only):
-            await phase(name, url, seconds, concurrency, request, expect)
+            figures.append(await phase(name, url, seconds, concurrency, request, expect))
+    return figures
 
 
 def versions() -> str:
@@ -182,14 +188,17 @@ def main() -> int:
         "--database-url", help="a PostgreSQL URL to serve from (default: a temporary SQLite file)"
     )
     parser.add_argument("--only", help="run only the phases whose name starts with this")
+    parser.add_argument("--json", action="store_true", help="the last phase as a JSON line")
     args = parser.parse_args()
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        env = os.environ | {
-            "CHIT_DATABASE_URL": args.database_url or f"sqlite:///{Path(tmp) / 'bench.db'}",
-            "CHIT_API_KEYS": KEY,
-        }
-        server = subprocess.Popen([sys.executable, "-c", SERVER.format(port=port)], env=env)
+        database = args.database_url or f"sqlite:///{Path(tmp) / 'bench.db'}"
+        env = os.environ | {"CHIT_DATABASE_URL": database, "CHIT_API_KEYS": KEY}
+        # `chit serve` from whichever chit PYTHONPATH names (run.py's --baseline);
+        # its output kept off stdout, which ends with the figures.
+        serve = [sys.executable, "-m", "chit", "serve", "--app", "noop_app:queue",
+                 "--port", str(port), "--log-level", "WARNING"]  # fmt: skip
+        server = subprocess.Popen(serve, env=env, cwd=HERE, stdout=sys.stderr)
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 20
@@ -203,14 +212,21 @@ def main() -> int:
                     print("the API server did not start", file=sys.stderr)
                     return 1
                 time.sleep(0.1)
-            where = "PostgreSQL" if args.database_url else "SQLite"
-            print(f"chit HTTP API: one uvicorn process, {where}, {args.concurrency} in flight")
+            where = "PostgreSQL" if database.startswith("postgres") else "SQLite"
+            print(f"chit HTTP API: one `chit serve`, {where}, {args.concurrency} in flight")
             print(versions())
             print(f"load average before: {os.getloadavg()[0]:.2f}")
-            asyncio.run(run(("127.0.0.1", port), args.seconds, args.concurrency, args.only))
+            figures = asyncio.run(
+                run(("127.0.0.1", port), args.seconds, args.concurrency, args.only)
+            )
         finally:
             server.terminate()
             server.wait(timeout=15)
+    if args.json and figures:
+        last = figures[-1]
+        ok = last["unexpected"] == 0
+        error = "" if ok else f"{last['unexpected']} of {last['requests']} answers unexpected"
+        print(json.dumps({"ok": ok, "error": error, **last, "versions": versions()}))
     return 0
 
 

@@ -213,6 +213,9 @@ def markdown(res: Results) -> str:
         add("bench/workflows.py; what each figure is: docs/workflows.md.\n")
         add(workflows.markdown(meta["workflows"]))
 
+    if any(run["step"] in ("aenqueue", "api-submit") for run in res.runs):
+        add(async_markdown(res))
+
     lim = meta.get("limits", {})
     if lim:
         add("## The stores' own limits on this machine\n")
@@ -494,6 +497,30 @@ def flow_markdown(res: Results, heading: str = "#", standalone: bool = True) -> 
             f"{meta['machine']['cores']} cores.\n"
         )
     return "\n".join(out)
+
+
+def async_markdown(res: Results) -> str:
+    """Issue 15's steps on each backend: aenqueue against the sync enqueue, one
+    at a time from one event loop, and `chit serve`'s POST /jobs rate."""
+    out = [
+        "## Async enqueue (issue 15)\n",
+        "One at a time from one event loop (bench/aenqueue_bench.py), and POST /jobs "
+        "against one `chit serve` from 16 keep-alive connections (bench/api_bench.py); "
+        "jobs/s, the best of each step's runs.\n",
+        "| store | aenqueue | enqueue (sync) | POST /jobs | POST /jobs p50 / p99 (ms) |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for s in ("chit-sqlite", "chit-postgres"):
+        aenqueue, api = res.get(s, "aenqueue"), res.get(s, "api-submit")
+        if aenqueue is None and api is None:
+            continue
+        sync = f"{aenqueue['sync_jobs_per_s']:,.0f}" if aenqueue else ""
+        p99 = f"{api['p50_ms']:.1f} / {api['p99_ms']:.1f}" if api else ""
+        out.append(
+            f"| {INFO[s].backend} | {res.cell(s, 'aenqueue', _rate)} | {sync} "
+            f"| {res.cell(s, 'api-submit', _rate)} | {p99} |"
+        )
+    return "\n".join(out) + "\n"
 
 
 def splice_flow(md: Path, section: str) -> None:

@@ -40,6 +40,21 @@ writes workflows.md in its results folder and leaves docs/ alone:
 
     bench/.venv-peers/bin/python bench/run.py --steps workflows \
         --systems chit-sqlite,chit-postgres,celery --repeat 1
+
+Two steps measure issue 15's async enqueue, each run a bench script in chit's
+environment on the run's fresh database (SQLite for chit-sqlite, PostgreSQL for
+chit-postgres), taking turns like the drive.py steps: `aenqueue`
+(bench/aenqueue_bench.py), `await queue.aenqueue(...)` one at a time from one
+event loop, then the sync `queue.enqueue` one at a time, 3 s each (1 s with
+--quick), jobs/s, from the tree only (the baseline has no aenqueue); and
+`api-submit` (bench/api_bench.py), a real `chit serve` (bench/noop_app.py)
+answering POST /jobs from 16 keep-alive connections for 3 s (1 s), accepted
+jobs/s and p50/p99, from the tree and, with --baseline, from REF too (the
+server's chit from `git archive REF`), so the before/after table holds its
+ratio. Each prints its versions; run alone they leave docs/ alone:
+
+    bench/.venv-peers/bin/python bench/run.py --steps aenqueue,api-submit \
+        --systems chit-sqlite,chit-postgres --baseline 2ea622f --repeat 2 --no-docs
 """
 
 from __future__ import annotations
@@ -91,10 +106,13 @@ class Sizes:
     backlog: int  # flow-claim: throttled jobs queued ahead
     claims: int  # flow-claim: timed claims of each database
     workflow_chain: int  # workflows: jobs of the chain (the fan-in has `jobs` leaves)
+    rate_seconds: float  # aenqueue and api-submit: each rate measured over this long
 
 
-FULL = Sizes(10_000, 200, 1_000_000, 100_000, 10_000, 3.0, 5, 1_500, 10_000, 100_000, 400, 1_000)
-QUICK = Sizes(2_000, 50, 100_000, 10_000, 2_000, 1.0, 2, 500, 3_000, 10_000, 100, 200)
+FULL = Sizes(
+    10_000, 200, 1_000_000, 100_000, 10_000, 3.0, 5, 1_500, 10_000, 100_000, 400, 1_000, 3.0
+)
+QUICK = Sizes(2_000, 50, 100_000, 10_000, 2_000, 1.0, 2, 500, 3_000, 10_000, 100, 200, 1.0)
 
 # The flow-control steps: what `--steps flow` stands for.
 FLOW_STEPS = ("flow-concurrency", "flow-rate", "flow-claim")
@@ -104,6 +122,8 @@ BACKENDS = {"SQLite": ("sqlite", "chit-sqlite"), "PostgreSQL": ("postgres", "chi
 APART = ("limits", "flow-claim", "pools", "workflows", "schedules")  # not drive.py workloads
 KIND_CONCURRENCY = 8
 KIND_RATE = "1000/s"
+CHIT = ("chit-sqlite", "chit-postgres")
+API_CONCURRENCY = 16  # api-submit: POST /jobs requests in flight
 
 
 @dataclass(frozen=True)
@@ -116,6 +136,11 @@ class Step:
     sqlite_only: bool = False
     # Only these systems (and never a --baseline: flow control is newer than it).
     only: tuple[str, ...] = ()
+    baseline: bool = False  # `only` names its systems from --baseline too
+    # A bench script run instead of drive.py, in chit's environment, given the
+    # run's fresh database (--database-url) and printing its figures as a last
+    # JSON line (--json).
+    script: str = ""
 
 
 def steps(sizes: Sizes) -> list[Step]:
@@ -124,6 +149,7 @@ def steps(sizes: Sizes) -> list[Step]:
     measure = ("--measure", str(sizes.measure))
     grown = (*queued, *finished, *measure)
     limited = ("--kind-concurrency", str(KIND_CONCURRENCY))
+    seconds = ("--seconds", str(sizes.rate_seconds))
     return [
         Step("enqueue", "enqueue", ("--jobs", str(sizes.jobs)), 120),
         Step("bulk", "bulk", ("--jobs", str(sizes.jobs)), 120),
@@ -149,6 +175,17 @@ def steps(sizes: Sizes) -> list[Step]:
             ("--jobs", str(sizes.rate_jobs), "--workers", "2", "--kind-rate", KIND_RATE),
             60,
             only=("chit-postgres",),
+        ),
+        # Issue 15: aenqueue is newer than any baseline, POST /jobs is not.
+        Step("aenqueue", "aenqueue", seconds, 60, only=CHIT, script="aenqueue_bench.py"),
+        Step(
+            "api-submit",
+            "api-submit",
+            ("--only", "POST /jobs (", *seconds, "--concurrency", str(API_CONCURRENCY)),
+            60,
+            only=CHIT,
+            baseline=True,
+            script="api_bench.py",
         ),
     ]
 
@@ -251,7 +288,10 @@ class Bench:
         log = self.logs / f"{system}-{step.key}-{rep}.log"
         cmd = [str(PYTHONS[info.venv]), str(HERE / "drive.py"), system, step.workload,
                *step.args, "--cap", str(step.cap), "--log", str(log)]  # fmt: skip
-        if self.args.profile and info.venv == "chit":
+        if step.script:
+            cmd = [str(PYTHONS["chit"]), str(HERE / step.script), *step.args,
+                   "--database-url", env["CHIT_DATABASE_URL"], "--json"]  # fmt: skip
+        if self.args.profile and info.venv == "chit" and not step.script:
             profiles = self.dir / "profiles"
             profiles.mkdir(exist_ok=True)
             cmd += ["--profile", str(profiles)]
@@ -320,8 +360,9 @@ class Bench:
         if unknown:
             raise SystemExit(f"unknown steps {sorted(unknown)}")
         flow_only = set(chosen) <= set(FLOW_STEPS)
-        # The workflows step writes its own page (workflows.md in the results).
-        workflows_only = set(chosen) <= {"workflows"}
+        # These steps alone leave docs/ alone (workflows.md in the results for
+        # workflows; the tables printed for aenqueue and api-submit).
+        workflows_only = set(chosen) <= {"workflows", "aenqueue", "api-submit"}
         workflow_systems = [s for s in workflows.SYSTEMS if s in wanted] or list(workflows.SYSTEMS)
 
         backends = {INFO[base_name(s)].backend for s in wanted}
@@ -345,7 +386,7 @@ class Bench:
                 for s in wanted
                 if (not step.seeding or INFO[base_name(s)].seeds)
                 and (not step.sqlite_only or INFO[base_name(s)].backend == "SQLite")
-                and (not step.only or s in step.only)
+                and (not step.only or (base_name(s) if step.baseline else s) in step.only)
             ]
             if not systems:
                 continue
@@ -361,6 +402,9 @@ class Bench:
                     self.runs.append(run)
                     print(line(run), flush=True)
                     self.save(meta)
+            done = [r for r in self.runs if r.step == step.key and "versions" in r.result]
+            if done:
+                print(f"{step.key:<14} versions: {done[-1].result['versions']}", flush=True)
         if "flow-claim" in chosen:
             meta["flow_claim"] = self.flow_claim(wanted, chit)
             self.save(meta)
@@ -600,8 +644,10 @@ def before_after(runs: list[Run], ref: str, tree: str) -> str:
         "| --- | --- | ---: | ---: | ---: |",
     ]
     seen: dict[tuple[str, str], None] = {}
+    # Only the steps the baseline ran too (not flow control, nor aenqueue).
+    compared = {(r.step, base_name(r.system)) for r in runs if "@" in r.system}
     for run in runs:
-        if "@" not in run.system and run.step not in FLOW_STEPS:
+        if (run.step, run.system) in compared:
             seen.setdefault((run.step, run.system), None)
     for step, system in seen:
         latency = step == "latency"
@@ -667,6 +713,13 @@ def line(run: Run) -> str:
             f"at most {r['most_overlapping']} handlers at once{busy}"
         )
     extra = f"  seeded in {r['seed_seconds']:.0f} s" if "seed_seconds" in r else ""
+    if "sync_jobs_per_s" in r:
+        extra = f" with aenqueue, {r['sync_jobs_per_s']:,.0f} with sync enqueue"
+    if "p99_ms" in r:
+        extra = (
+            f" by POST /jobs, {r['concurrency']} in flight: p50 {r['p50_ms']:.1f} ms, "
+            f"p99 {r['p99_ms']:.1f} ms"
+        )
     return f"{head} {r['jobs_per_s']:>9,.0f} jobs/s{extra}{busy}"
 
 
@@ -690,8 +743,8 @@ def main() -> None:
     parser.add_argument("--systems", help=f"comma-separated, from: {', '.join(INFO)}")
     parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, process2, "
                         "latency, growth-empty, growth, growth-analyze, limits, flow-concurrency, "
-                        "flow-rate, flow-claim, pools, workflows, schedules; flow for the "
-                        "three flow steps")  # fmt: skip
+                        "flow-rate, flow-claim, aenqueue, api-submit, pools, workflows, "
+                        "schedules; flow for the three flow steps")  # fmt: skip
     parser.add_argument(
         "--repeat", type=int, help="runs of each process and growth step (2; 1 with --quick)"
     )
