@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT_KEY = "root-key-0123456789"
 TESTS = Path(__file__).parents[1]
-MAX_EXAMPLES = 20
+MAX_EXAMPLES = 10  # per operation and phase: about a minute a backend
 # The routes that take a job id, given the seed job: random ids only find 404.
 JOB_ROUTES = (
     "GET /jobs/{job_id}",
