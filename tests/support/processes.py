@@ -1,6 +1,7 @@
 """Child processes for the tests that start real servers and workers: a free
 port, the environment (tests/ importable), stderr in a file, waiting until a
-worker has started, a graceful stop, freezing a process outside a write."""
+worker has started or a server answers, a graceful stop, freezing a process
+outside a write."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
 import psycopg
 import pytest
 
@@ -99,6 +101,19 @@ class Proc:
             what=f"{self.name} to start",
         )
         assert self.alive(), f"{self.name} exited early:\n{self.stderr()}"
+
+
+def wait_healthy(proc: Proc, url: str, timeout: float, what: str) -> None:
+    """Until GET `url`/healthz answers 200, or `proc` has exited: the caller
+    asserts `proc.alive()` where an early exit should fail with its stderr."""
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return not proc.alive()
+
+    wait_until(healthy, timeout, what=what)
 
 
 class Procs:
