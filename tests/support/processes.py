@@ -149,6 +149,15 @@ class Procs:
         name = name or f"worker{len(self.all)}"
         return self.start(["-m", "chit", "worker", "--app", app, *flags], name)
 
+    def workers(
+        self, count: int, *flags: str, app: str = E2E_APP, timeout: float = 60
+    ) -> list[Proc]:
+        """`count` workers w0, w1, ..., returned once each has started."""
+        started = [self.worker(*flags, name=f"w{i}", app=app) for i in range(count)]
+        for w in started:
+            w.wait_started(timeout)
+        return started
+
     def cleanup(self) -> None:
         for proc in self.all:
             if proc.alive():
