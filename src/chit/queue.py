@@ -250,23 +250,7 @@ class Queue:
         if and only if your transaction commits.
 
         Raises UnknownKind, InvalidPayload, PayloadTooLarge, IdempotencyConflict."""
-        request = JobRequest(
-            kind,
-            payload,
-            idempotency_key,
-            run_at,
-            priority,
-            queue,
-            max_attempts,
-            tenant,
-            concurrency_key,
-            timeout,
-            depends_on=depends_on,
-            run_on=run_on,
-            expires_at=expires_at,
-            expires_in=expires_in,
-            unique_key=unique_key,
-        )
+        request = _one_request(locals())  # first: locals() is the arguments alone
         return self.enqueue_many([request], connection=connection)[0]
 
     def enqueue_many(
@@ -303,23 +287,7 @@ class Queue:
         `psycopg.AsyncConnection` (the job exists if and only if your transaction
         commits), or on SQLite a sqlite3 connection made with
         check_same_thread=False."""
-        request = JobRequest(
-            kind,
-            payload,
-            idempotency_key,
-            run_at,
-            priority,
-            queue,
-            max_attempts,
-            tenant,
-            concurrency_key,
-            timeout,
-            depends_on=depends_on,
-            run_on=run_on,
-            expires_at=expires_at,
-            expires_in=expires_in,
-            unique_key=unique_key,
-        )
+        request = _one_request(locals())  # first: locals() is the arguments alone
         return (await self.aenqueue_many([request], connection=connection))[0]
 
     async def aenqueue_many(
@@ -588,6 +556,14 @@ class Queue:
         if job.idempotency_key is None:
             return job
         return dataclasses.replace(job, request_hash=_request_hash(request, job))
+
+
+def _one_request(arguments: dict[str, Any]) -> JobRequest:
+    """The JobRequest of an `enqueue` or `aenqueue` call, from its `locals()`:
+    their parameters (but `self` and `connection`) are JobRequest's fields by
+    name, so the two signatures the docs and IDEs show are the only lists of them."""
+    fields = {k: v for k, v in arguments.items() if k not in ("self", "connection")}
+    return JobRequest(**fields)
 
 
 def _checked(jobs: Sequence[NewJob], results: list[Enqueued]) -> list[Enqueued]:
