@@ -12,7 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -114,6 +114,20 @@ def wait_healthy(proc: Proc, url: str, timeout: float, what: str) -> None:
             return not proc.alive()
 
     wait_until(healthy, timeout, what=what)
+
+
+def wait_ready(proc: Proc, get: Callable[[], httpx.Response], timeout: float, what: str) -> None:
+    """Until `get()`, a GET of the server's /readyz, answers 200; fails the test
+    with `proc`'s stderr as soon as it has exited."""
+
+    def ready() -> bool:
+        assert proc.alive(), proc.stderr()
+        try:
+            return get().status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_until(ready, timeout, what=what)
 
 
 class Procs:
