@@ -250,23 +250,7 @@ class Queue:
         if and only if your transaction commits.
 
         Raises UnknownKind, InvalidPayload, PayloadTooLarge, IdempotencyConflict."""
-        request = JobRequest(
-            kind,
-            payload,
-            idempotency_key,
-            run_at,
-            priority,
-            queue,
-            max_attempts,
-            tenant,
-            concurrency_key,
-            timeout,
-            depends_on=depends_on,
-            run_on=run_on,
-            expires_at=expires_at,
-            expires_in=expires_in,
-            unique_key=unique_key,
-        )
+        request = _one_request(locals())  # first: locals() is the arguments alone
         return self.enqueue_many([request], connection=connection)[0]
 
     def enqueue_many(
@@ -303,23 +287,7 @@ class Queue:
         `psycopg.AsyncConnection` (the job exists if and only if your transaction
         commits), or on SQLite a sqlite3 connection made with
         check_same_thread=False."""
-        request = JobRequest(
-            kind,
-            payload,
-            idempotency_key,
-            run_at,
-            priority,
-            queue,
-            max_attempts,
-            tenant,
-            concurrency_key,
-            timeout,
-            depends_on=depends_on,
-            run_on=run_on,
-            expires_at=expires_at,
-            expires_in=expires_in,
-            unique_key=unique_key,
-        )
+        request = _one_request(locals())  # first: locals() is the arguments alone
         return (await self.aenqueue_many([request], connection=connection))[0]
 
     async def aenqueue_many(
@@ -565,35 +533,17 @@ class Queue:
             check_concurrency_key(concurrency_key)
         timeout = task.timeout if request.timeout is None else check_timeout(request.timeout)
         expires_at, expires_in = check_expiry(request.expires_at, request.expires_in, run_at)
-        key = request.idempotency_key
-        return NewJob(
+        job = NewJob(
             kind=request.kind,
             payload=payload,
             queue=queue,
             priority=priority,
             max_attempts=max_attempts,
             run_at=run_at,
-            idempotency_key=key,
+            idempotency_key=request.idempotency_key,
             tenant=request.tenant,
             concurrency_key=concurrency_key or "",
             timeout=timeout,
-            request_hash=None
-            if key is None
-            else _request_hash(
-                request.kind,
-                payload,
-                queue,
-                priority,
-                max_attempts,
-                run_at,
-                concurrency_key,
-                request.timeout,
-                tuple(request.depends_on),
-                _run_on(request.run_on).value,
-                expires_at,
-                expires_in,
-                request.unique_key,
-            ),
             payload_json=encoded,
             ref=request.ref,
             depends_on=tuple(request.depends_on),
@@ -603,6 +553,17 @@ class Queue:
             unique_key=request.unique_key,
             traceparent=tracing.valid_traceparent(request.traceparent),
         )
+        if job.idempotency_key is None:
+            return job
+        return dataclasses.replace(job, request_hash=_request_hash(request, job))
+
+
+def _one_request(arguments: dict[str, Any]) -> JobRequest:
+    """The JobRequest of an `enqueue` or `aenqueue` call, from its `locals()`:
+    their parameters (but `self` and `connection`) are JobRequest's fields by
+    name, so the two signatures the docs and IDEs show are the only lists of them."""
+    fields = {k: v for k, v in arguments.items() if k not in ("self", "connection")}
+    return JobRequest(**fields)
 
 
 def _checked(jobs: Sequence[NewJob], results: list[Enqueued]) -> list[Enqueued]:
@@ -823,47 +784,37 @@ def check_expiry(
     return expires_at.astimezone(UTC), None
 
 
-def _request_hash(
-    kind: str,
-    payload: dict[str, Any],
-    queue: str,
-    priority: int,
-    max_attempts: int,
-    run_at: datetime | None,
-    concurrency_key: str | None = None,
-    timeout: float | None = None,
-    depends_on: Sequence[str] = (),
-    run_on: str = "succeeded",
-    expires_at: datetime | None = None,
-    expires_in: float | None = None,
-    unique_key: str | None = None,
-) -> str:
+def _request_hash(request: JobRequest, job: NewJob) -> str:
     """Fingerprint of what was asked for, so the same idempotency key with a
-    different request can be told apart from an honest retry."""
+    different request can be told apart from an honest retry. `job` is
+    `request` resolved (the task's queue, priority and attempts filled in, the
+    payload as stored, the expiry checked); the timeout hashed is the
+    request's own, None when it gave none, not the task's."""
     fingerprint: Mapping[str, Any] = {
-        "kind": kind,
+        "kind": job.kind,
         # The stored payload, not the canonical text of what was submitted: a
         # payload with number keys sorts them as numbers there, as text here.
-        "payload": payload,
-        "queue": queue,
-        "priority": priority,
-        "max_attempts": max_attempts,
-        "run_at": None if run_at is None else run_at.isoformat(),
+        "payload": job.payload,
+        "queue": job.queue,
+        "priority": job.priority,
+        "max_attempts": job.max_attempts,
+        "run_at": None if job.run_at is None else job.run_at.isoformat(),
     }
-    if concurrency_key is not None:  # absent: the same fingerprint as before keys existed
-        fingerprint = {**fingerprint, "concurrency_key": concurrency_key}
-    if timeout is not None:  # the same: a job asked for without one keeps its fingerprint
-        fingerprint = {**fingerprint, "timeout": float(timeout)}
+    if request.concurrency_key is not None:  # absent: the same fingerprint as before keys existed
+        fingerprint = {**fingerprint, "concurrency_key": request.concurrency_key}
+    # The same: a job asked for without one keeps its fingerprint.
+    if request.timeout is not None:
+        fingerprint = {**fingerprint, "timeout": float(request.timeout)}
     # The same again for a job without dependencies. Refs are hashed as given:
     # they name jobs of the call, so the same call repeated hashes the same.
-    if depends_on:  # a set: the order given changes nothing
-        fingerprint = {**fingerprint, "depends_on": sorted(set(depends_on))}
-    if run_on != "succeeded":
-        fingerprint = {**fingerprint, "run_on": run_on}
-    if expires_at is not None:
-        fingerprint = {**fingerprint, "expires_at": expires_at.isoformat()}
-    if expires_in is not None:
-        fingerprint = {**fingerprint, "expires_in": expires_in}
-    if unique_key is not None:
-        fingerprint = {**fingerprint, "unique_key": unique_key}
+    if job.depends_on:  # a set: the order given changes nothing
+        fingerprint = {**fingerprint, "depends_on": sorted(set(job.depends_on))}
+    if job.run_on is not RunOn.SUCCEEDED:
+        fingerprint = {**fingerprint, "run_on": job.run_on.value}
+    if job.expires_at is not None:
+        fingerprint = {**fingerprint, "expires_at": job.expires_at.isoformat()}
+    if job.expires_in is not None:
+        fingerprint = {**fingerprint, "expires_in": job.expires_in}
+    if job.unique_key is not None:
+        fingerprint = {**fingerprint, "unique_key": job.unique_key}
     return hashlib.sha256(canonical(fingerprint).encode()).hexdigest()

@@ -7,23 +7,20 @@ key in any URL. Without the token, EventSource gets nothing."""
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.browser import chromium_browser
 from support.stack import Server, server_with_workers
 
-playwright_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = os.environ.get("CHIT_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 PAGE_KEY = "acme-page-key-0123456789"  # submit+read for tenant acme, nothing more
 ADMIN_KEY = "admin-key-0123456789"
 PAGE = b"<!doctype html><title>another origin</title><p>a page that uses chit's API</p>"
@@ -103,16 +100,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, page_origin: str) -> Iterato
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(
-            f"no Chromium at {CHROMIUM}: install Debian's `chromium` (`make test` does), "
-            "or point CHIT_TEST_CHROMIUM at one",
-            pytrace=False,
-        )
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    yield from chromium_browser()
 
 
 @pytest.fixture

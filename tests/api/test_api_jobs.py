@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from chit.jobs import ClaimedJob, Failed, Progress, State, Succeeded
-from support.api import Api, assert_error
+from support.api import Api, assert_error, break_the_sqlite_file
 
 pytestmark = pytest.mark.anyio
 
@@ -313,11 +313,7 @@ async def test_health_and_readiness(api: Api) -> None:
 
 
 async def test_readiness_is_503_when_the_sqlite_file_is_unusable(api: Api, tmp_path) -> None:
-    if not api.queue.settings.database_url.startswith("sqlite"):
-        pytest.skip("breaks the database by replacing the SQLite file")
-    api.queue.store.close()
-    (tmp_path / "chit.db").unlink()
-    (tmp_path / "chit.db").mkdir()  # a directory where the file was: cannot be opened
+    break_the_sqlite_file(api, tmp_path)
     body = assert_error(await api.http.get("/readyz"), 503, "store_unavailable")
     assert "try again" in body["message"]
     assert (await api.http.get("/healthz")).status_code == 200

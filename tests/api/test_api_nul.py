@@ -8,7 +8,7 @@ import pytest
 
 from chit.errors import InvalidRequest, StoreError
 from chit.jobs import JobFilter
-from support.api import Api, assert_error
+from support.api import Api, assert_error, break_the_sqlite_file
 
 pytestmark = pytest.mark.anyio
 
@@ -115,11 +115,7 @@ async def test_the_store_message_names_no_user_database_or_sql(api: Api) -> None
 
 
 async def test_unavailable_answer_names_no_database(api: Api, tmp_path) -> None:
-    if not api.queue.settings.database_url.startswith("sqlite"):
-        pytest.skip("breaks the database by replacing the SQLite file")
-    api.queue.store.close()
-    (tmp_path / "chit.db").unlink()
-    (tmp_path / "chit.db").mkdir()  # a directory where the file was: cannot be opened
+    break_the_sqlite_file(api, tmp_path)
     response = await api.http.get("/jobs")
     body = assert_error(response, 503, "store_unavailable")
     assert str(tmp_path) not in body["message"] and "chit.db" not in body["message"]

@@ -22,9 +22,8 @@ import pytest
 import chit
 from chit.jobs import Succeeded
 from support.api_app import register
-from support.processes import Procs, child_env, free_port
+from support.processes import Procs, child_env, free_port, wait_ready
 from support.stack import SERVER
-from support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -94,15 +93,7 @@ def test_schemathesis_checks_all_finds_nothing(database: str, tmp_path: Path) ->
     server = procs.start(["-c", SERVER.format(module="support.api_app", port=port)], "server")
     url = f"http://127.0.0.1:{port}"
     try:
-
-        def ready() -> bool:
-            assert server.alive(), server.stderr()
-            try:
-                return httpx.get(f"{url}/readyz").status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(ready, 30, what="the server to answer")
+        wait_ready(server, lambda: httpx.get(f"{url}/readyz"), 30, what="the server to answer")
         run = subprocess.run(
             [
                 str(Path(sys.executable).parent / "schemathesis"),

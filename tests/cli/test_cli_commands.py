@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,9 +12,8 @@ import pytest
 import chit
 from chit.jobs import AttemptOutcome, State
 from chit.store import queries
-from support.cli import Result, run_jobs
+from support.cli import Cli, Result, run_jobs
 
-Cli = Callable[..., Result]
 SCHEMA_VERSION = len(queries.migrations("sqlite"))
 
 

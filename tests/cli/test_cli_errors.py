@@ -3,15 +3,12 @@ traceback, and nothing stored changed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import chit
-from support.cli import Result, assert_refused, forget_app, run_jobs, snapshot
-
-Cli = Callable[..., Result]
+from support.cli import Cli, assert_refused, forget_app, run_jobs, snapshot
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ every bad value refused with one line and exit 2, nothing stored."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,21 +11,13 @@ import pytest
 
 import chit
 from chit.limits import Limits
-from support.cli import Result, assert_refused, snapshot
-
-Cli = Callable[..., Result]
+from support.cli import Cli, assert_refused, ok, snapshot
 
 
 def flow(q: chit.Queue) -> tuple[Any, Any]:
     """The limits and pauses stored, as the store reads them."""
     limits = [(k.kind, k.declared, k.override) for k in q.store.limits()]
     return limits, [(p.queue, p.kind, p.paused_at) for p in q.store.pauses()]
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result
-    assert result.err == "", result.err
-    return result
 
 
 # Limits

@@ -3,22 +3,13 @@ and --json, and bad input refused with one line and exit 2, nothing stored."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 import chit
 from chit.worker.scheduler import Scheduler
-from support.cli import Result, assert_refused
-
-Cli = Callable[..., Result]
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, result
-    assert result.err == "", result.err
-    return result
+from support.cli import Cli, assert_refused, ok
 
 
 def test_no_schedules_says_how_to_make_one(cli: Cli) -> None:

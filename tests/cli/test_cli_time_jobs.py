@@ -3,14 +3,11 @@ shown by `chit status`, and bad values refused with one line, nothing stored."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 
 import chit
 from chit.jobs import JobFilter
-from support.cli import Result, assert_refused
-
-Cli = Callable[..., Result]
+from support.cli import Cli, Result, assert_refused
 
 
 def ok(result: Result) -> Result:

@@ -22,27 +22,20 @@ import pytest
 from chit.jobs import NewJob
 from chit.limits import Limits
 from chit.store.sqlite import SQLiteStore
+from support.browser import chromium_browser
 from support.dashboard import ADMIN_KEY, GLOBEX_ADMIN, ROOT_KEY
 from support.stack import Server, server_with_workers
 from support.waiting import wait_until
 
-playwright_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent
 SCREENSHOTS = HERE / "screenshots"
 DOCS_SCREENSHOTS = ("overview", "job")
-CHROMIUM = os.environ.get("CHIT_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+# Beyond support.browser's flags: none of Chromium's own background traffic.
+QUIET = ("--disable-background-networking", "--disable-component-update", "--disable-sync")
 KEYS = f"{ADMIN_KEY},globex:admin:{GLOBEX_ADMIN},*:admin:{ROOT_KEY}"
 
 
@@ -68,16 +61,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(
-            f"no Chromium at {CHROMIUM}: install Debian's `chromium` (`make test` does), "
-            "or point CHIT_TEST_CHROMIUM at one",
-            pytrace=False,
-        )
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    yield from chromium_browser(*QUIET)
 
 
 @pytest.fixture

@@ -34,9 +34,7 @@ def test_eight_workers_run_each_of_2000_jobs_exactly_once(
 ) -> None:
     out = tmp_path / "runs"
     out.mkdir()
-    workers = [procs.worker(name=f"w{i}") for i in range(8)]
-    for w in workers:
-        w.wait_started(20)
+    workers = procs.workers(8, timeout=20)
 
     requests = [chit.JobRequest("record", {"dir": str(out)}) for _ in range(2000)]
     ids = [e.id for e in queue.enqueue_many(requests)]

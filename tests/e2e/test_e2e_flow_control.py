@@ -46,13 +46,6 @@ def flow(db_url: str) -> Iterator[chit.Queue]:
         yield q
 
 
-def start_workers(procs: Procs, count: int, *flags: str) -> list[Proc]:
-    workers = [procs.worker(*flags, name=f"w{i}", app=FLOW_APP) for i in range(count)]
-    for w in workers:
-        w.wait_started()
-    return workers
-
-
 def stop_workers(workers: list[Proc]) -> None:
     for w in workers:
         w.signal(signal.SIGTERM)
@@ -78,7 +71,7 @@ def test_a_kind_limited_to_3_runs_exactly_3_at_once_on_4_workers_of_8_slots(
     procs: Procs, flow: chit.Queue, tmp_path: Path
 ) -> None:
     log = tmp_path / "runs.log"
-    workers = start_workers(procs, 4, "--concurrency", "8")
+    workers = procs.workers(4, "--concurrency", "8", app=FLOW_APP)
     ids = enqueue(flow, LIMITED, log, 24, 0.25)
 
     wait_until(lambda: finished(log) == 24, 60, what="24 limited jobs to finish")
@@ -96,7 +89,7 @@ def test_rate_10_per_second_holds_in_every_window_and_is_used(
     procs: Procs, flow: chit.Queue, tmp_path: Path
 ) -> None:
     log = tmp_path / "runs.log"
-    workers = start_workers(procs, 2, "--concurrency", "8")
+    workers = procs.workers(2, "--concurrency", "8", app=FLOW_APP)
     ids = enqueue(flow, RATED, log, 40, 0.05)
 
     wait_until(lambda: finished(log) == 40, 30, what="40 rated jobs to finish")
@@ -125,7 +118,7 @@ def test_key_concurrency_1_runs_one_job_per_key_at_once_and_keys_side_by_side(
     procs: Procs, flow: chit.Queue, tmp_path: Path
 ) -> None:
     log = tmp_path / "runs.log"
-    workers = start_workers(procs, 2, "--concurrency", "4")
+    workers = procs.workers(2, "--concurrency", "4", app=FLOW_APP)
     keys = ["customer-1", "customer-2", "customer-3"]
     requests = [
         chit.JobRequest(KEYED, {"log": str(log), "seconds": 0.2, "tag": key}, concurrency_key=key)
@@ -185,7 +178,7 @@ def test_a_sigkilled_workers_limited_slots_come_back_with_its_leases(
 def test_an_operators_override_and_its_clearing_reach_running_workers(
     procs: Procs, flow: chit.Queue, tmp_path: Path
 ) -> None:
-    workers = start_workers(procs, 2, "--concurrency", "4")
+    workers = procs.workers(2, "--concurrency", "4", app=FLOW_APP)
 
     # Declared by the code: one at a time.
     declared = tmp_path / "declared.log"
@@ -236,7 +229,9 @@ def test_a_pause_holds_jobs_queued_until_resumed_and_running_ones_finish(
     procs: Procs, flow: chit.Queue, tmp_path: Path, by: str
 ) -> None:
     paused_kind, where = (SIDE, {"queue": SIDE_QUEUE}) if by == "queue" else (HELD, {"kind": HELD})
-    workers = start_workers(procs, 1, "--concurrency", "4", "--queues", f"{SIDE_QUEUE},default")
+    workers = procs.workers(
+        1, "--concurrency", "4", "--queues", f"{SIDE_QUEUE},default", app=FLOW_APP
+    )
     log = tmp_path / "runs.log"
     [running] = enqueue(flow, paused_kind, log, 1, 1.5)
     wait_until(lambda: runs(log), 20, what="the first job to start")

@@ -12,13 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 import chit
 from chit.jobs import State
 from support.jobs import wait_terminal
-from support.processes import Procs, free_port
+from support.processes import Procs, free_port, wait_healthy
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -75,14 +74,7 @@ def test_the_api_logs_requests_as_json_lines(procs: Procs) -> None:
         ["-m", "chit", "serve", "--port", str(port)], "serve", extra_env={"CHIT_LOG_FORMAT": "json"}
     )
     url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return not server.alive()
-
-    wait_until(healthy, 30, what="chit serve to answer")
+    wait_healthy(server, url, 30, what="chit serve to answer")
     assert server.alive(), server.stderr()
     wait_until(lambda: '"http.request"' in server.stderr(), 10, what="the request logged")
     server.signal(signal.SIGTERM)
@@ -121,14 +113,7 @@ def test_chit_up_and_its_children_write_json_lines(
             extra_env={"CHIT_APP": "support.e2e_app:queue"},
         )
     url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return not up.alive()
-
-    wait_until(healthy, 60, what="chit up's API to answer")
+    wait_healthy(up, url, 60, what="chit up's API to answer")
     job_id = queue.enqueue("noop", {}).id
     assert wait_terminal(queue, job_id, 60).state is State.SUCCEEDED
     wait_until(lambda: "job.succeeded" in up.stderr(), 10, what="the success logged")

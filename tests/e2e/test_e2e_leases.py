@@ -62,9 +62,7 @@ def test_sigkilled_worker_job_is_rescued_after_the_lease_and_finished(
 def test_ten_second_job_under_three_second_lease_runs_exactly_once(
     procs: Procs, queue: chit.Queue, tmp_path: Path
 ) -> None:
-    workers = [procs.worker("--lease", "3", name=f"w{i}") for i in range(2)]
-    for w in workers:
-        w.wait_started()
+    workers = procs.workers(2, "--lease", "3")
     log = tmp_path / "runs.log"
     job_id = queue.enqueue("sleep", {"log": str(log), "seconds": 10}).id
 

@@ -40,9 +40,7 @@ def _last_slot(q: chit.Queue) -> datetime | None:
 def test_every_second_with_three_workers_gives_one_job_a_slot(
     procs: Procs, schedule_queue: chit.Queue
 ) -> None:
-    workers = [procs.worker("--concurrency", "2", app=APP) for _ in range(3)]
-    for w in workers:
-        w.wait_started()
+    workers = procs.workers(3, "--concurrency", "2", app=APP)
     first = wait_until(lambda: _last_slot(schedule_queue), 30, what="the first slot's job")
     start = first + timedelta(seconds=1)  # every worker runs its scheduler from here
     end = start + timedelta(seconds=8)

@@ -11,8 +11,7 @@ import pytest
 
 import chit
 from chit.jobs import AttemptOutcome, State
-from chit.settings import Settings
-from support.jobs import wait_terminal
+from support.jobs import app_queue, wait_terminal
 from support.processes import Procs
 from support.waiting import wait_until
 
@@ -26,13 +25,8 @@ def time_queue(db_url: str) -> Iterator[chit.Queue]:
     """The time app's tasks on the test's database, to enqueue and read jobs."""
     from support import time_app
 
-    q = chit.Queue(settings=Settings(database_url=db_url))
-    q.tasks.update(time_app.queue.tasks)
-    q.store.migrate()
-    try:
+    with app_queue(db_url, time_app.queue) as q:
         yield q
-    finally:
-        q.close()
 
 
 @pytest.mark.timeout(90)

@@ -14,8 +14,7 @@ import pytest
 
 import chit
 from chit.jobs import AttemptOutcome, State
-from chit.settings import Settings
-from support.jobs import get, wait_terminal
+from support.jobs import app_queue, get, wait_terminal
 from support.processes import Procs
 from support.waiting import wait_until
 
@@ -29,13 +28,8 @@ def pool_queue(db_url: str) -> Iterator[chit.Queue]:
     """The pool app's tasks on the test's database, to enqueue and read jobs."""
     from support import pool_app
 
-    q = chit.Queue(settings=Settings(database_url=db_url))
-    q.tasks.update(pool_app.queue.tasks)
-    q.store.migrate()
-    try:
+    with app_queue(db_url, pool_app.queue) as q:
         yield q
-    finally:
-        q.close()
 
 
 def gone(pid: int) -> bool:

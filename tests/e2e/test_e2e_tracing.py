@@ -22,7 +22,7 @@ import chit
 from chit.jobs import State
 from support.jobs import wait_terminal
 from support.otel_spans import memory_spans
-from support.processes import Procs, free_port
+from support.processes import Procs, free_port, wait_healthy
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -113,14 +113,7 @@ def test_a_traceparent_sent_to_post_jobs_is_the_enqueues_parent(
     )
     procs.start(["-m", "chit", "worker", "--app", APP], "worker", extra_env=env)
     url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return not server.alive()
-
-    wait_until(healthy, 30, what="chit serve to answer")
+    wait_healthy(server, url, 30, what="chit serve to answer")
     assert server.alive(), server.stderr()
     caller_trace, caller_span = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
     answer = httpx.post(

@@ -14,9 +14,8 @@ import pytest
 
 import chit
 from chit.client import Event, SSEParser
-from support.processes import Procs, free_port
+from support.processes import Procs, free_port, wait_ready
 from support.stack import SERVER
-from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -34,15 +33,7 @@ def http(procs: Procs, queue: chit.Queue) -> Iterator[httpx.Client]:
     )
     headers = {"Authorization": f"Bearer {KEY}"}
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as client:
-
-        def ready() -> bool:
-            assert server.alive(), server.stderr()
-            try:
-                return client.get("/readyz").status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(ready, 60, what="the API server to answer")
+        wait_ready(server, lambda: client.get("/readyz"), 60, what="the API server to answer")
         yield client
 
 

@@ -13,8 +13,7 @@ import pytest
 
 import chit
 from chit.jobs import Job, State
-from chit.settings import Settings
-from support.jobs import get, wait_terminal
+from support.jobs import app_queue, get, wait_terminal
 from support.processes import Procs
 from support.waiting import wait_until
 
@@ -27,13 +26,8 @@ APP = "support.workflow_app:queue"
 def wf_queue(db_url: str) -> Iterator[chit.Queue]:
     from support import workflow_app
 
-    q = chit.Queue(settings=Settings(database_url=db_url))
-    q.tasks.update(workflow_app.queue.tasks)
-    q.store.migrate()
-    try:
+    with app_queue(db_url, workflow_app.queue) as q:
         yield q
-    finally:
-        q.close()
 
 
 # PostgreSQL stamps a row with now(), its transaction's start: a claim that

@@ -19,7 +19,7 @@ import pytest
 import chit
 from chit.jobs import State
 from support.jobs import all_jobs, lines
-from support.processes import Proc, Procs
+from support.processes import Procs
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -48,20 +48,13 @@ def executions(out: Path, suffix: str = "log") -> Counter[str]:
     return Counter(line for f in out.glob(f"*.{suffix}") for line in lines(f))
 
 
-def start_workers(procs: Procs, n: int, *flags: str) -> list[Proc]:
-    workers = [procs.worker(*flags, name=f"w{i}") for i in range(n)]
-    for w in workers:
-        w.wait_started(60)
-    return workers
-
-
 @pytest.mark.timeout(240)
 def test_sixteen_workers_run_each_of_20000_jobs_exactly_once(
     procs: Procs, queue: chit.Queue, tmp_path: Path
 ) -> None:
     out = tmp_path / "runs"
     out.mkdir()
-    workers = start_workers(procs, WORKERS, "--concurrency", str(CONCURRENCY))
+    workers = procs.workers(WORKERS, "--concurrency", str(CONCURRENCY))
     started = time.monotonic()
     requests = [chit.JobRequest("record", {"dir": str(out)}) for _ in range(20_000)]
     ids = [e.id for e in queue.enqueue_many(requests)]
@@ -114,7 +107,7 @@ def test_sigkill_every_two_seconds_for_a_minute_loses_no_job_and_bounds_duplicat
     out = tmp_path / "runs"
     out.mkdir()
     flags = ("--concurrency", str(CONCURRENCY), "--lease", str(LEASE))
-    live = start_workers(procs, WORKERS, *flags)
+    live = procs.workers(WORKERS, *flags)
     enqueued = 0
 
     def top_up() -> None:

@@ -56,9 +56,7 @@ def test_workers_ride_out_a_fast_restart_and_a_crash_of_the_server_under_load(
     out = tmp_path / "runs"
     out.mkdir()
     # A lease far longer than each outage: no job is taken from a live worker.
-    workers = [procs.worker("--lease", str(LEASE), name=f"w{i}") for i in range(3)]
-    for w in workers:
-        w.wait_started(20)
+    workers = procs.workers(3, "--lease", str(LEASE), timeout=20)
     requests = [chit.JobRequest("record", {"dir": str(out), "seconds": 0.02}) for _ in range(JOBS)]
     ids = [e.id for e in queue.enqueue_many(requests)]
     started = time.monotonic()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 import chit
@@ -100,6 +101,16 @@ async def running_app(
 async def running_api(queue: chit.Queue, **options: Any) -> AsyncIterator[Api]:
     async for app, http in running_app(queue, **options):
         yield Api(app, http, queue)
+
+
+def break_the_sqlite_file(api: Api, tmp_path: Path) -> None:
+    """A directory where the app's SQLite file was, so the store cannot open
+    it: the store unavailable. Skips the test on PostgreSQL."""
+    if not api.queue.settings.database_url.startswith("sqlite"):
+        pytest.skip("breaks the database by replacing the SQLite file")
+    api.queue.store.close()
+    (tmp_path / "chit.db").unlink()
+    (tmp_path / "chit.db").mkdir()  # a directory where the file was: cannot be opened
 
 
 def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict:

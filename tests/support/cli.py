@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,17 @@ class Result:
 
     def json(self) -> Any:
         return json.loads(self.out)
+
+
+# What the `cli` fixture (cli/conftest.py) is: `cli("limits", "--json")` runs chit in-process.
+Cli = Callable[..., Result]
+
+
+def ok(result: Result) -> Result:
+    """The command succeeded and wrote nothing to stderr."""
+    assert result.code == 0, result
+    assert result.err == "", result.err
+    return result
 
 
 def assert_refused(result: Result, code: int, *phrases: str) -> str:

@@ -1,6 +1,7 @@
 """Child processes for the tests that start real servers and workers: a free
 port, the environment (tests/ importable), stderr in a file, waiting until a
-worker has started, a graceful stop, freezing a process outside a write."""
+worker has started or a server answers, a graceful stop, freezing a process
+outside a write."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
 import psycopg
 import pytest
 
@@ -101,6 +103,33 @@ class Proc:
         assert self.alive(), f"{self.name} exited early:\n{self.stderr()}"
 
 
+def wait_healthy(proc: Proc, url: str, timeout: float, what: str) -> None:
+    """Until GET `url`/healthz answers 200, or `proc` has exited: the caller
+    asserts `proc.alive()` where an early exit should fail with its stderr."""
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return not proc.alive()
+
+    wait_until(healthy, timeout, what=what)
+
+
+def wait_ready(proc: Proc, get: Callable[[], httpx.Response], timeout: float, what: str) -> None:
+    """Until `get()`, a GET of the server's /readyz, answers 200; fails the test
+    with `proc`'s stderr as soon as it has exited."""
+
+    def ready() -> bool:
+        assert proc.alive(), proc.stderr()
+        try:
+            return get().status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_until(ready, timeout, what=what)
+
+
 class Procs:
     def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
         self.tmp_path = tmp_path
@@ -133,6 +162,15 @@ class Procs:
     def worker(self, *flags: str, name: str | None = None, app: str = E2E_APP) -> Proc:
         name = name or f"worker{len(self.all)}"
         return self.start(["-m", "chit", "worker", "--app", app, *flags], name)
+
+    def workers(
+        self, count: int, *flags: str, app: str = E2E_APP, timeout: float = 60
+    ) -> list[Proc]:
+        """`count` workers w0, w1, ..., returned once each has started."""
+        started = [self.worker(*flags, name=f"w{i}", app=app) for i in range(count)]
+        for w in started:
+            w.wait_started(timeout)
+        return started
 
     def cleanup(self) -> None:
         for proc in self.all:

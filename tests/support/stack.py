@@ -14,8 +14,7 @@ import httpx
 
 from chit.store.sqlite import SQLiteStore
 from support.jobs import poll_job
-from support.processes import Procs, child_env, free_port, stop
-from support.waiting import wait_until
+from support.processes import Procs, child_env, free_port, stop, wait_ready
 
 SERVER = (
     "import importlib; from chit.cli.serve import serve; a = importlib.import_module({module!r}); "
@@ -45,16 +44,8 @@ def lone_server(tmp: Path, module: str = "support.api_app", **env: str) -> Itera
     port = free_port()
     proc = procs.start(["-c", SERVER.format(module=module, port=port)], "server")
     url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert proc.alive(), proc.stderr()
-        try:
-            return httpx.get(f"{url}/readyz").status_code == 200
-        except httpx.TransportError:
-            return False
-
     try:
-        wait_until(ready, 20, what="the server to answer")
+        wait_ready(proc, lambda: httpx.get(f"{url}/readyz"), 20, what="the server to answer")
         yield url
     finally:
         procs.cleanup()
@@ -97,15 +88,7 @@ def server_with_workers(
         with httpx.Client(
             base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=10
         ) as http:
-
-            def ready() -> bool:
-                assert server.alive(), server.stderr()
-                try:
-                    return http.get("/readyz").status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            wait_until(ready, 60, what="the API server to answer")
+            wait_ready(server, lambda: http.get("/readyz"), 60, what="the API server to answer")
             for w in workers:
                 w.wait_started()
             yield Server(url, http, tmp)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Iterator
 from contextlib import closing
 from datetime import UTC, datetime, timedelta, timezone
@@ -269,3 +271,15 @@ def test_a_task_registered_out_of_range_is_a_config_error(
 ) -> None:
     with pytest.raises(chit.ConfigError, match=text):
         queue.task("wide", **options)  # type: ignore[arg-type]
+
+
+def test_enqueue_and_aenqueue_take_the_same_arguments_each_a_job_request_field() -> None:
+    # Both build their JobRequest from their arguments by name (queue._one_request).
+    def parameters(method: object) -> list[tuple[str, object, object]]:
+        signature = inspect.signature(method)  # type: ignore[arg-type]
+        return [(p.name, p.kind, p.default) for p in signature.parameters.values()]
+
+    assert parameters(chit.Queue.enqueue) == parameters(chit.Queue.aenqueue)
+    fields = {f.name for f in dataclasses.fields(JobRequest)}
+    names = [name for name, _, _ in parameters(chit.Queue.enqueue)]
+    assert set(names) - {"self", "connection"} <= fields

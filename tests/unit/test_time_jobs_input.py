@@ -11,10 +11,7 @@ import pytest
 
 import chit
 from chit.bounds import EXPIRES_IN_MAX, SNOOZE_MAX
-from chit.errors import InvalidRequest
-from chit.jobs import JobFilter
-from chit.queue import JobRequest
-from chit.settings import Settings
+from support.refusals import one_task_queue, refused_both_ways, stored
 
 BAD_EXPIRES_IN = {
     "zero": 0,
@@ -29,24 +26,20 @@ BAD_EXPIRES_IN = {
 
 @pytest.fixture
 def queue(tmp_path: Path) -> Iterator[chit.Queue]:
-    q = chit.Queue(settings=Settings(database_url=f"sqlite:///{tmp_path / 'q.db'}"))
-    q.task("t")(lambda job, body: None)
-    yield q
-    q.close()
-
-
-def stored(q: chit.Queue) -> list[str]:
-    return [j.id for j in q.store.list(JobFilter(), limit=100).jobs]
+    with one_task_queue(tmp_path) as q:
+        yield q
 
 
 @pytest.mark.parametrize("expires_in", BAD_EXPIRES_IN.values(), ids=BAD_EXPIRES_IN.keys())
 def test_a_bad_expires_in_is_refused_and_nothing_is_stored(
     queue: chit.Queue, expires_in: object
 ) -> None:
-    with pytest.raises(InvalidRequest, match="expires_in must be a number of seconds above 0"):
-        queue.enqueue("t", expires_in=expires_in)  # type: ignore[arg-type]
-    with pytest.raises(InvalidRequest, match="expires_in"):
-        queue.enqueue_many([JobRequest("t"), JobRequest("t", expires_in=expires_in)])  # type: ignore[arg-type]
+    refused_both_ways(
+        queue,
+        {"expires_in": expires_in},
+        "expires_in must be a number of seconds above 0",
+        "expires_in",
+    )
     assert stored(queue) == []
 
 
@@ -63,10 +56,7 @@ def test_a_bad_expires_at_is_refused_and_nothing_is_stored(queue: chit.Queue) ->
         ({"expires_at": datetime(9999, 6, 1, tzinfo=UTC)}, "out of range"),
     ]
     for fields, message in cases:
-        with pytest.raises(InvalidRequest, match=message):
-            queue.enqueue("t", **fields)  # type: ignore[arg-type]
-        with pytest.raises(InvalidRequest, match=message):
-            queue.enqueue_many([JobRequest("t"), JobRequest("t", **fields)])  # type: ignore[arg-type]
+        refused_both_ways(queue, fields, message)
     assert stored(queue) == []
 
 
@@ -91,10 +81,9 @@ def test_snooze_keeps_its_delay_in_seconds() -> None:
 
 @pytest.mark.parametrize("key", ["", "x" * 256, "a\nb", "clé", 7])
 def test_a_bad_unique_key_is_refused_and_nothing_is_stored(queue: chit.Queue, key: object) -> None:
-    with pytest.raises(InvalidRequest, match="unique key must be 1 to 255 printable ASCII"):
-        queue.enqueue("t", unique_key=key)  # type: ignore[arg-type]
-    with pytest.raises(InvalidRequest, match="unique key"):
-        queue.enqueue_many([JobRequest("t"), JobRequest("t", unique_key=key)])  # type: ignore[arg-type]
+    refused_both_ways(
+        queue, {"unique_key": key}, "unique key must be 1 to 255 printable ASCII", "unique key"
+    )
     assert stored(queue) == []
 
 

@@ -10,10 +10,9 @@ import pytest
 
 import chit
 from chit.bounds import TIMEOUT_MAX
-from chit.errors import ConfigError, InvalidRequest
-from chit.jobs import JobFilter
-from chit.queue import JobRequest
+from chit.errors import ConfigError
 from chit.settings import Settings
+from support.refusals import one_task_queue, refused_both_ways, stored
 
 BAD_TIMEOUTS = {
     "zero": 0,
@@ -30,24 +29,17 @@ BAD_TIMEOUTS = {
 
 @pytest.fixture
 def queue(tmp_path: Path) -> Iterator[chit.Queue]:
-    q = chit.Queue(settings=Settings(database_url=f"sqlite:///{tmp_path / 'q.db'}"))
-    q.task("t")(lambda job, body: None)
-    yield q
-    q.close()
-
-
-def stored(q: chit.Queue) -> list[str]:
-    return [j.id for j in q.store.list(JobFilter(), limit=100).jobs]
+    with one_task_queue(tmp_path) as q:
+        yield q
 
 
 @pytest.mark.parametrize("timeout", BAD_TIMEOUTS.values(), ids=BAD_TIMEOUTS.keys())
 def test_a_bad_timeout_on_enqueue_is_refused_and_nothing_is_stored(
     queue: chit.Queue, timeout: object
 ) -> None:
-    with pytest.raises(InvalidRequest, match="timeout must be a number of seconds above 0"):
-        queue.enqueue("t", timeout=timeout)  # type: ignore[arg-type]
-    with pytest.raises(InvalidRequest, match="timeout"):
-        queue.enqueue_many([JobRequest("t"), JobRequest("t", timeout=timeout)])  # type: ignore[arg-type]
+    refused_both_ways(
+        queue, {"timeout": timeout}, "timeout must be a number of seconds above 0", "timeout"
+    )
     assert stored(queue) == []
 
 

@@ -5,13 +5,25 @@ Each refusal is an ApiProblem whose message says what to fix."""
 from __future__ import annotations
 
 import json
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
+import pydantic
 from starlette.requests import Request
 
+from chit.api.deps import api_state
 from chit.api.errors import ApiProblem
 
+M = TypeVar("M", bound=pydantic.BaseModel)
+
 MAX_DEPTH = 64
+
+
+async def read_body(request: Request, model: type[M]) -> M:
+    """The body read by `read_json` within the server's max_body_bytes, then
+    validated as `model`."""
+    return model.model_validate(
+        await read_json(request, api_state(request).settings.max_body_bytes)
+    )
 
 
 async def read_json(request: Request, limit: int) -> Any:

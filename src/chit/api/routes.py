@@ -21,7 +21,7 @@ from starlette.convertors import Convertor, register_url_convertor
 from chit import bounds
 from chit.api import events, metrics
 from chit.api.auth import Principal, require_every_tenant, require_scope
-from chit.api.body import read_json
+from chit.api.body import read_body
 from chit.api.deps import (
     api_state,
     authenticate,
@@ -160,7 +160,7 @@ async def submit_job(
     if len(request.headers.getlist("Idempotency-Key")) > 1:
         # Which one the client meant is a guess either way; a proxy may keep another.
         raise ApiProblem(400, "bad_request", "send one Idempotency-Key header, not several")
-    body = SubmitJob.model_validate(await read_json(request, state.settings.max_body_bytes))
+    body = await read_body(request, SubmitJob)
     job = body.job_request(principal.submit_tenant, idempotency_key)
     if "traceparent" in request.headers:  # W3C Trace Context: the job joins the caller's trace
         job = dataclasses.replace(job, traceparent=request.headers["traceparent"])
@@ -464,7 +464,7 @@ async def cancel_job(request: Request, job_id: str, principal: Admin) -> Respons
 )
 async def replay_jobs(request: Request, principal: Admin) -> Replayed:
     state = api_state(request)
-    body = ReplayRequest.model_validate(await read_json(request, state.settings.max_body_bytes))
+    body = await read_body(request, ReplayRequest)
     filters = body.kind is not None or body.error_prefix is not None or body.since is not None
     if body.ids is None and not filters:
         raise ApiProblem(
@@ -567,7 +567,7 @@ async def get_limits(request: Request, principal: Operator) -> LimitsOut:
 async def set_limits(request: Request, kind: KindPath, principal: Operator) -> LimitOut:
     state = api_state(request)
     _storable(kind, "kind")
-    body = SetLimits.model_validate(await read_json(request, state.settings.max_body_bytes))
+    body = await read_body(request, SetLimits)
     limits = body.checked()
     if not limits:
         raise ApiProblem(

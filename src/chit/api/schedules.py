@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request
 
 from chit.api.auth import Principal
-from chit.api.body import read_json
+from chit.api.body import read_body
 from chit.api.deps import api_state, blocking
 from chit.api.errors import ApiProblem, ChitRoute, documented
 from chit.api.routes import Operator, caller
@@ -110,7 +110,7 @@ async def get_schedule(
 )
 async def put_schedule(request: Request, name: SchedulePath, principal: Operator) -> ScheduleOut:
     state = api_state(request)
-    body = PutSchedule.model_validate(await read_json(request, state.settings.max_body_bytes))
+    body = await read_body(request, PutSchedule)
     schedule = state.queue.check_schedule(
         _name(name),
         body.kind,

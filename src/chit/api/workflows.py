@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from chit import bounds
 from chit.api import events
-from chit.api.body import read_json
+from chit.api.body import read_body
 from chit.api.deps import api_state, blocking, render_status
 from chit.api.errors import ApiProblem, ChitRoute, documented
 from chit.api.routes import _SSE_EVENT, Admin, Reader, Submitter, _traceback
@@ -74,7 +74,7 @@ async def submit_workflow(
     state = api_state(request)
     if len(request.headers.getlist("Idempotency-Key")) > 1:
         raise ApiProblem(400, "bad_request", "send one Idempotency-Key header, not several")
-    body = SubmitWorkflow.model_validate(await read_json(request, state.settings.max_body_bytes))
+    body = await read_body(request, SubmitWorkflow)
     if not any(job.ref or job.depends_on for job in body.jobs):
         raise InvalidRequest("a workflow needs at least one job with a ref or depends_on")
     tenant = principal.submit_tenant
