@@ -6,8 +6,9 @@ each introduced by a `-- name: NAME` line; both backends use the same names.
 success's dependents (the block `release_dependents`), `{unexpired}` the
 condition a claim puts on a queued job's expiry (the block `unexpired`),
 `{unique_free}` the one a replay puts on a unique key (the block `unique_free`),
-all filled in here; other
-`{...}` are filled in by the store."""
+on PostgreSQL `{lock_held}` the row locks of a statement on held jobs and
+`{claim_due}` the end every claim shares (blocks of those names), all filled in
+here; other `{...}` are filled in by the store."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ _FRAGMENTS = {
     "unexpired": "unexpired",
     "unique_free": "unique_free",
     "schedule_columns": "schedule_columns",
+    "lock_held": "lock_held",
+    "claim_due": "claim_due",
 }
 
 
