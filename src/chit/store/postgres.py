@@ -20,13 +20,14 @@ raised as `StoreError` with a message naming the server (never the password).
 from __future__ import annotations
 
 import asyncio
+import functools
 import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from chit.errors import StoreError
 from chit.extras import needs
@@ -82,6 +83,7 @@ _COPY_TYPES += ["timestamptz"] * 3 + ["text", "float8", "timestamptz", "text"]
 Connection = psycopg.Connection[dict[str, Any]]
 AsyncConnection = psycopg.AsyncConnection[dict[str, Any]]
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 
 def describe_url(url: str) -> str:
@@ -177,6 +179,30 @@ def _reach(url: str, where: str, seconds: float) -> None:
                 f"cannot connect to {where}: {reason}; is the server running and the URL "
                 "(host, port, user, database) right?"
             ) from None
+
+
+# A finish that found a dependent enqueued after its snapshot, or two finishes
+# that counted down the same dependents in opposite orders, is rolled back
+# whole: run it again, a few times (each retry sees the other's commit).
+_RETRIES = 5
+
+
+def _retried(call: Callable[_P, _T]) -> Callable[_P, _T]:
+    @functools.wraps(call)
+    def retrying(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        for attempt in range(_RETRIES):
+            try:
+                return call(*args, **kwargs)
+            except StoreError as e:
+                cause = e.__cause__
+                retry = isinstance(
+                    cause, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
+                )
+                if not retry or attempt == _RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    return retrying
 
 
 class PostgresStore(SQLStore):
@@ -307,27 +333,20 @@ class PostgresStore(SQLStore):
         once, in order, as it is sent."""
         connection = conn.connection if isinstance(conn, psycopg.Cursor) else conn
         # COPY cannot run in pipeline mode, which an application's connection may be in.
-        if (
-            len(jobs) < COPY_FROM
-            or connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF
-        ):
-            # A workflow takes several statements (the application's connection
-            # is in its own transaction already: psycopg's transaction() would commit it).
-            if connection.autocommit and graph.is_graph(jobs):
-                with connection.transaction():
-                    return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
-            return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
-        if connection.autocommit:
+        pipeline = connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF
+        copy = len(jobs) >= COPY_FROM and not pipeline
+        if copy and connection.autocommit:
             try:
                 with connection.transaction():
                     return self._copy_jobs(conn, jobs)
             except _GraphFound:
                 pass  # rolled back; the jobs read so far are not read again
-        elif graph.is_graph(jobs):
-            return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
-        else:
+        elif copy and not graph.is_graph(jobs):
             return self._copy_jobs(conn, jobs)
-        with connection.transaction():
+        # A workflow takes several statements (the application's connection
+        # is in its own transaction already: psycopg's transaction() would commit it).
+        several = connection.autocommit and graph.is_graph(jobs)
+        with connection.transaction() if several else nullcontext():
             return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
 
     async def aenqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
@@ -365,14 +384,12 @@ class PostgresStore(SQLStore):
             raise self._error(e) from e
 
     async def _ainsert_jobs(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> list[Enqueued]:
-        if conn.autocommit and graph.is_graph(jobs):  # several statements: one transaction
-            async with conn.transaction():
-                return await self._adrive(conn, jobs)
-        return await self._adrive(conn, jobs)
-
-    async def _adrive(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> list[Enqueued]:
+        several = conn.autocommit and graph.is_graph(jobs)  # several statements: one transaction
         steps = self._inserting(new_job_ids(len(jobs)), jobs)
-        async with conn.cursor(row_factory=dict_row) as cursor:
+        async with (
+            conn.transaction() if several else nullcontext(),
+            conn.cursor(row_factory=dict_row) as cursor,
+        ):
             try:
                 step = next(steps)
                 while True:
@@ -429,12 +446,10 @@ class PostgresStore(SQLStore):
 
     # Working
 
+    @_retried
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         if not outcomes:
             return []
-        return _retrying(lambda: self._finish_once(outcomes, now))
-
-    def _finish_once(self, outcomes: Sequence[Outcome], now: datetime | None) -> list[bool]:
         encoded = _encode_results(outcomes)
         # One statement is atomic on an autocommit connection: one round trip.
         # Successes only: a failure may cancel dependents, in further statements.
@@ -442,12 +457,8 @@ class PostgresStore(SQLStore):
         with self._conn() if one else self._tx() as conn:
             return self._finish(conn, outcomes, _utc(now), encoded)
 
+    @_retried
     def _finish_and_claim(
-        self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
-    ) -> tuple[list[bool], list[ClaimedJob]]:
-        return _retrying(lambda: self._finish_and_claim_once(outcomes, claim, now))
-
-    def _finish_and_claim_once(
         self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
     ) -> tuple[list[bool], list[ClaimedJob]]:
         encoded = _encode_results(outcomes)
@@ -472,7 +483,7 @@ class PostgresStore(SQLStore):
             return [o.job_id in done for o in outcomes], claimed
         with self._tx() as conn:
             applied = self._finish(conn, outcomes, now, encoded)
-            return applied, self._claim_in(conn, claim, now)
+            return applied, self._claim_in(conn, claim, now, self._flow_for(claim))
 
     def _lock_kinds(self, conn: Connection, kinds: Sequence[str]) -> bool:
         conn.execute(Q["lock_kinds"], {"kinds": list(kinds)})
@@ -529,16 +540,14 @@ class PostgresStore(SQLStore):
                 rows = conn.execute(Q[query], params | {"free": self.free_hand_backs}).fetchall()
                 applied |= {r["id"] for r in rows}
                 ended += [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
-        if ended:
-            self._settle(conn, [], ended, now)
+        self._settle(conn, [], ended, now)
         return [o.job_id in applied for o in outcomes]
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
         with self._tx() as conn:
             rows = conn.execute(Q["rescue_expired"], {"now": _utc(now)}).fetchall()
             ended = [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
-            if ended:
-                self._settle(conn, [], ended, _utc(now))
+            self._settle(conn, [], ended, _utc(now))
         return rescued([r["state"] for r in rows])
 
     # Reading
@@ -650,26 +659,6 @@ class _GraphFound(Exception):
     """A COPY batch holds a workflow's job: insert the batch as JSON instead."""
 
 
-# A finish that found a dependent enqueued after its snapshot, or two finishes
-# that counted down the same dependents in opposite orders, is rolled back
-# whole: run it again, a few times (each retry sees the other's commit).
-_RETRIES = 5
-
-
-def _retrying(call: Callable[[], _T]) -> _T:
-    for attempt in range(_RETRIES):
-        try:
-            return call()
-        except StoreError as e:
-            cause = e.__cause__
-            retry = isinstance(
-                cause, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
-            )
-            if not retry or attempt == _RETRIES - 1:
-                raise
-    raise AssertionError("unreachable")
-
-
 def _check_connection(conn: Connection) -> None:
     """Raise if a pooled connection is dead, so the pool replaces it.
 
@@ -679,22 +668,21 @@ def _check_connection(conn: Connection) -> None:
     path, and one with something to read gets an empty query. A server that
     silently vanished is not caught here: the call fails with StoreError and the
     pool discards the connection."""
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("connection is closed")
     if _has_spoken(conn):
         ConnectionPool.check_connection(conn)
 
 
 async def _acheck_connection(conn: AsyncConnection) -> None:
     """`_check_connection` for aenqueue's async pool: no round trip on the hot path."""
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("connection is closed")
     if _has_spoken(conn):
         await AsyncConnectionPool.check_connection(conn)
 
 
 def _has_spoken(conn: Connection | AsyncConnection) -> bool:
-    """Whether an idle connection has something to read (a select that never waits)."""
+    """Whether an idle connection has something to read (a select that never waits);
+    OperationalError when it is closed or broken."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("connection is closed")
     readable, _, _ = select.select([conn.fileno()], [], [], 0)
     return bool(readable)
 

@@ -14,9 +14,11 @@ with `fetchone`, `fetchall` and `rowcount`, and rows readable by column name
 from __future__ import annotations
 
 import abc
+import itertools
 import json
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
@@ -145,6 +147,10 @@ def rescued(states: Sequence[str]) -> RescueReport:
     return RescueReport(
         requeued=count("queued"), failed=count("failed"), cancelled=count("cancelled")
     )
+
+
+def _CLAIM_ORDER(r: Any) -> tuple[Any, ...]:
+    return (r["priority"], r["run_at"], r["id"])
 
 
 def progressed(progress: Progress | None) -> dict[str, Any]:
@@ -395,13 +401,8 @@ class SQLStore(FullStore):
             }
         # The workflow of the first stored dependency that has one: a job added
         # to a running graph joins it.
-        workflow_id = (
-            next(
-                (found[t].workflow_id for t in edges.stored if t in found and found[t].workflow_id),
-                None,
-            )
-            or new_job_ids(1)[0]
-        )
+        joined = (found[t].workflow_id for t in edges.stored if t in found)
+        workflow_id = next(filter(None, joined), None) or new_job_ids(1)[0]
         for item, columns in zip(batch, graph.plan(jobs, edges, found, workflow_id), strict=True):
             item |= columns
         inserted: set[str] = yield InsertStep(batch)
@@ -440,45 +441,43 @@ class SQLStore(FullStore):
         return self._claim(Claim(worker, queues, limit, lease_seconds), self.d.now(now))
 
     def _claim(self, claim: Claim, now: Any) -> list[ClaimedJob]:
-        self.throttled_until = float("-inf")
         flow = self._flow_for(claim)
+        if flow is not None and set(claim.queues) <= flow.paused_queues:
+            self.throttled_until = time.monotonic() + THROTTLED_POLL
+            return []
+        # One queue without flow control: one statement. Else one transaction, so
+        # a failure part way leaves no job claimed by a worker that never heard of it.
+        with self._write() if flow is None and len(claim.queues) == 1 else self._tx() as conn:
+            return self._claim_in(conn, claim, now, flow)
+
+    def _claim_in(self, conn: Any, claim: Claim, now: Any, flow: Flow | None) -> list[ClaimedJob]:
+        """Claim inside the transaction open on `conn`, under `flow` (`_flow_for`):
+        without it, queue by queue in the order given until `claim.limit` are claimed."""
+        self.throttled_until = float("-inf")
         if flow is not None:
-            if set(claim.queues) <= flow.paused_queues:
-                self.throttled_until = time.monotonic() + THROTTLED_POLL
-                return []
-            with self._tx() as conn:
-                return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
-        # One queue: one statement. Several: one transaction, so a failure part
-        # way leaves no job claimed by a worker that never heard of it.
-        with self._tx() if len(claim.queues) > 1 else self._write() as conn:
-            return self._claim_each(conn, claim, now)
-
-    def _claim_in(self, conn: Any, claim: Claim, now: Any) -> list[ClaimedJob]:
-        """Claim inside the transaction open on `conn`."""
-        self.throttled_until = float("-inf")
-        flow = self._flow_for(claim)
-        if flow is None:
-            return self._claim_each(conn, claim, now)
-        return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
-
-    def _claim_each(self, conn: Any, claim: Claim, now: Any) -> list[ClaimedJob]:
-        """Queue by queue, in the order given, until `claim.limit` jobs are claimed."""
+            return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
         claimed: list[ClaimedJob] = []
         for queue in claim.queues:
-            claimed += self._claim_queue(conn, claim, queue, claim.limit - len(claimed), now)
+            params = {"queue": queue, "limit": claim.limit - len(claimed)}
+            # In claim order: SQLite's UPDATE ... RETURNING gives rows in no order.
+            claimed += self._claiming(conn, claim, "claim", params, now, _CLAIM_ORDER)
             if len(claimed) >= claim.limit:
                 break
         return claimed
 
-    def _claim_queue(
-        self, conn: Any, claim: Claim, queue: str, limit: int, now: Any
+    def _claiming(
+        self,
+        conn: Any,
+        claim: Claim,
+        query: str,
+        params: dict[str, Any],
+        now: Any,
+        order: Callable[[Any], Any],
     ) -> list[ClaimedJob]:
-        """Up to `limit` due jobs of one queue."""
-        params = {"queue": queue, "worker": claim.worker, "limit": limit, "now": now}
-        params["lease"] = self.d.interval(claim.lease_seconds)
-        rows = conn.execute(self.Q["claim"], params).fetchall()
-        # In claim order: SQLite's UPDATE ... RETURNING gives rows in no order.
-        rows.sort(key=lambda r: (r["priority"], r["run_at"], r["id"]))
+        """Run a claim statement (`claim`, `claim_ids`) for `claim`; the jobs it
+        claimed, their attempts opened, in `order`."""
+        params |= {"worker": claim.worker, "lease": self.d.interval(claim.lease_seconds)}
+        rows = sorted(conn.execute(self.Q[query], params | {"now": now}).fetchall(), key=order)
         self._opened(conn, claim, rows, now)
         return [self._claimed(r) for r in rows]
 
@@ -506,7 +505,8 @@ class SQLStore(FullStore):
         self, outcomes: Sequence[Outcome], claim: Claim, now: Any
     ) -> tuple[list[bool], list[ClaimedJob]]:
         with self._tx() as conn:
-            return self._finish(conn, outcomes, now), self._claim_in(conn, claim, now)
+            applied = self._finish(conn, outcomes, now)
+            return applied, self._claim_in(conn, claim, now, self._flow_for(claim))
 
     # Workflows: what an outcome does to the jobs that depend on it, in the
     # transaction that records it. Each step reads the dependents from the rows
@@ -577,21 +577,14 @@ class SQLStore(FullStore):
         return {}
 
     @cached_property
-    def _turns(self) -> dict[str, int]:
-        return {}
-
-    def _next_turn(self, queue: str) -> int:
-        self._turns[queue] = turn = self._turns.get(queue, -1) + 1
-        return turn
+    def _turns(self) -> defaultdict[str, Iterator[int]]:
+        """Per queue, a count of the flow claims (each starts one kind further on)."""
+        return defaultdict(itertools.count)
 
     def _claim_ids(self, conn: Any, claim: Claim, ids: Sequence[str], now: Any) -> list[ClaimedJob]:
-        params = {"ids": self.d.array(list(ids)), "worker": claim.worker, "now": now}
-        params["lease"] = self.d.interval(claim.lease_seconds)
-        rows = conn.execute(self.Q["claim_ids"], params).fetchall()
-        self._opened(conn, claim, rows, now)
         order = {job_id: n for n, job_id in enumerate(ids)}
-        rows.sort(key=lambda r: order[r["id"]])
-        return [self._claimed(r) for r in rows]
+        params = {"ids": self.d.array(list(ids))}
+        return self._claiming(conn, claim, "claim_ids", params, now, lambda r: order[r["id"]])
 
     def declare_limits(self, declared: Mapping[str, Limits]) -> None:
         with self._write() as conn:
@@ -601,26 +594,18 @@ class SQLStore(FullStore):
         self._flow = Flow()
 
     def set_limits(self, kind: str, limits: Limits) -> KindLimits:
-        with self._write() as conn:
-            conn.execute(self.Q["set_limits"], limit_params(kind, limits))
-        self._flow = Flow()
+        self._changed("set_limits", limit_params(kind, limits), flow=True)
         return next(k for k in self.limits() if k.kind == kind)
 
     def clear_limits(self, kind: str) -> bool:
-        with self._write() as conn:
-            cleared = conn.execute(self.Q["clear_limits"], {"kind": kind}).rowcount == 1
-        self._flow = Flow()
-        return cleared
+        return self._changed("clear_limits", {"kind": kind}, flow=True) == 1
 
     def limits(self, now: datetime | None = None) -> list[KindLimits]:
         with self._read() as conn:
             flow = read_flow(self, conn)
             rows = conn.execute(self.Q["limit_usage"], {"now": self.d.now(now)}).fetchall()
-        usage = {r["kind"]: (r["running"], r["waiting"]) for r in rows}
-        return [
-            replace(k, running=usage.get(kind, (0, 0))[0], waiting=usage.get(kind, (0, 0))[1])
-            for kind, k in flow.kinds.items()
-        ]
+        usage = {r["kind"]: {"running": r["running"], "waiting": r["waiting"]} for r in rows}
+        return [replace(k, **usage.get(kind, {})) for kind, k in flow.kinds.items()]
 
     def pause(self, queue: str | None = None, kind: str | None = None) -> bool:
         return self._pausing("pause", queue, kind)
@@ -634,10 +619,7 @@ class SQLStore(FullStore):
         params = (
             {"scope": "queue", "name": queue} if kind is None else {"scope": "kind", "name": kind}
         )
-        with self._write() as conn:
-            changed = conn.execute(self.Q[query], params).rowcount == 1
-        self._flow = Flow()
-        return bool(changed)
+        return self._changed(query, params, flow=True) == 1
 
     def pauses(self) -> list[Paused]:
         with self._read() as conn:
@@ -668,9 +650,7 @@ class SQLStore(FullStore):
     ) -> bool:
         fence = {"id": job_id, "token": lease_token, "now": self.d.now(now)}
         params = fence | {"checkpoint": dumps(data), "lease": self.d.interval(lease_seconds)}
-        params |= progressed(progress)
-        with self._write() as conn:
-            return conn.execute(self.Q["checkpoint"], params).rowcount == 1
+        return self._changed("checkpoint", params | progressed(progress)) == 1
 
     def step(self, job_id: str, name: str) -> tuple[bool, Any]:
         rows = self._rows(self.Q["step"], {"id": job_id, "name": name})
@@ -685,10 +665,7 @@ class SQLStore(FullStore):
         now: datetime | None = None,
     ) -> bool:
         params = {"id": job_id, "token": lease_token, "name": name, "now": self.d.now(now)}
-        with self._write() as conn:
-            return (
-                conn.execute(self.Q["save_step"], params | {"result": dumps(result)}).rowcount == 1
-            )
+        return self._changed("save_step", params | {"result": dumps(result)}) == 1
 
     def expire_jobs(self, now: datetime | None = None) -> int:
         params = {"now": self.d.now(now)}
@@ -697,9 +674,7 @@ class SQLStore(FullStore):
         with self._tx() as conn:
             clock = self._fixed_clock(conn, params["now"])
             rows = conn.execute(self.Q["expire_jobs"], {"now": clock}).fetchall()
-            ended = [r["id"] for r in rows if r["has_dependents"]]
-            if ended:
-                self._settle(conn, [], ended, clock)
+            self._settle(conn, [], [r["id"] for r in rows if r["has_dependents"]], clock)
         return len(rows)
 
     # Reading
@@ -708,6 +683,15 @@ class SQLStore(FullStore):
         """All rows of one statement, run on its own."""
         with self._write() if write else self._read() as conn:
             return conn.execute(query, params).fetchall()
+
+    def _changed(self, query: str, params: Mapping[str, Any], flow: bool = False) -> int:
+        """How many rows one write statement, run on its own, changed; with `flow`,
+        one that changes limits or pauses, which claims then read afresh."""
+        with self._write() as conn:
+            changed = int(conn.execute(self.Q[query], params).rowcount)
+        if flow:
+            self._flow = Flow()
+        return changed
 
     def get(self, job_id: str, tenant: str | None = None) -> Job | None:
         with self._read() as conn:
@@ -877,8 +861,7 @@ class SQLStore(FullStore):
         params = {"age": age, "now": self.d.now(now), "batch": batch}
         deleted = 0
         while True:
-            with self._write() as conn:
-                count = conn.execute(self.Q["prune"], params).rowcount
+            count = self._changed("prune", params)
             deleted += count
             if count < batch:
                 return deleted
@@ -967,16 +950,13 @@ class SQLStore(FullStore):
         if not rows:
             return None
         r = rows[0]
-        return StoredSession(
-            key_hash=r["key_hash"],
-            created_at=self._at(r["created_at"]),
-            idle_expires_at=self._at(r["idle_expires_at"]),
-            expires_at=self._at(r["expires_at"]),
-        )
+        times = {
+            name: self._at(r[name]) for name in ("created_at", "idle_expires_at", "expires_at")
+        }
+        return StoredSession(key_hash=r["key_hash"], **times)
 
     def delete_session(self, id_hash: str) -> bool:
-        with self._write() as conn:
-            return conn.execute(self.Q["delete_session"], {"id_hash": id_hash}).rowcount == 1
+        return self._changed("delete_session", {"id_hash": id_hash}) == 1
 
     # Secrets
 
@@ -1099,8 +1079,7 @@ class SQLStore(FullStore):
         return [self._schedule(r) for r in self._rows(self.Q["list_schedules"], {})]
 
     def remove_schedule(self, name: str) -> bool:
-        with self._write() as conn:
-            return bool(conn.execute(self.Q["remove_schedule"], {"name": name}).rowcount == 1)
+        return self._changed("remove_schedule", {"name": name}) == 1
 
     def pause_schedule(
         self, name: str, paused: bool, now: datetime | None = None
@@ -1154,8 +1133,7 @@ class SQLStore(FullStore):
             }
             for m in moves
         ]
-        with self._write() as conn:
-            return int(conn.execute(self.Q["advance_schedules"], {"moves": dumps(items)}).rowcount)
+        return self._changed("advance_schedules", {"moves": dumps(items)})
 
     def schedule_runs(self, keys: Sequence[str]) -> list[Job]:
         if not keys:
