@@ -41,7 +41,6 @@ from chit.jobs import (
     NewJob,
     Outcome,
     Page,
-    Progress,
     Released,
     RescueReport,
     Snoozed,
@@ -55,6 +54,7 @@ from chit.store.sql import (
     InsertStep,
     SQLStore,
     dumps,
+    progressed,
     rescued,
     scalar,
 )
@@ -234,14 +234,7 @@ class PostgresStore(SQLStore):
         self._async_loop: asyncio.AbstractEventLoop | None = None
         _reach(url, self.where, min(connect_timeout, REACH_SECONDS))
         self._pool: ConnectionPool[Connection] = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=max(1, pool_size),
-            kwargs={"autocommit": True, "row_factory": dict_row},
-            check=_check_connection,
-            timeout=connect_timeout,
-            name="chit",
-            open=False,
+            url, **self._pool_options(_check_connection, "chit")
         )
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
@@ -259,6 +252,13 @@ class PostgresStore(SQLStore):
                 raise
 
     # Connections
+
+    def _pool_options(self, check: Callable[..., Any], name: str) -> dict[str, Any]:
+        """How the pool, and aenqueue_many's async one, are made: opened by the
+        store, of autocommit connections that return rows as dicts."""
+        options: dict[str, Any] = {"min_size": 1, "max_size": self._pool_size, "name": name}
+        options["kwargs"] = {"autocommit": True, "row_factory": dict_row}
+        return options | {"check": check, "timeout": self._connect_timeout, "open": False}
 
     @contextmanager
     def _conn(self) -> Iterator[Connection]:
@@ -365,16 +365,8 @@ class PostgresStore(SQLStore):
         if pool is None or self._async_loop is not asyncio.get_running_loop():
             # An async pool lives on one event loop: a new loop (asyncio.run again)
             # gets its own.
-            pool = self._async_pool = AsyncConnectionPool(
-                self.url,
-                min_size=1,
-                max_size=self._pool_size,
-                kwargs={"autocommit": True, "row_factory": dict_row},
-                check=_acheck_connection,
-                timeout=self._connect_timeout,
-                name="chit-async",
-                open=False,
-            )
+            options = self._pool_options(_acheck_connection, "chit-async")
+            pool = self._async_pool = AsyncConnectionPool(self.url, **options)
             self._async_loop = asyncio.get_running_loop()
         try:
             await pool.open()  # at once if open: concurrent first calls open it once
@@ -691,12 +683,6 @@ def _has_spoken(conn: Connection | AsyncConnection) -> bool:
 _FINISHED = sql.SQL("state IN ('succeeded', 'failed', 'cancelled')")
 
 
-def _progress_fields(progress: Progress | None) -> str:
-    if progress is None:
-        return '"p":false'
-    return f'"p":true,"done":{dumps(progress.done)},"total":{dumps(progress.total)}'
-
-
 def _fenced(outcome: Outcome) -> dict[str, Any]:
     """An item of `fail`, `release`, `mark_cancelled` or `snooze`."""
     item: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token}
@@ -713,16 +699,12 @@ def _encode_results(outcomes: Sequence[Outcome]) -> dict[str, str]:
 
 
 def _succeed_items(succeeded: Sequence[Succeeded], encoded: dict[str, str], large: set[str]) -> str:
-    """The `items` of `succeed`; results in `large` are stored apart (`store_result`)."""
-    return "[{}]".format(
-        ",".join(
-            '{{"id":{},"token":{},"external":{},"result":{},{}}}'.format(
-                dumps(o.job_id),
-                dumps(o.lease_token),
-                "true" if o.job_id in large else "false",
-                "null" if o.job_id in large else encoded[o.job_id],
-                _progress_fields(o.progress),
-            )
-            for o in succeeded
-        )
-    )
+    """The `items` of `succeed`; results in `large` are stored apart (`store_result`),
+    the others spliced in as the JSON `_encode_results` made of them."""
+    items = []
+    for o in succeeded:
+        external = o.job_id in large
+        fields = {"id": o.job_id, "token": o.lease_token, "external": external}
+        head = dumps(fields | progressed(o.progress))[:-1]  # the object, left open
+        items.append(f'{head},"result":{"null" if external else encoded[o.job_id]}}}')
+    return f"[{','.join(items)}]"

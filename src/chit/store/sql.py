@@ -298,9 +298,6 @@ class SQLStore(FullStore):
 
     # Submitting
 
-    def enqueue(self, job: NewJob) -> Enqueued:
-        return self.enqueue_many([job])[0]
-
     def _insert_jobs(self, conn: Any, ids: Sequence[str], jobs: Sequence[NewJob]) -> list[Enqueued]:
         """Insert `jobs` with `ids` in one statement, the first job with an
         idempotency key winning; for each job, the one inserted or the one its
@@ -458,27 +455,21 @@ class SQLStore(FullStore):
             return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
         claimed: list[ClaimedJob] = []
         for queue in claim.queues:
-            params = {"queue": queue, "limit": claim.limit - len(claimed)}
+            params = {"queue": queue, "limit": claim.limit - len(claimed), "now": now}
             # In claim order: SQLite's UPDATE ... RETURNING gives rows in no order.
-            claimed += self._claiming(conn, claim, "claim", params, now, _CLAIM_ORDER)
+            claimed += self._claiming(conn, claim, "claim", params, _CLAIM_ORDER)
             if len(claimed) >= claim.limit:
                 break
         return claimed
 
     def _claiming(
-        self,
-        conn: Any,
-        claim: Claim,
-        query: str,
-        params: dict[str, Any],
-        now: Any,
-        order: Callable[[Any], Any],
+        self, conn: Any, claim: Claim, query: str, params: dict[str, Any], order: Callable[..., Any]
     ) -> list[ClaimedJob]:
-        """Run a claim statement (`claim`, `claim_ids`) for `claim`; the jobs it
-        claimed, their attempts opened, in `order`."""
+        """Run a claim statement (`claim`, `claim_ids`) for `claim` at `params["now"]`;
+        the jobs it claimed, their attempts opened, in `order`."""
         params |= {"worker": claim.worker, "lease": self.d.interval(claim.lease_seconds)}
-        rows = sorted(conn.execute(self.Q[query], params | {"now": now}).fetchall(), key=order)
-        self._opened(conn, claim, rows, now)
+        rows = sorted(conn.execute(self.Q[query], params).fetchall(), key=order)
+        self._opened(conn, claim, rows, params["now"])
         return [self._claimed(r) for r in rows]
 
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
@@ -583,8 +574,8 @@ class SQLStore(FullStore):
 
     def _claim_ids(self, conn: Any, claim: Claim, ids: Sequence[str], now: Any) -> list[ClaimedJob]:
         order = {job_id: n for n, job_id in enumerate(ids)}
-        params = {"ids": self.d.array(list(ids))}
-        return self._claiming(conn, claim, "claim_ids", params, now, lambda r: order[r["id"]])
+        params = {"ids": self.d.array(list(ids)), "now": now}
+        return self._claiming(conn, claim, "claim_ids", params, lambda r: order[r["id"]])
 
     def declare_limits(self, declared: Mapping[str, Limits]) -> None:
         with self._write() as conn:
@@ -616,10 +607,8 @@ class SQLStore(FullStore):
     def _pausing(self, query: str, queue: str | None, kind: str | None) -> bool:
         if (queue is None) == (kind is None):
             raise ValueError("name a queue or a kind, not both")
-        params = (
-            {"scope": "queue", "name": queue} if kind is None else {"scope": "kind", "name": kind}
-        )
-        return self._changed(query, params, flow=True) == 1
+        scope, name = ("queue", queue) if kind is None else ("kind", kind)
+        return self._changed(query, {"scope": scope, "name": name}, flow=True) == 1
 
     def pauses(self) -> list[Paused]:
         with self._read() as conn:
@@ -828,9 +817,6 @@ class SQLStore(FullStore):
             exists = conn.execute(self.Q["job_state"], params).fetchone()
         return CancelResult.ALREADY_FINISHED if exists else CancelResult.NOT_FOUND
 
-    def retry(self, job_id: str, tenant: str | None = None) -> bool:
-        return self.replay(ReplaySelector(ids=(job_id,), tenant=tenant)) == 1
-
     def replay(self, selector: ReplaySelector) -> int:
         tenant = selector.tenant
         params: dict[str, Any] = {"tenant": tenant}
@@ -968,9 +954,13 @@ class SQLStore(FullStore):
 
     # The dashboard
 
+    def _by_tenant(self, name: str, tenant: str | None, seek: bool, **params: Any) -> Any:
+        """All rows of a named query with a `{tenant}` term (Dialect.tenant)."""
+        query = self.d.query(name, tenant=self.d.tenant(tenant, seek))
+        return self._rows(query, params | {"tenant": tenant})
+
     def count_jobs(self, tenant: str | None = None, cap: int = 10_000) -> list[StateKindCount]:
-        query = self.d.query("count_by_state_kind", tenant=self.d.tenant(tenant, True))
-        rows = self._rows(query, {"tenant": tenant, "cap": cap})
+        rows = self._by_tenant("count_by_state_kind", tenant, True, cap=cap)
         return [
             StateKindCount(State(r["state"]), r["kind"], r["n"], r["n"] >= cap)
             for r in rows
@@ -980,39 +970,33 @@ class SQLStore(FullStore):
     def finished_per_minute(
         self, tenant: str | None = None, now: datetime | None = None
     ) -> list[MinuteCount]:
-        query = self.d.query("finished_per_minute", tenant=self.d.tenant(tenant, False))
-        rows = self._rows(query, {"tenant": tenant, "now": self.d.now(now)})
+        rows = self._by_tenant("finished_per_minute", tenant, False, now=self.d.now(now))
         return [
             MinuteCount(self._at(r["minute"]), r["kind"], State(r["state"]), r["n"]) for r in rows
         ]
 
     def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
-        query = self.d.query("oldest_queued", tenant=self.d.tenant(tenant, False))
-        rows = self._rows(query, {"tenant": tenant, "now": self.d.now(now)})
+        rows = self._by_tenant("oldest_queued", tenant, False, now=self.d.now(now))
         return self._job(rows[0]) if rows else None
 
     def stale_jobs(
         self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
     ) -> list[Job]:
-        query = self.d.query("stale_jobs", tenant=self.d.tenant(tenant, True))
-        params = {"tenant": tenant, "now": self.d.now(now), "limit": limit}
-        return [self._job(r) for r in self._rows(query, params)]
+        rows = self._by_tenant("stale_jobs", tenant, True, now=self.d.now(now), limit=limit)
+        return [self._job(r) for r in rows]
 
     def search(self, text: str, tenant: str | None = None, limit: int = 50) -> list[Job]:
         text = self.d.text(text.strip())
         if not text:
             return []
-        term = self.d.tenant(tenant, True)
-        found: dict[str, Job] = {}
-        with self._read() as conn:
-            query = self.d.query("search_idempotency_key", tenant=term)
-            params: dict[str, Any] = {"key": text, "tenant": tenant, "limit": limit}
-            found |= {r["id"]: self._job(r) for r in conn.execute(query, params).fetchall()}
-            bounds = id_prefix_range(text)
-            if bounds is not None:
-                query = self.d.query("search_id_prefix", tenant=term)
-                params = {"low": bounds[0], "high": bounds[1], "tenant": tenant, "limit": limit}
-                found |= {r["id"]: self._job(r) for r in conn.execute(query, params).fetchall()}
+        rows = list(self._by_tenant("search_idempotency_key", tenant, True, key=text, limit=limit))
+        bounds = id_prefix_range(text)
+        if bounds is not None:
+            low, high = bounds
+            rows += self._by_tenant(
+                "search_id_prefix", tenant, True, low=low, high=high, limit=limit
+            )
+        found = {r["id"]: self._job(r) for r in rows}
         return sorted(found.values(), key=lambda j: j.id, reverse=True)[:limit]
 
     def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:

@@ -295,17 +295,17 @@ wanted AS (
 )
 
 -- name: succeed
--- Items: {id, token, result (null when external), external, p, done, total}
--- (p: progress given).
+-- Items: {id, token, result (null when external), external, has_progress, done,
+-- total}.
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb)
-        AS o(id text, token text, result jsonb, external boolean, p boolean,
+        AS o(id text, token text, result jsonb, external boolean, has_progress boolean,
              done bigint, total bigint)
 ), {lock_held}, done AS (
     UPDATE chit_jobs AS j
     SET state = 'succeeded', result = o.result, result_external = o.external,
-        progress_done = CASE WHEN o.p THEN o.done ELSE j.progress_done END,
-        progress_total = CASE WHEN o.p THEN o.total ELSE j.progress_total END,
+        progress_done = CASE WHEN o.has_progress THEN o.done ELSE j.progress_done END,
+        progress_total = CASE WHEN o.has_progress THEN o.total ELSE j.progress_total END,
         lease_token = NULL, lease_expires_at = NULL, error = NULL,
         finished_at = coalesce(%(now)s::timestamptz, now()),
         updated_at = coalesce(%(now)s::timestamptz, now())
@@ -582,13 +582,13 @@ RETURNING j.id, j.state, j.dependents IS NOT NULL AS has_dependents
 -- CTEs the same as theirs (most are shared blocks; test_queries.py checks).
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb)
-        AS o(id text, token text, result jsonb, external boolean, p boolean,
+        AS o(id text, token text, result jsonb, external boolean, has_progress boolean,
              done bigint, total bigint)
 ), {lock_held}, done AS (
     UPDATE chit_jobs AS j
     SET state = 'succeeded', result = o.result, result_external = o.external,
-        progress_done = CASE WHEN o.p THEN o.done ELSE j.progress_done END,
-        progress_total = CASE WHEN o.p THEN o.total ELSE j.progress_total END,
+        progress_done = CASE WHEN o.has_progress THEN o.done ELSE j.progress_done END,
+        progress_total = CASE WHEN o.has_progress THEN o.total ELSE j.progress_total END,
         lease_token = NULL, lease_expires_at = NULL, error = NULL,
         finished_at = coalesce(%(now)s::timestamptz, now()),
         updated_at = coalesce(%(now)s::timestamptz, now())
