@@ -58,11 +58,9 @@ def check(jobs: Sequence[NewJob], ids: Sequence[str]) -> Graph:
         if ref in refs:
             raise InvalidRequest(f"duplicate ref {ref!r}: jobs {refs[ref]} and {n}")
         refs[ref] = n
-    if sum(len(job.depends_on) for job in jobs) > DEPENDENCIES_MAX:
-        raise InvalidRequest(
-            f"{sum(len(j.depends_on) for j in jobs):,} dependencies in one call;"
-            f" at most {DEPENDENCIES_MAX:,}"
-        )
+    count = sum(len(job.depends_on) for job in jobs)
+    if count > DEPENDENCIES_MAX:
+        raise InvalidRequest(f"{count:,} dependencies in one call; at most {DEPENDENCIES_MAX:,}")
     inside = {job_id: n for n, job_id in enumerate(ids)}
     depends_on: list[list[str]] = []
     dependents: dict[str, list[str]] = {}

@@ -149,7 +149,7 @@ def rescued(states: Sequence[str]) -> RescueReport:
     )
 
 
-def _CLAIM_ORDER(r: Any) -> tuple[Any, ...]:
+def _claim_order(r: Any) -> tuple[Any, ...]:
     return (r["priority"], r["run_at"], r["id"])
 
 
@@ -361,24 +361,19 @@ class SQLStore(FullStore):
         keyed = [item for item in taken if item["idempotency_key"] is not None]
         if keyed:
             rows = yield QueryStep(self.Q["find_by_idempotency_key"], {"jobs": dumps(keyed)})
-            by_key = {
-                (r["tenant"], r["idempotency_key"]): Enqueued(r["id"], False, r["request_hash"])
-                for r in rows
-            }
+            by_key = {(r["tenant"], r["idempotency_key"]): r for r in rows}
             for item in keyed:
-                match = by_key.get((item["tenant"], item["idempotency_key"]))
-                if match is not None:
-                    found[item["id"]] = match
+                r = by_key.get((item["tenant"], item["idempotency_key"]))
+                if r is not None:
+                    found[item["id"]] = Enqueued(r["id"], False, r["request_hash"])
         unique = [item for item in taken if item["id"] not in found and item["unique_key"]]
         if unique:
             rows = yield QueryStep(self.Q["find_by_unique_key"], {"jobs": dumps(unique)})
-            holders = {
-                (r["tenant"], r["unique_key"]): Enqueued(r["id"], False, unique=True) for r in rows
-            }
+            holders = {(r["tenant"], r["unique_key"]): r["id"] for r in rows}
             for item in unique:
-                match = holders.get((item["tenant"], item["unique_key"]))
-                if match is not None and match.id != item["id"]:
-                    found[item["id"]] = match
+                holder = holders.get((item["tenant"], item["unique_key"]))
+                if holder is not None and holder != item["id"]:
+                    found[item["id"]] = Enqueued(holder, False, unique=True)
         return found
 
     def _inserting_graph(
@@ -457,7 +452,7 @@ class SQLStore(FullStore):
         for queue in claim.queues:
             params = {"queue": queue, "limit": claim.limit - len(claimed), "now": now}
             # In claim order: SQLite's UPDATE ... RETURNING gives rows in no order.
-            claimed += self._claiming(conn, claim, "claim", params, _CLAIM_ORDER)
+            claimed += self._claiming(conn, claim, "claim", params, _claim_order)
             if len(claimed) >= claim.limit:
                 break
         return claimed
