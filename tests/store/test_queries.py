@@ -24,6 +24,8 @@ ONLY_SQLITE = {
 ONLY_POSTGRES = {
     "migration_lock": "SQLite's BEGIN IMMEDIATE already keeps a second migrator out",
     "enqueue_copy": "binary COPY for large batches",
+    "claim_due": "the CTEs `claim`, `succeed_and_claim` and `claim_ids` share",
+    "lock_held": "the row locks the statements on held jobs share; SQLite has one writer",
     "lock_jobs": "row locks in id order before outcomes of several kinds",
     "release_dependents": "CTEs `succeed` and `succeed_and_claim` share; SQLite runs count_down",
     "succeed_and_claim": "one statement where SQLite runs both in one transaction",

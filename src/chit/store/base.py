@@ -74,11 +74,11 @@ class Store(abc.ABC):
 
     # Submitting
 
-    @abc.abstractmethod
     def enqueue(self, job: NewJob) -> Enqueued:
         """Insert a `queued` job. With an idempotency key already used by the same
         tenant, insert nothing and return the existing id with `created=False`
         and the stored request hash (the caller decides whether that is a conflict)."""
+        return self.enqueue_many([job])[0]
 
     @abc.abstractmethod
     def enqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
@@ -250,13 +250,13 @@ class Store(abc.ABC):
         cancellation requested (the worker sees it at its next heartbeat).
         Terminal: unchanged."""
 
-    @abc.abstractmethod
     def retry(self, job_id: str, tenant: str | None = None) -> bool:
         """A failed or cancelled job back to `queued`, attempts 0 (`waiting`
         when dependencies of its own are not met). The dependents its failure
         or cancellation cancelled go back to `waiting`, all the way down, and
         `run_on=finished` ones count it as pending again. False when the job is
         in any other state (or unknown); history is kept."""
+        return self.replay(ReplaySelector(ids=(job_id,), tenant=tenant)) == 1
 
     @abc.abstractmethod
     def replay(self, selector: ReplaySelector) -> int:

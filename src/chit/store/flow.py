@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple, Protocol
@@ -91,7 +91,8 @@ class ClaimingStore(Protocol):
     @property
     def _cursors(self) -> dict[tuple[str, str], tuple[str, str]]: ...
 
-    def _next_turn(self, queue: str) -> int: ...
+    @property
+    def _turns(self) -> Mapping[str, Iterator[int]]: ...
 
     def _lock_kinds(self, conn: Any, kinds: Sequence[str]) -> bool: ...
 
@@ -209,25 +210,24 @@ class FlowClaim:
     # 2. What each limited kind has left
 
     def _count(self, kinds: Sequence[str]) -> None:
-        if not kinds:
-            return
-        self.room = {k: self._left(k, self.limits[k], "kind_in_use", {}) for k in kinds}
+        self.room = {k: self._left(k) for k in kinds}
         # A kind found full before the lock is left alone: its slots free only by
         # later commits, which a later claim sees. The others are counted again
         # under the lock, which may have waited for claims that took their room.
         open_ = [k for k in kinds if self.room[k] > 0]
         if open_ and self.store._lock_kinds(self.conn, open_):
-            self.room |= {k: self._left(k, self.limits[k], "kind_in_use", {}) for k in open_}
+            self.room |= {k: self._left(k) for k in open_}
         if any(left <= 0 for left in self.room.values()):
             self.throttled = True
 
-    def _left(self, kind: str, limits: Limits, query: str, extra: dict[str, Any]) -> int:
-        """What is left of a kind's (or a key's) concurrency and rate."""
-        keyed = query == "key_in_use"
-        concurrency = limits.key_concurrency if keyed else limits.concurrency
-        rate = limits.key_rate if keyed else limits.rate
+    def _left(self, kind: str, key: str | None = None) -> int:
+        """What is left of a limited kind's concurrency and rate, or of one key's of it."""
+        limits = self.limits[kind]
+        concurrency = limits.concurrency if key is None else limits.key_concurrency
+        rate = limits.rate if key is None else limits.key_rate
         window = None if rate is None else self.store.d.interval(-rate.seconds)
-        params = {"kind": kind, "now": self.now, "window": window} | extra
+        params = {"kind": kind, "now": self.now, "window": window, "key": key}
+        query = "kind_in_use" if key is None else "key_in_use"
         r = self.conn.execute(self.Q[query], params).fetchone()
         left = self.claim.limit
         if concurrency is not None:
@@ -245,7 +245,7 @@ class FlowClaim:
         if not open_kinds:
             return []
         # Kinds in turn too: each claim starts one kind further on.
-        turn = self.store._next_turn(queue) % len(open_kinds)
+        turn = next(self.store._turns[queue]) % len(open_kinds)
         candidates: list[Candidate] = []
         # Every kind's next group, so that priority orders kinds as before; more
         # groups (tenants, keys) up to what a claim can take one job from each.
@@ -291,7 +291,7 @@ class FlowClaim:
         limits = self.limits.get(kind)
         if key and limits is not None and (limits.key_concurrency or limits.key_rate):
             if (kind, key) not in self.key_room:
-                self.key_room[kind, key] = self._left(kind, limits, "key_in_use", {"key": key})
+                self.key_room[kind, key] = self._left(kind, key)
             if self.key_room[kind, key] < most:
                 self.throttled = True
             most = min(most, self.key_room[kind, key])

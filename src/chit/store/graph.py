@@ -33,13 +33,15 @@ class Stored:
 @dataclass
 class Graph:
     """A batch's edges: for each job (by position) the ids it depends on, in the
-    order given; which of those are jobs of the batch; the stored ones."""
+    order given; which of those are jobs of the batch; the stored ones; and for
+    each id depended on, the jobs of the batch that depend on it."""
 
     ids: list[str]
     depends_on: list[list[str]]
     inside: dict[str, int]  # id of a job of the batch -> its position
-    order: list[int]  # positions, each after every job of the batch it depends on
-    stored: list[str] = field(default_factory=list)  # ids outside the batch, in first-use order
+    stored: list[str]  # ids outside the batch, in first-use order
+    dependents: dict[str, list[str]]  # id depended on -> ids of its dependents, in call order
+    order: list[int] = field(default_factory=list)  # positions, each after its dependencies
 
 
 def check(jobs: Sequence[NewJob], ids: Sequence[str]) -> Graph:
@@ -56,14 +58,12 @@ def check(jobs: Sequence[NewJob], ids: Sequence[str]) -> Graph:
         if ref in refs:
             raise InvalidRequest(f"duplicate ref {ref!r}: jobs {refs[ref]} and {n}")
         refs[ref] = n
-    if sum(len(job.depends_on) for job in jobs) > DEPENDENCIES_MAX:
-        raise InvalidRequest(
-            f"{sum(len(j.depends_on) for j in jobs):,} dependencies in one call;"
-            f" at most {DEPENDENCIES_MAX:,}"
-        )
+    count = sum(len(job.depends_on) for job in jobs)
+    if count > DEPENDENCIES_MAX:
+        raise InvalidRequest(f"{count:,} dependencies in one call; at most {DEPENDENCIES_MAX:,}")
     inside = {job_id: n for n, job_id in enumerate(ids)}
     depends_on: list[list[str]] = []
-    stored: dict[str, None] = {}
+    dependents: dict[str, list[str]] = {}
     for n, job in enumerate(jobs):
         targets: dict[str, None] = {}  # in order, each once
         for name in job.depends_on:
@@ -74,30 +74,27 @@ def check(jobs: Sequence[NewJob], ids: Sequence[str]) -> Graph:
                 raise InvalidRequest(f"job {n} ({_name(job, n)}) depends on itself")
             if target in inside and jobs[inside[target]].tenant != job.tenant:
                 raise InvalidRequest(f"job {n} depends on a job of another tenant")
-            if target not in inside:
-                stored[target] = None
-            targets[target] = None
+            if target not in targets:
+                targets[target] = None
+                dependents.setdefault(target, []).append(ids[n])
         depends_on.append(list(targets))
-    return Graph(list(ids), depends_on, inside, _order(jobs, depends_on, inside), list(stored))
+    stored = [t for t in dependents if t not in inside]
+    edges = Graph(list(ids), depends_on, inside, stored, dependents)
+    edges.order = _order(jobs, edges)
+    return edges
 
 
-def _order(
-    jobs: Sequence[NewJob], depends_on: list[list[str]], inside: Mapping[str, int]
-) -> list[int]:
+def _order(jobs: Sequence[NewJob], graph: Graph) -> list[int]:
     """The positions in dependency order (Kahn's algorithm); InvalidRequest naming
     a cycle when there is one."""
+    depends_on, inside = graph.depends_on, graph.inside
     waiting = [sum(1 for t in targets if t in inside) for targets in depends_on]
-    dependents: list[list[int]] = [[] for _ in depends_on]
-    for n, targets in enumerate(depends_on):
-        for t in targets:
-            if t in inside:
-                dependents[inside[t]].append(n)
     ready = [n for n, count in enumerate(waiting) if count == 0]
     order: list[int] = []
     while ready:
         n = ready.pop()
         order.append(n)
-        for m in dependents[n]:
+        for m in (inside[d] for d in graph.dependents.get(graph.ids[n], ())):
             waiting[m] -= 1
             if waiting[m] == 0:
                 ready.append(m)
@@ -148,10 +145,8 @@ def plan(
                     )
     rows: list[dict[str, Any]] = [{} for _ in jobs]
     state: dict[str, State] = {t: dep.state for t, dep in found.items()}
-    dependents: list[list[str]] = [[] for _ in jobs]
     for n in graph.order:
         job, targets = jobs[n], graph.depends_on[n]
-        first = State.QUEUED
         error = None
         pending = 0
         for t in targets:
@@ -165,10 +160,7 @@ def plan(
                 and s in (State.FAILED, State.CANCELLED)
             ):
                 error = f"dependency {t} {s.value}"
-        if error is not None:
-            first = State.CANCELLED
-        elif pending:
-            first = State.WAITING
+        first = State.CANCELLED if error else State.WAITING if pending else State.QUEUED
         state[graph.ids[n]] = first
         rows[n] = {
             "state": first.value,
@@ -178,24 +170,12 @@ def plan(
             "ref": job.ref,
             "run_on": job.run_on.value,
             "depends_on": targets or None,
+            "dependents": graph.dependents.get(graph.ids[n]),  # in the order of the call
         }
-    for n, targets in enumerate(graph.depends_on):  # in the order of the call
-        for t in targets:
-            if t in graph.inside:
-                dependents[graph.inside[t]].append(graph.ids[n])
-    for n in range(len(jobs)):
-        rows[n]["dependents"] = dependents[n] or None
     return rows
 
 
 def stored_dependents(graph: Graph, inserted: set[str]) -> dict[str, list[str]]:
     """For each stored job the batch depends on, the new jobs that depend on it."""
-    out: dict[str, list[str]] = {t: [] for t in graph.stored}
-    for n, targets in enumerate(graph.depends_on):
-        job_id = graph.ids[n]
-        if job_id not in inserted:
-            continue
-        for t in targets:
-            if t not in graph.inside:
-                out[t].append(job_id)
+    out = {t: [d for d in graph.dependents[t] if d in inserted] for t in graph.stored}
     return {t: ids for t, ids in out.items() if ids}

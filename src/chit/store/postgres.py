@@ -20,13 +20,14 @@ raised as `StoreError` with a message naming the server (never the password).
 from __future__ import annotations
 
 import asyncio
+import functools
 import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from chit.errors import StoreError
 from chit.extras import needs
@@ -40,7 +41,6 @@ from chit.jobs import (
     NewJob,
     Outcome,
     Page,
-    Progress,
     Released,
     RescueReport,
     Snoozed,
@@ -54,6 +54,7 @@ from chit.store.sql import (
     InsertStep,
     SQLStore,
     dumps,
+    progressed,
     rescued,
     scalar,
 )
@@ -82,6 +83,7 @@ _COPY_TYPES += ["timestamptz"] * 3 + ["text", "float8", "timestamptz", "text"]
 Connection = psycopg.Connection[dict[str, Any]]
 AsyncConnection = psycopg.AsyncConnection[dict[str, Any]]
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 
 def describe_url(url: str) -> str:
@@ -179,6 +181,30 @@ def _reach(url: str, where: str, seconds: float) -> None:
             ) from None
 
 
+# A finish that found a dependent enqueued after its snapshot, or two finishes
+# that counted down the same dependents in opposite orders, is rolled back
+# whole: run it again, a few times (each retry sees the other's commit).
+_RETRIES = 5
+
+
+def _retried(call: Callable[_P, _T]) -> Callable[_P, _T]:
+    @functools.wraps(call)
+    def retrying(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        for attempt in range(_RETRIES):
+            try:
+                return call(*args, **kwargs)
+            except StoreError as e:
+                cause = e.__cause__
+                retry = isinstance(
+                    cause, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
+                )
+                if not retry or attempt == _RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    return retrying
+
+
 class PostgresStore(SQLStore):
     d = DIALECT
     Q = Q
@@ -208,14 +234,7 @@ class PostgresStore(SQLStore):
         self._async_loop: asyncio.AbstractEventLoop | None = None
         _reach(url, self.where, min(connect_timeout, REACH_SECONDS))
         self._pool: ConnectionPool[Connection] = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=max(1, pool_size),
-            kwargs={"autocommit": True, "row_factory": dict_row},
-            check=_check_connection,
-            timeout=connect_timeout,
-            name="chit",
-            open=False,
+            url, **self._pool_options(_check_connection, "chit")
         )
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
@@ -233,6 +252,13 @@ class PostgresStore(SQLStore):
                 raise
 
     # Connections
+
+    def _pool_options(self, check: Callable[..., Any], name: str) -> dict[str, Any]:
+        """How the pool, and aenqueue_many's async one, are made: opened by the
+        store, of autocommit connections that return rows as dicts."""
+        options: dict[str, Any] = {"min_size": 1, "max_size": self._pool_size, "name": name}
+        options["kwargs"] = {"autocommit": True, "row_factory": dict_row}
+        return options | {"check": check, "timeout": self._connect_timeout, "open": False}
 
     @contextmanager
     def _conn(self) -> Iterator[Connection]:
@@ -307,27 +333,20 @@ class PostgresStore(SQLStore):
         once, in order, as it is sent."""
         connection = conn.connection if isinstance(conn, psycopg.Cursor) else conn
         # COPY cannot run in pipeline mode, which an application's connection may be in.
-        if (
-            len(jobs) < COPY_FROM
-            or connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF
-        ):
-            # A workflow takes several statements (the application's connection
-            # is in its own transaction already: psycopg's transaction() would commit it).
-            if connection.autocommit and graph.is_graph(jobs):
-                with connection.transaction():
-                    return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
-            return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
-        if connection.autocommit:
+        pipeline = connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF
+        copy = len(jobs) >= COPY_FROM and not pipeline
+        if copy and connection.autocommit:
             try:
                 with connection.transaction():
                     return self._copy_jobs(conn, jobs)
             except _GraphFound:
                 pass  # rolled back; the jobs read so far are not read again
-        elif graph.is_graph(jobs):
-            return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
-        else:
+        elif copy and not graph.is_graph(jobs):
             return self._copy_jobs(conn, jobs)
-        with connection.transaction():
+        # A workflow takes several statements (the application's connection
+        # is in its own transaction already: psycopg's transaction() would commit it).
+        several = connection.autocommit and graph.is_graph(jobs)
+        with connection.transaction() if several else nullcontext():
             return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
 
     async def aenqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
@@ -346,16 +365,8 @@ class PostgresStore(SQLStore):
         if pool is None or self._async_loop is not asyncio.get_running_loop():
             # An async pool lives on one event loop: a new loop (asyncio.run again)
             # gets its own.
-            pool = self._async_pool = AsyncConnectionPool(
-                self.url,
-                min_size=1,
-                max_size=self._pool_size,
-                kwargs={"autocommit": True, "row_factory": dict_row},
-                check=_acheck_connection,
-                timeout=self._connect_timeout,
-                name="chit-async",
-                open=False,
-            )
+            options = self._pool_options(_acheck_connection, "chit-async")
+            pool = self._async_pool = AsyncConnectionPool(self.url, **options)
             self._async_loop = asyncio.get_running_loop()
         try:
             await pool.open()  # at once if open: concurrent first calls open it once
@@ -365,14 +376,12 @@ class PostgresStore(SQLStore):
             raise self._error(e) from e
 
     async def _ainsert_jobs(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> list[Enqueued]:
-        if conn.autocommit and graph.is_graph(jobs):  # several statements: one transaction
-            async with conn.transaction():
-                return await self._adrive(conn, jobs)
-        return await self._adrive(conn, jobs)
-
-    async def _adrive(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> list[Enqueued]:
+        several = conn.autocommit and graph.is_graph(jobs)  # several statements: one transaction
         steps = self._inserting(new_job_ids(len(jobs)), jobs)
-        async with conn.cursor(row_factory=dict_row) as cursor:
+        async with (
+            conn.transaction() if several else nullcontext(),
+            conn.cursor(row_factory=dict_row) as cursor,
+        ):
             try:
                 step = next(steps)
                 while True:
@@ -429,12 +438,10 @@ class PostgresStore(SQLStore):
 
     # Working
 
+    @_retried
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         if not outcomes:
             return []
-        return _retrying(lambda: self._finish_once(outcomes, now))
-
-    def _finish_once(self, outcomes: Sequence[Outcome], now: datetime | None) -> list[bool]:
         encoded = _encode_results(outcomes)
         # One statement is atomic on an autocommit connection: one round trip.
         # Successes only: a failure may cancel dependents, in further statements.
@@ -442,12 +449,8 @@ class PostgresStore(SQLStore):
         with self._conn() if one else self._tx() as conn:
             return self._finish(conn, outcomes, _utc(now), encoded)
 
+    @_retried
     def _finish_and_claim(
-        self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
-    ) -> tuple[list[bool], list[ClaimedJob]]:
-        return _retrying(lambda: self._finish_and_claim_once(outcomes, claim, now))
-
-    def _finish_and_claim_once(
         self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
     ) -> tuple[list[bool], list[ClaimedJob]]:
         encoded = _encode_results(outcomes)
@@ -472,7 +475,7 @@ class PostgresStore(SQLStore):
             return [o.job_id in done for o in outcomes], claimed
         with self._tx() as conn:
             applied = self._finish(conn, outcomes, now, encoded)
-            return applied, self._claim_in(conn, claim, now)
+            return applied, self._claim_in(conn, claim, now, self._flow_for(claim))
 
     def _lock_kinds(self, conn: Connection, kinds: Sequence[str]) -> bool:
         conn.execute(Q["lock_kinds"], {"kinds": list(kinds)})
@@ -529,16 +532,14 @@ class PostgresStore(SQLStore):
                 rows = conn.execute(Q[query], params | {"free": self.free_hand_backs}).fetchall()
                 applied |= {r["id"] for r in rows}
                 ended += [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
-        if ended:
-            self._settle(conn, [], ended, now)
+        self._settle(conn, [], ended, now)
         return [o.job_id in applied for o in outcomes]
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
         with self._tx() as conn:
             rows = conn.execute(Q["rescue_expired"], {"now": _utc(now)}).fetchall()
             ended = [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
-            if ended:
-                self._settle(conn, [], ended, _utc(now))
+            self._settle(conn, [], ended, _utc(now))
         return rescued([r["state"] for r in rows])
 
     # Reading
@@ -650,26 +651,6 @@ class _GraphFound(Exception):
     """A COPY batch holds a workflow's job: insert the batch as JSON instead."""
 
 
-# A finish that found a dependent enqueued after its snapshot, or two finishes
-# that counted down the same dependents in opposite orders, is rolled back
-# whole: run it again, a few times (each retry sees the other's commit).
-_RETRIES = 5
-
-
-def _retrying(call: Callable[[], _T]) -> _T:
-    for attempt in range(_RETRIES):
-        try:
-            return call()
-        except StoreError as e:
-            cause = e.__cause__
-            retry = isinstance(
-                cause, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
-            )
-            if not retry or attempt == _RETRIES - 1:
-                raise
-    raise AssertionError("unreachable")
-
-
 def _check_connection(conn: Connection) -> None:
     """Raise if a pooled connection is dead, so the pool replaces it.
 
@@ -679,34 +660,27 @@ def _check_connection(conn: Connection) -> None:
     path, and one with something to read gets an empty query. A server that
     silently vanished is not caught here: the call fails with StoreError and the
     pool discards the connection."""
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("connection is closed")
     if _has_spoken(conn):
         ConnectionPool.check_connection(conn)
 
 
 async def _acheck_connection(conn: AsyncConnection) -> None:
     """`_check_connection` for aenqueue's async pool: no round trip on the hot path."""
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("connection is closed")
     if _has_spoken(conn):
         await AsyncConnectionPool.check_connection(conn)
 
 
 def _has_spoken(conn: Connection | AsyncConnection) -> bool:
-    """Whether an idle connection has something to read (a select that never waits)."""
+    """Whether an idle connection has something to read (a select that never waits);
+    OperationalError when it is closed or broken."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("connection is closed")
     readable, _, _ = select.select([conn.fileno()], [], [], 0)
     return bool(readable)
 
 
 # The predicate of the list indexes (migration 006).
 _FINISHED = sql.SQL("state IN ('succeeded', 'failed', 'cancelled')")
-
-
-def _progress_fields(progress: Progress | None) -> str:
-    if progress is None:
-        return '"p":false'
-    return f'"p":true,"done":{dumps(progress.done)},"total":{dumps(progress.total)}'
 
 
 def _fenced(outcome: Outcome) -> dict[str, Any]:
@@ -725,16 +699,12 @@ def _encode_results(outcomes: Sequence[Outcome]) -> dict[str, str]:
 
 
 def _succeed_items(succeeded: Sequence[Succeeded], encoded: dict[str, str], large: set[str]) -> str:
-    """The `items` of `succeed`; results in `large` are stored apart (`store_result`)."""
-    return "[{}]".format(
-        ",".join(
-            '{{"id":{},"token":{},"external":{},"result":{},{}}}'.format(
-                dumps(o.job_id),
-                dumps(o.lease_token),
-                "true" if o.job_id in large else "false",
-                "null" if o.job_id in large else encoded[o.job_id],
-                _progress_fields(o.progress),
-            )
-            for o in succeeded
-        )
-    )
+    """The `items` of `succeed`; results in `large` are stored apart (`store_result`),
+    the others spliced in as the JSON `_encode_results` made of them."""
+    items = []
+    for o in succeeded:
+        external = o.job_id in large
+        fields = {"id": o.job_id, "token": o.lease_token, "external": external}
+        head = dumps(fields | progressed(o.progress))[:-1]  # the object, left open
+        items.append(f'{head},"result":{"null" if external else encoded[o.job_id]}}}')
+    return f"[{','.join(items)}]"

@@ -1,13 +1,9 @@
 """Named SQL blocks: a backend's queries live in `sql/<backend>/queries.sql`,
 each introduced by a `-- name: NAME` line; both backends use the same names.
-`{columns}` in a query is the backend's one list of a job's columns (the block
-`job_columns`), `{replay_reset}` its one reset of a replayed job (the block
-`replay_reset`) and, on PostgreSQL, `{release_dependents}` the release of a
-success's dependents (the block `release_dependents`), `{unexpired}` the
-condition a claim puts on a queued job's expiry (the block `unexpired`),
-`{unique_free}` the one a replay puts on a unique key (the block `unique_free`),
-all filled in here; other
-`{...}` are filled in by the store."""
+A `{fragment}` in a query is a block written once per dialect (`_FRAGMENTS`:
+`{columns}` a job's columns, `{replay_reset}` a replayed job's reset, and so on;
+each block's own comment says what it is), filled in here; other `{...}` are
+filled in by the store."""
 
 from __future__ import annotations
 
@@ -24,6 +20,8 @@ _FRAGMENTS = {
     "unexpired": "unexpired",
     "unique_free": "unique_free",
     "schedule_columns": "schedule_columns",
+    "lock_held": "lock_held",
+    "claim_due": "claim_due",
 }
 
 

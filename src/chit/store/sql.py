@@ -14,9 +14,11 @@ with `fetchone`, `fetchall` and `rowcount`, and rows readable by column name
 from __future__ import annotations
 
 import abc
+import itertools
 import json
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
@@ -145,6 +147,10 @@ def rescued(states: Sequence[str]) -> RescueReport:
     return RescueReport(
         requeued=count("queued"), failed=count("failed"), cancelled=count("cancelled")
     )
+
+
+def _claim_order(r: Any) -> tuple[Any, ...]:
+    return (r["priority"], r["run_at"], r["id"])
 
 
 def progressed(progress: Progress | None) -> dict[str, Any]:
@@ -292,9 +298,6 @@ class SQLStore(FullStore):
 
     # Submitting
 
-    def enqueue(self, job: NewJob) -> Enqueued:
-        return self.enqueue_many([job])[0]
-
     def _insert_jobs(self, conn: Any, ids: Sequence[str], jobs: Sequence[NewJob]) -> list[Enqueued]:
         """Insert `jobs` with `ids` in one statement, the first job with an
         idempotency key winning; for each job, the one inserted or the one its
@@ -358,24 +361,19 @@ class SQLStore(FullStore):
         keyed = [item for item in taken if item["idempotency_key"] is not None]
         if keyed:
             rows = yield QueryStep(self.Q["find_by_idempotency_key"], {"jobs": dumps(keyed)})
-            by_key = {
-                (r["tenant"], r["idempotency_key"]): Enqueued(r["id"], False, r["request_hash"])
-                for r in rows
-            }
+            by_key = {(r["tenant"], r["idempotency_key"]): r for r in rows}
             for item in keyed:
-                match = by_key.get((item["tenant"], item["idempotency_key"]))
-                if match is not None:
-                    found[item["id"]] = match
+                r = by_key.get((item["tenant"], item["idempotency_key"]))
+                if r is not None:
+                    found[item["id"]] = Enqueued(r["id"], False, r["request_hash"])
         unique = [item for item in taken if item["id"] not in found and item["unique_key"]]
         if unique:
             rows = yield QueryStep(self.Q["find_by_unique_key"], {"jobs": dumps(unique)})
-            holders = {
-                (r["tenant"], r["unique_key"]): Enqueued(r["id"], False, unique=True) for r in rows
-            }
+            holders = {(r["tenant"], r["unique_key"]): r["id"] for r in rows}
             for item in unique:
-                match = holders.get((item["tenant"], item["unique_key"]))
-                if match is not None and match.id != item["id"]:
-                    found[item["id"]] = match
+                holder = holders.get((item["tenant"], item["unique_key"]))
+                if holder is not None and holder != item["id"]:
+                    found[item["id"]] = Enqueued(holder, False, unique=True)
         return found
 
     def _inserting_graph(
@@ -395,13 +393,8 @@ class SQLStore(FullStore):
             }
         # The workflow of the first stored dependency that has one: a job added
         # to a running graph joins it.
-        workflow_id = (
-            next(
-                (found[t].workflow_id for t in edges.stored if t in found and found[t].workflow_id),
-                None,
-            )
-            or new_job_ids(1)[0]
-        )
+        joined = (found[t].workflow_id for t in edges.stored if t in found)
+        workflow_id = next(filter(None, joined), None) or new_job_ids(1)[0]
         for item, columns in zip(batch, graph.plan(jobs, edges, found, workflow_id), strict=True):
             item |= columns
         inserted: set[str] = yield InsertStep(batch)
@@ -440,46 +433,38 @@ class SQLStore(FullStore):
         return self._claim(Claim(worker, queues, limit, lease_seconds), self.d.now(now))
 
     def _claim(self, claim: Claim, now: Any) -> list[ClaimedJob]:
-        self.throttled_until = float("-inf")
         flow = self._flow_for(claim)
+        if flow is not None and set(claim.queues) <= flow.paused_queues:
+            self.throttled_until = time.monotonic() + THROTTLED_POLL
+            return []
+        # One queue without flow control: one statement. Else one transaction, so
+        # a failure part way leaves no job claimed by a worker that never heard of it.
+        with self._write() if flow is None and len(claim.queues) == 1 else self._tx() as conn:
+            return self._claim_in(conn, claim, now, flow)
+
+    def _claim_in(self, conn: Any, claim: Claim, now: Any, flow: Flow | None) -> list[ClaimedJob]:
+        """Claim inside the transaction open on `conn`, under `flow` (`_flow_for`):
+        without it, queue by queue in the order given until `claim.limit` are claimed."""
+        self.throttled_until = float("-inf")
         if flow is not None:
-            if set(claim.queues) <= flow.paused_queues:
-                self.throttled_until = time.monotonic() + THROTTLED_POLL
-                return []
-            with self._tx() as conn:
-                return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
-        # One queue: one statement. Several: one transaction, so a failure part
-        # way leaves no job claimed by a worker that never heard of it.
-        with self._tx() if len(claim.queues) > 1 else self._write() as conn:
-            return self._claim_each(conn, claim, now)
-
-    def _claim_in(self, conn: Any, claim: Claim, now: Any) -> list[ClaimedJob]:
-        """Claim inside the transaction open on `conn`."""
-        self.throttled_until = float("-inf")
-        flow = self._flow_for(claim)
-        if flow is None:
-            return self._claim_each(conn, claim, now)
-        return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
-
-    def _claim_each(self, conn: Any, claim: Claim, now: Any) -> list[ClaimedJob]:
-        """Queue by queue, in the order given, until `claim.limit` jobs are claimed."""
+            return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
         claimed: list[ClaimedJob] = []
         for queue in claim.queues:
-            claimed += self._claim_queue(conn, claim, queue, claim.limit - len(claimed), now)
+            params = {"queue": queue, "limit": claim.limit - len(claimed), "now": now}
+            # In claim order: SQLite's UPDATE ... RETURNING gives rows in no order.
+            claimed += self._claiming(conn, claim, "claim", params, _claim_order)
             if len(claimed) >= claim.limit:
                 break
         return claimed
 
-    def _claim_queue(
-        self, conn: Any, claim: Claim, queue: str, limit: int, now: Any
+    def _claiming(
+        self, conn: Any, claim: Claim, query: str, params: dict[str, Any], order: Callable[..., Any]
     ) -> list[ClaimedJob]:
-        """Up to `limit` due jobs of one queue."""
-        params = {"queue": queue, "worker": claim.worker, "limit": limit, "now": now}
-        params["lease"] = self.d.interval(claim.lease_seconds)
-        rows = conn.execute(self.Q["claim"], params).fetchall()
-        # In claim order: SQLite's UPDATE ... RETURNING gives rows in no order.
-        rows.sort(key=lambda r: (r["priority"], r["run_at"], r["id"]))
-        self._opened(conn, claim, rows, now)
+        """Run a claim statement (`claim`, `claim_ids`) for `claim` at `params["now"]`;
+        the jobs it claimed, their attempts opened, in `order`."""
+        params |= {"worker": claim.worker, "lease": self.d.interval(claim.lease_seconds)}
+        rows = sorted(conn.execute(self.Q[query], params).fetchall(), key=order)
+        self._opened(conn, claim, rows, params["now"])
         return [self._claimed(r) for r in rows]
 
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
@@ -506,7 +491,8 @@ class SQLStore(FullStore):
         self, outcomes: Sequence[Outcome], claim: Claim, now: Any
     ) -> tuple[list[bool], list[ClaimedJob]]:
         with self._tx() as conn:
-            return self._finish(conn, outcomes, now), self._claim_in(conn, claim, now)
+            applied = self._finish(conn, outcomes, now)
+            return applied, self._claim_in(conn, claim, now, self._flow_for(claim))
 
     # Workflows: what an outcome does to the jobs that depend on it, in the
     # transaction that records it. Each step reads the dependents from the rows
@@ -577,21 +563,14 @@ class SQLStore(FullStore):
         return {}
 
     @cached_property
-    def _turns(self) -> dict[str, int]:
-        return {}
-
-    def _next_turn(self, queue: str) -> int:
-        self._turns[queue] = turn = self._turns.get(queue, -1) + 1
-        return turn
+    def _turns(self) -> defaultdict[str, Iterator[int]]:
+        """Per queue, a count of the flow claims (each starts one kind further on)."""
+        return defaultdict(itertools.count)
 
     def _claim_ids(self, conn: Any, claim: Claim, ids: Sequence[str], now: Any) -> list[ClaimedJob]:
-        params = {"ids": self.d.array(list(ids)), "worker": claim.worker, "now": now}
-        params["lease"] = self.d.interval(claim.lease_seconds)
-        rows = conn.execute(self.Q["claim_ids"], params).fetchall()
-        self._opened(conn, claim, rows, now)
         order = {job_id: n for n, job_id in enumerate(ids)}
-        rows.sort(key=lambda r: order[r["id"]])
-        return [self._claimed(r) for r in rows]
+        params = {"ids": self.d.array(list(ids)), "now": now}
+        return self._claiming(conn, claim, "claim_ids", params, lambda r: order[r["id"]])
 
     def declare_limits(self, declared: Mapping[str, Limits]) -> None:
         with self._write() as conn:
@@ -601,26 +580,18 @@ class SQLStore(FullStore):
         self._flow = Flow()
 
     def set_limits(self, kind: str, limits: Limits) -> KindLimits:
-        with self._write() as conn:
-            conn.execute(self.Q["set_limits"], limit_params(kind, limits))
-        self._flow = Flow()
+        self._changed("set_limits", limit_params(kind, limits), flow=True)
         return next(k for k in self.limits() if k.kind == kind)
 
     def clear_limits(self, kind: str) -> bool:
-        with self._write() as conn:
-            cleared = conn.execute(self.Q["clear_limits"], {"kind": kind}).rowcount == 1
-        self._flow = Flow()
-        return cleared
+        return self._changed("clear_limits", {"kind": kind}, flow=True) == 1
 
     def limits(self, now: datetime | None = None) -> list[KindLimits]:
         with self._read() as conn:
             flow = read_flow(self, conn)
             rows = conn.execute(self.Q["limit_usage"], {"now": self.d.now(now)}).fetchall()
-        usage = {r["kind"]: (r["running"], r["waiting"]) for r in rows}
-        return [
-            replace(k, running=usage.get(kind, (0, 0))[0], waiting=usage.get(kind, (0, 0))[1])
-            for kind, k in flow.kinds.items()
-        ]
+        usage = {r["kind"]: {"running": r["running"], "waiting": r["waiting"]} for r in rows}
+        return [replace(k, **usage.get(kind, {})) for kind, k in flow.kinds.items()]
 
     def pause(self, queue: str | None = None, kind: str | None = None) -> bool:
         return self._pausing("pause", queue, kind)
@@ -631,13 +602,8 @@ class SQLStore(FullStore):
     def _pausing(self, query: str, queue: str | None, kind: str | None) -> bool:
         if (queue is None) == (kind is None):
             raise ValueError("name a queue or a kind, not both")
-        params = (
-            {"scope": "queue", "name": queue} if kind is None else {"scope": "kind", "name": kind}
-        )
-        with self._write() as conn:
-            changed = conn.execute(self.Q[query], params).rowcount == 1
-        self._flow = Flow()
-        return bool(changed)
+        scope, name = ("queue", queue) if kind is None else ("kind", kind)
+        return self._changed(query, {"scope": scope, "name": name}, flow=True) == 1
 
     def pauses(self) -> list[Paused]:
         with self._read() as conn:
@@ -668,9 +634,7 @@ class SQLStore(FullStore):
     ) -> bool:
         fence = {"id": job_id, "token": lease_token, "now": self.d.now(now)}
         params = fence | {"checkpoint": dumps(data), "lease": self.d.interval(lease_seconds)}
-        params |= progressed(progress)
-        with self._write() as conn:
-            return conn.execute(self.Q["checkpoint"], params).rowcount == 1
+        return self._changed("checkpoint", params | progressed(progress)) == 1
 
     def step(self, job_id: str, name: str) -> tuple[bool, Any]:
         rows = self._rows(self.Q["step"], {"id": job_id, "name": name})
@@ -685,10 +649,7 @@ class SQLStore(FullStore):
         now: datetime | None = None,
     ) -> bool:
         params = {"id": job_id, "token": lease_token, "name": name, "now": self.d.now(now)}
-        with self._write() as conn:
-            return (
-                conn.execute(self.Q["save_step"], params | {"result": dumps(result)}).rowcount == 1
-            )
+        return self._changed("save_step", params | {"result": dumps(result)}) == 1
 
     def expire_jobs(self, now: datetime | None = None) -> int:
         params = {"now": self.d.now(now)}
@@ -697,9 +658,7 @@ class SQLStore(FullStore):
         with self._tx() as conn:
             clock = self._fixed_clock(conn, params["now"])
             rows = conn.execute(self.Q["expire_jobs"], {"now": clock}).fetchall()
-            ended = [r["id"] for r in rows if r["has_dependents"]]
-            if ended:
-                self._settle(conn, [], ended, clock)
+            self._settle(conn, [], [r["id"] for r in rows if r["has_dependents"]], clock)
         return len(rows)
 
     # Reading
@@ -708,6 +667,15 @@ class SQLStore(FullStore):
         """All rows of one statement, run on its own."""
         with self._write() if write else self._read() as conn:
             return conn.execute(query, params).fetchall()
+
+    def _changed(self, query: str, params: Mapping[str, Any], flow: bool = False) -> int:
+        """How many rows one write statement, run on its own, changed; with `flow`,
+        one that changes limits or pauses, which claims then read afresh."""
+        with self._write() as conn:
+            changed = int(conn.execute(self.Q[query], params).rowcount)
+        if flow:
+            self._flow = Flow()
+        return changed
 
     def get(self, job_id: str, tenant: str | None = None) -> Job | None:
         with self._read() as conn:
@@ -844,9 +812,6 @@ class SQLStore(FullStore):
             exists = conn.execute(self.Q["job_state"], params).fetchone()
         return CancelResult.ALREADY_FINISHED if exists else CancelResult.NOT_FOUND
 
-    def retry(self, job_id: str, tenant: str | None = None) -> bool:
-        return self.replay(ReplaySelector(ids=(job_id,), tenant=tenant)) == 1
-
     def replay(self, selector: ReplaySelector) -> int:
         tenant = selector.tenant
         params: dict[str, Any] = {"tenant": tenant}
@@ -877,8 +842,7 @@ class SQLStore(FullStore):
         params = {"age": age, "now": self.d.now(now), "batch": batch}
         deleted = 0
         while True:
-            with self._write() as conn:
-                count = conn.execute(self.Q["prune"], params).rowcount
+            count = self._changed("prune", params)
             deleted += count
             if count < batch:
                 return deleted
@@ -967,16 +931,13 @@ class SQLStore(FullStore):
         if not rows:
             return None
         r = rows[0]
-        return StoredSession(
-            key_hash=r["key_hash"],
-            created_at=self._at(r["created_at"]),
-            idle_expires_at=self._at(r["idle_expires_at"]),
-            expires_at=self._at(r["expires_at"]),
-        )
+        times = {
+            name: self._at(r[name]) for name in ("created_at", "idle_expires_at", "expires_at")
+        }
+        return StoredSession(key_hash=r["key_hash"], **times)
 
     def delete_session(self, id_hash: str) -> bool:
-        with self._write() as conn:
-            return conn.execute(self.Q["delete_session"], {"id_hash": id_hash}).rowcount == 1
+        return self._changed("delete_session", {"id_hash": id_hash}) == 1
 
     # Secrets
 
@@ -988,9 +949,13 @@ class SQLStore(FullStore):
 
     # The dashboard
 
+    def _by_tenant(self, name: str, tenant: str | None, seek: bool, **params: Any) -> Any:
+        """All rows of a named query with a `{tenant}` term (Dialect.tenant)."""
+        query = self.d.query(name, tenant=self.d.tenant(tenant, seek))
+        return self._rows(query, params | {"tenant": tenant})
+
     def count_jobs(self, tenant: str | None = None, cap: int = 10_000) -> list[StateKindCount]:
-        query = self.d.query("count_by_state_kind", tenant=self.d.tenant(tenant, True))
-        rows = self._rows(query, {"tenant": tenant, "cap": cap})
+        rows = self._by_tenant("count_by_state_kind", tenant, True, cap=cap)
         return [
             StateKindCount(State(r["state"]), r["kind"], r["n"], r["n"] >= cap)
             for r in rows
@@ -1000,39 +965,33 @@ class SQLStore(FullStore):
     def finished_per_minute(
         self, tenant: str | None = None, now: datetime | None = None
     ) -> list[MinuteCount]:
-        query = self.d.query("finished_per_minute", tenant=self.d.tenant(tenant, False))
-        rows = self._rows(query, {"tenant": tenant, "now": self.d.now(now)})
+        rows = self._by_tenant("finished_per_minute", tenant, False, now=self.d.now(now))
         return [
             MinuteCount(self._at(r["minute"]), r["kind"], State(r["state"]), r["n"]) for r in rows
         ]
 
     def oldest_queued(self, tenant: str | None = None, now: datetime | None = None) -> Job | None:
-        query = self.d.query("oldest_queued", tenant=self.d.tenant(tenant, False))
-        rows = self._rows(query, {"tenant": tenant, "now": self.d.now(now)})
+        rows = self._by_tenant("oldest_queued", tenant, False, now=self.d.now(now))
         return self._job(rows[0]) if rows else None
 
     def stale_jobs(
         self, tenant: str | None = None, limit: int = 20, now: datetime | None = None
     ) -> list[Job]:
-        query = self.d.query("stale_jobs", tenant=self.d.tenant(tenant, True))
-        params = {"tenant": tenant, "now": self.d.now(now), "limit": limit}
-        return [self._job(r) for r in self._rows(query, params)]
+        rows = self._by_tenant("stale_jobs", tenant, True, now=self.d.now(now), limit=limit)
+        return [self._job(r) for r in rows]
 
     def search(self, text: str, tenant: str | None = None, limit: int = 50) -> list[Job]:
         text = self.d.text(text.strip())
         if not text:
             return []
-        term = self.d.tenant(tenant, True)
-        found: dict[str, Job] = {}
-        with self._read() as conn:
-            query = self.d.query("search_idempotency_key", tenant=term)
-            params: dict[str, Any] = {"key": text, "tenant": tenant, "limit": limit}
-            found |= {r["id"]: self._job(r) for r in conn.execute(query, params).fetchall()}
-            bounds = id_prefix_range(text)
-            if bounds is not None:
-                query = self.d.query("search_id_prefix", tenant=term)
-                params = {"low": bounds[0], "high": bounds[1], "tenant": tenant, "limit": limit}
-                found |= {r["id"]: self._job(r) for r in conn.execute(query, params).fetchall()}
+        rows = list(self._by_tenant("search_idempotency_key", tenant, True, key=text, limit=limit))
+        bounds = id_prefix_range(text)
+        if bounds is not None:
+            low, high = bounds
+            rows += self._by_tenant(
+                "search_id_prefix", tenant, True, low=low, high=high, limit=limit
+            )
+        found = {r["id"]: self._job(r) for r in rows}
         return sorted(found.values(), key=lambda j: j.id, reverse=True)[:limit]
 
     def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
@@ -1099,8 +1058,7 @@ class SQLStore(FullStore):
         return [self._schedule(r) for r in self._rows(self.Q["list_schedules"], {})]
 
     def remove_schedule(self, name: str) -> bool:
-        with self._write() as conn:
-            return bool(conn.execute(self.Q["remove_schedule"], {"name": name}).rowcount == 1)
+        return self._changed("remove_schedule", {"name": name}) == 1
 
     def pause_schedule(
         self, name: str, paused: bool, now: datetime | None = None
@@ -1154,8 +1112,7 @@ class SQLStore(FullStore):
             }
             for m in moves
         ]
-        with self._write() as conn:
-            return int(conn.execute(self.Q["advance_schedules"], {"moves": dumps(items)}).rowcount)
+        return self._changed("advance_schedules", {"moves": dumps(items)})
 
     def schedule_runs(self, keys: Sequence[str]) -> list[Job]:
         if not keys:

@@ -247,8 +247,8 @@ class SQLiteStore(SQLStore):
             params = _NO_WORKFLOW | item | {"payload": dumps(item["payload"]), "now": "now"}
             if item["expires_in"] is not None:
                 params["expires_in"] = _offset(item["expires_in"])
-            if "dependents" in item:  # a workflow's job: its edges as JSON arrays
-                params["dependents"] = _json_or_none(item["dependents"])
+            if item.get("dependents") is not None:  # a workflow's job: its edges as JSON arrays
+                params["dependents"] = dumps(item["dependents"])
             if conn.execute(Q["enqueue"], params).rowcount:
                 inserted.add(item["id"])
                 if item.get("depends_on"):  # in chit_edges: the *_edges migration says why
@@ -290,8 +290,7 @@ class SQLiteStore(SQLStore):
         succeeded: list[str] = []  # jobs with dependents, by how they ended
         ended: list[str] = []
         applied = [self._finish_one(conn, o, clock, succeeded, ended) for o in outcomes]
-        if succeeded or ended:
-            self._settle(conn, succeeded, ended, clock)
+        self._settle(conn, succeeded, ended, clock)
         return applied
 
     def _finish_one(
@@ -337,7 +336,7 @@ class SQLiteStore(SQLStore):
                 return RescueReport(0, 0, 0)
         with self._write() as conn:
             # The database clock read once: the two statements must agree on the time.
-            clock = ts(now) if now is not None else str(scalar(conn.execute(Q["clock"])))
+            clock = self._fixed_clock(conn, _clock(now))
             rows = conn.execute(Q["rescue_expired"], {"now": clock}).fetchall()
             ids = dumps([r["id"] for r in rows])
             conn.execute(Q["expire_attempts"], {"ids": ids, "now": clock})
@@ -388,10 +387,6 @@ class SQLiteStore(SQLStore):
 _NO_WORKFLOW: dict[str, Any] = {"state": "queued", "error": None, "deps_pending": 0}
 _NO_WORKFLOW |= {"workflow_id": None, "ref": None, "run_on": "succeeded"}
 _NO_WORKFLOW |= {"dependents": None}
-
-
-def _json_or_none(ids: list[str] | None) -> str | None:
-    return None if ids is None else dumps(ids)
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:

@@ -5,7 +5,8 @@
 -- test passes a time. now() is the transaction's start, stable for the whole
 -- transaction, so one statement sees one instant, and it errs on the safe side:
 -- a lease computed from it ends a little early, a rescue compared with it runs a
--- little late. Lease and retry delays arrive as intervals.
+-- little late. A claim's started_at alone reads the clock as the statement runs
+-- (`claim_due` says why). Lease and retry delays arrive as intervals.
 --
 -- Where SQLite needs two statements PostgreSQL does it in one with a
 -- data-modifying CTE, so some SQLite names have no twin here:
@@ -18,8 +19,9 @@
 -- Batches arrive as one jsonb array read with jsonb_to_recordset.
 --
 -- Lock order: statements that update several running jobs lock them in id order
--- first (`locked` CTEs, `lock_jobs`), so a heartbeat and a batch of outcomes from
--- the same worker cannot deadlock; rescue and prune SKIP LOCKED rows and never wait.
+-- first (the `locked` CTE of `lock_held`, `lock_jobs`), so a heartbeat and a batch
+-- of outcomes from the same worker cannot deadlock; rescue and prune SKIP LOCKED
+-- rows and never wait.
 -- Statements on held jobs find them by primary key and lease token, with no
 -- condition on the state: a token is set exactly while its job runs (a CHECK,
 -- migration 006), and a condition on the state let the planner seek on an index
@@ -154,16 +156,17 @@ WHERE (tenant, unique_key) IN (
     FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(tenant text, unique_key text)
 ) AND unique_key IS NOT NULL AND state IN ('waiting', 'queued', 'running')
 
--- name: claim
--- One statement: pick (skipping rows another claimer holds), move to running,
--- open the attempt records.
-WITH due AS (
-    SELECT id FROM chit_jobs
-    WHERE state = 'queued' AND queue = %(queue)s::text
-      AND run_at <= coalesce(%(now)s::timestamptz, now()) AND {unexpired}
-    ORDER BY priority, run_at, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+-- name: claim_due
+-- The CTEs every claim ends with (`claim`, `succeed_and_claim`, `claim_ids`):
+-- the jobs of a CTE `due` moved to running, their attempt records opened.
+-- queries.load puts them where a query says `{claim_due}`.
+started AS (
+    -- The claim's instant, for started_at: the clock as the statement runs, not
+    -- now(), whose transaction start may precede the commit of a dependency's
+    -- finish that the statement then sees (the job would seem to start before
+    -- the dependency ended). One read, a CTE with a volatile function being
+    -- evaluated once: a job's first started_at is its first attempt's.
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS at
 ), claimed AS (
     UPDATE chit_jobs AS j
     SET state = 'running',
@@ -171,9 +174,9 @@ WITH due AS (
         lease_token = gen_random_uuid()::text,
         lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
         worker = %(worker)s::text,
-        started_at = coalesce(j.started_at, coalesce(%(now)s::timestamptz, now())),
+        started_at = coalesce(j.started_at, started.at),
         updated_at = coalesce(%(now)s::timestamptz, now())
-    FROM due
+    FROM due, started
     WHERE j.id = due.id
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
@@ -192,30 +195,48 @@ WITH due AS (
     -- The count makes `stray` run to its end before the first insert (an InitPlan);
     -- sibling WITH statements otherwise run in no promised order.
     INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
-    SELECT id, attempts, %(worker)s::text, coalesce(%(now)s::timestamptz, now()), kind,
-           concurrency_key
-    FROM claimed
+    SELECT id, attempts, %(worker)s::text, started.at, kind, concurrency_key
+    FROM claimed, started
     WHERE (SELECT count(*) FROM stray) >= 0
 )
+
+-- name: claim
+-- One statement: pick (skipping rows another claimer holds), move to running,
+-- open the attempt records.
+WITH due AS (
+    SELECT id FROM chit_jobs
+    WHERE state = 'queued' AND queue = %(queue)s::text
+      AND run_at <= coalesce(%(now)s::timestamptz, now()) AND {unexpired}
+    ORDER BY priority, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), {claim_due}
 SELECT * FROM claimed ORDER BY priority, run_at, id
 
--- name: heartbeat
-WITH b AS (
-    SELECT * FROM jsonb_to_recordset(%(beats)s::jsonb)
-        AS b(id text, token text, has_progress boolean, done bigint, total bigint)
-), locked AS (
-    SELECT j.id FROM chit_jobs AS j JOIN b ON j.id = b.id AND j.lease_token = b.token
-    WHERE j.id = ANY(ARRAY(SELECT b.id FROM b))
+-- name: lock_held
+-- The CTE `locked` every statement on held jobs has (heartbeat, the outcomes):
+-- the jobs of the items `o` whose lease token still matches, row-locked in id
+-- order (see "Lock order" above). queries.load puts it where a query says
+-- `{lock_held}`; the statement then updates `FROM locked, o`.
+locked AS (
+    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
+    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
     ORDER BY j.id
     FOR UPDATE OF j
 )
+
+-- name: heartbeat
+WITH o AS (
+    SELECT * FROM jsonb_to_recordset(%(beats)s::jsonb)
+        AS o(id text, token text, has_progress boolean, done bigint, total bigint)
+), {lock_held}
 UPDATE chit_jobs AS j
 SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     updated_at = coalesce(%(now)s::timestamptz, now()),
-    progress_done = CASE WHEN b.has_progress THEN b.done ELSE j.progress_done END,
-    progress_total = CASE WHEN b.has_progress THEN b.total ELSE j.progress_total END
-FROM locked, b
-WHERE j.id = locked.id AND j.id = b.id AND j.lease_token = b.token
+    progress_done = CASE WHEN o.has_progress THEN o.done ELSE j.progress_done END,
+    progress_total = CASE WHEN o.has_progress THEN o.total ELSE j.progress_total END
+FROM locked, o
+WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
 RETURNING j.id, j.cancel_requested
 
 -- name: checkpoint
@@ -274,22 +295,17 @@ wanted AS (
 )
 
 -- name: succeed
--- Items: {id, token, result (null when external), external, p, done, total}
--- (p: progress given).
+-- Items: {id, token, result (null when external), external, has_progress, done,
+-- total}.
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb)
-        AS o(id text, token text, result jsonb, external boolean, p boolean,
+        AS o(id text, token text, result jsonb, external boolean, has_progress boolean,
              done bigint, total bigint)
-), locked AS (
-    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
-    ORDER BY j.id
-    FOR UPDATE OF j
-), done AS (
+), {lock_held}, done AS (
     UPDATE chit_jobs AS j
     SET state = 'succeeded', result = o.result, result_external = o.external,
-        progress_done = CASE WHEN o.p THEN o.done ELSE j.progress_done END,
-        progress_total = CASE WHEN o.p THEN o.total ELSE j.progress_total END,
+        progress_done = CASE WHEN o.has_progress THEN o.done ELSE j.progress_done END,
+        progress_total = CASE WHEN o.has_progress THEN o.total ELSE j.progress_total END,
         lease_token = NULL, lease_expires_at = NULL, error = NULL,
         finished_at = coalesce(%(now)s::timestamptz, now()),
         updated_at = coalesce(%(now)s::timestamptz, now())
@@ -315,12 +331,7 @@ ON CONFLICT (job_id) DO UPDATE SET result = excluded.result
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb)
         AS o(id text, token text, error text, retry float8)
-), locked AS (
-    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
-    ORDER BY j.id
-    FOR UPDATE OF j
-), done AS (
+), {lock_held}, done AS (
     UPDATE chit_jobs AS j
     SET state = CASE WHEN j.cancel_requested THEN 'cancelled'
                      WHEN o.retry IS NULL OR j.attempts >= j.max_attempts THEN 'failed'
@@ -353,12 +364,7 @@ SELECT id, state, has_dependents FROM done
 -- attempt; each later one does, and one that leaves no attempt fails the job.
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS o(id text, token text)
-), locked AS (
-    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
-    ORDER BY j.id
-    FOR UPDATE OF j
-), done AS (
+), {lock_held}, done AS (
     UPDATE chit_jobs AS j
     SET hand_backs = j.hand_backs + 1,
         attempts = CASE WHEN j.hand_backs < %(free)s THEN j.attempts - 1 ELSE j.attempts END,
@@ -395,12 +401,7 @@ SELECT id, state, has_dependents FROM done
 -- hand-back used.
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS o(id text, token text, delay float8)
-), locked AS (
-    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
-    ORDER BY j.id
-    FOR UPDATE OF j
-), done AS (
+), {lock_held}, done AS (
     UPDATE chit_jobs AS j
     SET attempts = j.attempts - 1,
         state = CASE WHEN j.cancel_requested THEN 'cancelled' ELSE 'queued' END,
@@ -428,12 +429,7 @@ SELECT id, state, has_dependents FROM done
 -- Items: {id, token}.
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb) AS o(id text, token text)
-), locked AS (
-    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
-    ORDER BY j.id
-    FOR UPDATE OF j
-), done AS (
+), {lock_held}, done AS (
     UPDATE chit_jobs AS j
     SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
         finished_at = coalesce(%(now)s::timestamptz, now()),
@@ -583,21 +579,16 @@ RETURNING j.id, j.state, j.dependents IS NOT NULL AS has_dependents
 -- then `claim`'s, then the ids that succeeded beside the claimed rows (one row
 -- with no job when nothing was claimed). The two touch different rows: succeed
 -- only running jobs, claim only queued ones. Items as in `succeed`; keep the
--- CTEs the same as theirs (test_queries.py checks).
+-- CTEs the same as theirs (most are shared blocks; test_queries.py checks).
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb)
-        AS o(id text, token text, result jsonb, external boolean, p boolean,
+        AS o(id text, token text, result jsonb, external boolean, has_progress boolean,
              done bigint, total bigint)
-), locked AS (
-    SELECT j.id FROM chit_jobs AS j JOIN o ON j.id = o.id AND j.lease_token = o.token
-    WHERE j.id = ANY(ARRAY(SELECT o.id FROM o))
-    ORDER BY j.id
-    FOR UPDATE OF j
-), done AS (
+), {lock_held}, done AS (
     UPDATE chit_jobs AS j
     SET state = 'succeeded', result = o.result, result_external = o.external,
-        progress_done = CASE WHEN o.p THEN o.done ELSE j.progress_done END,
-        progress_total = CASE WHEN o.p THEN o.total ELSE j.progress_total END,
+        progress_done = CASE WHEN o.has_progress THEN o.done ELSE j.progress_done END,
+        progress_total = CASE WHEN o.has_progress THEN o.total ELSE j.progress_total END,
         lease_token = NULL, lease_expires_at = NULL, error = NULL,
         finished_at = coalesce(%(now)s::timestamptz, now()),
         updated_at = coalesce(%(now)s::timestamptz, now())
@@ -617,39 +608,7 @@ due AS (
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE chit_jobs AS j
-    SET state = 'running',
-        attempts = j.attempts + 1,
-        lease_token = gen_random_uuid()::text,
-        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-        worker = %(worker)s::text,
-        started_at = coalesce(j.started_at, coalesce(%(now)s::timestamptz, now())),
-        updated_at = coalesce(%(now)s::timestamptz, now())
-    FROM due
-    WHERE j.id = due.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
-              j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies,
-              j.tenant, j.traceparent
-), stray AS (
-    -- An attempt an earlier failure left open would break this claim, and every
-    -- later one of the job, on chit_attempts_open: close it first.
-    UPDATE chit_attempts AS a
-    SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',
-        error = 'lease expired: worker lost'
-    FROM claimed
-    WHERE a.job_id = claimed.id AND a.finished_at IS NULL
-    RETURNING a.job_id
-), opened AS (
-    -- The count makes `stray` run to its end before the first insert (an InitPlan);
-    -- sibling WITH statements otherwise run in no promised order.
-    INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
-    SELECT id, attempts, %(worker)s::text, coalesce(%(now)s::timestamptz, now()), kind,
-           concurrency_key
-    FROM claimed
-    WHERE (SELECT count(*) FROM stray) >= 0
-)
+), {claim_due}
 SELECT f.finished, c.* FROM (
     SELECT array_agg(id) AS finished FROM done
     WHERE CASE WHEN EXISTS (SELECT 1 FROM moved) THEN chit_dependents_moved() ELSE true END
@@ -1118,35 +1077,7 @@ WITH due AS (
     WHERE id = ANY(%(ids)s::text[]) AND state = 'queued' AND {unexpired}
     ORDER BY id
     FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE chit_jobs AS j
-    SET state = 'running',
-        attempts = j.attempts + 1,
-        lease_token = gen_random_uuid()::text,
-        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-        worker = %(worker)s::text,
-        started_at = coalesce(j.started_at, coalesce(%(now)s::timestamptz, now())),
-        updated_at = coalesce(%(now)s::timestamptz, now())
-    FROM due
-    WHERE j.id = due.id
-    RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
-              j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
-              j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies,
-              j.tenant, j.traceparent
-), stray AS (
-    UPDATE chit_attempts AS a
-    SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',
-        error = 'lease expired: worker lost'
-    FROM claimed
-    WHERE a.job_id = claimed.id AND a.finished_at IS NULL
-    RETURNING a.job_id
-), opened AS (
-    INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
-    SELECT id, attempts, %(worker)s::text, coalesce(%(now)s::timestamptz, now()), kind,
-           concurrency_key
-    FROM claimed
-    WHERE (SELECT count(*) FROM stray) >= 0
-)
+), {claim_due}
 SELECT * FROM claimed
 
 -- name: declare_limits
