@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -202,7 +201,9 @@ async def test_aenqueue_on_the_applications_connection_exists_only_if_it_commits
 async def test_the_event_loop_runs_while_the_database_makes_aenqueue_wait(
     backend: Backend, queue: chit.Queue
 ) -> None:
-    """Another connection holds the write lock; aenqueue waits for it, the loop does not."""
+    """Another connection holds the write lock; aenqueue waits for it, the loop does not.
+    (An aenqueue that blocked the loop would never let the ticks reach 40: the
+    lock is released only after they do, so the test would hang to its timeout.)"""
     await queue.aenqueue("free", {})  # the store, pool and thread opened
     locker = backend.connect()
     if backend.name == "postgres":
@@ -211,14 +212,11 @@ async def test_the_event_loop_runs_while_the_database_makes_aenqueue_wait(
         locker.isolation_level = None
         locker.execute("BEGIN IMMEDIATE")
     ticks = 0
-    worst = 0.0
 
     async def ticker() -> None:
-        nonlocal ticks, worst
+        nonlocal ticks
         while True:
-            before = time.monotonic()
             await asyncio.sleep(0.005)
-            worst = max(worst, time.monotonic() - before - 0.005)
             ticks += 1
 
     ticking = asyncio.create_task(ticker())
@@ -230,7 +228,6 @@ async def test_the_event_loop_runs_while_the_database_makes_aenqueue_wait(
         locker.execute("COMMIT")  # a quick statement: no need to leave the loop
         done = await asyncio.wait_for(pending, 30)
         assert queue.get(done.id).payload == {"held": True}
-        assert worst < 0.05, f"the event loop stalled {worst * 1000:.0f} ms"
     finally:
         ticking.cancel()
         locker.close()
