@@ -6,6 +6,7 @@
     print(status.state, status.result)
     client.set_limits("call_partner", concurrency=3, rate="20/s")   # an admin key of every tenant
     client.pause(queue="emails")
+    client.put_schedule("nightly", "digest", {"list": "all"}, cron="0 8 * * *", tz="Europe/Paris")
 
 Errors the server answers raise `APIError` subclasses that are also the
 matching local exceptions, so `except chit.JobNotFound` works either way:
@@ -45,6 +46,9 @@ from chit.api.schemas import (
     LimitsOut,
     QueuePause,
     Replayed,
+    ScheduleOut,
+    ScheduleRemoved,
+    SchedulesOut,
     StatsOut,
     Submitted,
     WorkflowCancelled,
@@ -195,6 +199,7 @@ _CANCEL_OK = (200, 202)
 _FAILURES = _Call("GET", "/failures", _model(Failures))
 _STATS = _Call("GET", "/stats", _model(StatsOut))
 _LIMITS = _Call("GET", "/limits", _model(LimitsOut))
+_SCHEDULES = _Call("GET", "/schedules", _model(SchedulesOut))
 
 
 def _submit(
@@ -333,6 +338,32 @@ def _pausing(action: str, queue: str | None, kind: str | None) -> _Call[bool]:
         f"/kinds/{_segment(kind)}/{action}",
         lambda r: KindPause.model_validate_json(r.content).changed,
     )
+
+
+def _schedule(method: str, name: str, action: str = "", body: Any = None) -> _Call[ScheduleOut]:
+    return _Call(method, f"/schedules/{_segment(name)}{action}", _model(ScheduleOut), body)
+
+
+def _put_schedule(
+    name: str,
+    kind: str,
+    payload: Any,
+    cron: str | None,
+    every: str | float | None,
+    tz: str,
+    catch_up: str,
+    paused: bool | None,
+) -> _Call[ScheduleOut]:
+    # None: left out, so the server's default (or the schedule's pause) holds.
+    # The server checks the rule, the kind and the payload.
+    body: dict[str, Any] = {"kind": kind, "tz": tz, "catch_up": catch_up}
+    optional = {"payload": payload, "cron": cron, "every": every, "paused": paused}
+    body |= {field: value for field, value in optional.items() if value is not None}
+    return _schedule("PUT", name, body=body)
+
+
+def _remove_schedule(name: str) -> _Call[ScheduleRemoved]:
+    return _Call("DELETE", f"/schedules/{_segment(name)}", _model(ScheduleRemoved))
 
 
 def _raise_for(response: httpx.Response) -> None:
@@ -598,6 +629,45 @@ class Client:
         """Undo `pause`; False when it was not paused."""
         return self._send(_pausing("resume", queue, kind))
 
+    def schedules(self) -> SchedulesOut:
+        """Every schedule with its rule, next slot and last job's state (a key of
+        every tenant; writing needs an admin one)."""
+        return self._send(_SCHEDULES)
+
+    def get_schedule(self, name: str) -> ScheduleOut:
+        """One schedule with the jobs of its recent slots (`runs`); an unknown
+        name raises `APINotFound` (code `schedule_not_found`)."""
+        return self._send(_schedule("GET", name))
+
+    def put_schedule(
+        self,
+        name: str,
+        kind: str,
+        payload: Any = None,
+        *,
+        cron: str | None = None,
+        every: str | float | None = None,
+        tz: str = "UTC",
+        catch_up: str = "latest",
+        paused: bool | None = None,
+    ) -> ScheduleOut:
+        """Declare or replace a schedule, as `queue.schedule` does: exactly one of
+        `cron` and `every`. An unchanged rule keeps its next slot; `paused` None
+        keeps its pause. A bad value raises `APIInvalidRequest` (422)."""
+        return self._send(_put_schedule(name, kind, payload, cron, every, tz, catch_up, paused))
+
+    def pause_schedule(self, name: str) -> ScheduleOut:
+        """Enqueue nothing for the schedule until `resume_schedule`."""
+        return self._send(_schedule("POST", name, "/pause"))
+
+    def resume_schedule(self, name: str) -> ScheduleOut:
+        """Enqueue its slots again, from the next one (the pause's are skipped)."""
+        return self._send(_schedule("POST", name, "/resume"))
+
+    def remove_schedule(self, name: str) -> ScheduleRemoved:
+        """Delete the schedule (its jobs stay); an unknown name raises `APINotFound`."""
+        return self._send(_remove_schedule(name))
+
     def wait(
         self,
         job_id: str,
@@ -796,6 +866,37 @@ class AsyncClient:
 
     async def resume(self, queue: str | None = None, *, kind: str | None = None) -> bool:
         return await self._send(_pausing("resume", queue, kind))
+
+    async def schedules(self) -> SchedulesOut:
+        return await self._send(_SCHEDULES)
+
+    async def get_schedule(self, name: str) -> ScheduleOut:
+        return await self._send(_schedule("GET", name))
+
+    async def put_schedule(
+        self,
+        name: str,
+        kind: str,
+        payload: Any = None,
+        *,
+        cron: str | None = None,
+        every: str | float | None = None,
+        tz: str = "UTC",
+        catch_up: str = "latest",
+        paused: bool | None = None,
+    ) -> ScheduleOut:
+        return await self._send(
+            _put_schedule(name, kind, payload, cron, every, tz, catch_up, paused)
+        )
+
+    async def pause_schedule(self, name: str) -> ScheduleOut:
+        return await self._send(_schedule("POST", name, "/pause"))
+
+    async def resume_schedule(self, name: str) -> ScheduleOut:
+        return await self._send(_schedule("POST", name, "/resume"))
+
+    async def remove_schedule(self, name: str) -> ScheduleRemoved:
+        return await self._send(_remove_schedule(name))
 
     async def wait(
         self,

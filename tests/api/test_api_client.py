@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -23,6 +25,7 @@ from chit.client import (
 )
 from chit.jobs import Failed, JobFilter, Progress, State, Succeeded
 from chit.limits import Rate
+from chit.worker.scheduler import Scheduler
 from support.api import Api, stream_started
 from support.waiting import until
 
@@ -247,3 +250,81 @@ async def test_pause_needs_a_queue_or_a_kind(api: Api, client: AsyncClient, give
         with pytest.raises(chit.InvalidRequest, match="exactly one"):
             await action(**given)
     assert api.store.pauses() == []
+
+
+# Schedules
+
+
+async def test_schedules_put_list_get_pause_resume_and_remove(
+    api: Api, client: AsyncClient
+) -> None:
+    assert (await client.schedules()).schedules == []
+    nightly = await client.put_schedule(
+        "nightly", "echo", {"message": "n"}, cron="0 8 * * *", tz="Europe/Paris", catch_up="none"
+    )
+    assert (nightly.rule, nightly.catch_up, nightly.source, nightly.paused) == (
+        "0 8 * * * (Europe/Paris)",
+        "none",
+        "operator",
+        False,
+    )
+    assert nightly.payload["message"] == "n" and nightly.runs == []
+    # A name with "." and ":" is one path segment.
+    tick = await client.put_schedule("team.a:tick", "echo", {"message": "t"}, every="1s")
+    assert (tick.every, tick.cron, tick.rule) == (1, None, "every 1s")
+    Scheduler(api.store, api.queue).run_once(datetime.now(UTC) + timedelta(seconds=2))
+
+    listed = (await client.schedules()).schedules
+    assert [s.name for s in listed] == ["nightly", "team.a:tick"]
+    got = await client.get_schedule("team.a:tick")
+    [run] = got.runs or []
+    assert (run.job_id, run.state) == (got.last_job_id, State.QUEUED)
+    assert api.job(run.job_id).idempotency_key == f"schedule:team.a:tick:{run.slot}"
+
+    assert (await client.pause_schedule("team.a:tick")).paused is True
+    assert api.store.get_schedule("team.a:tick").paused  # type: ignore[union-attr]
+    assert (await client.resume_schedule("team.a:tick")).paused is False
+    # The same rule again keeps its next slot; `paused` given sets the pause.
+    again = await client.put_schedule(
+        "nightly", "echo", {"message": "n"}, cron="0 8 * * *", tz="Europe/Paris", paused=True
+    )
+    assert (again.paused, again.next_at, again.catch_up) == (True, nightly.next_at, "latest")
+
+    removed = await client.remove_schedule("team.a:tick")
+    assert (removed.name, removed.removed) == ("team.a:tick", True)
+    assert [s.name for s in api.store.list_schedules()] == ["nightly"]
+
+
+async def test_an_unknown_schedule_raises_not_found(api: Api, client: AsyncClient) -> None:
+    for call in (
+        client.get_schedule,
+        client.pause_schedule,
+        client.resume_schedule,
+        client.remove_schedule,
+    ):
+        with pytest.raises(chit.JobNotFound) as raised:
+            await call("nope")
+        assert isinstance(raised.value, APINotFound)
+        assert (raised.value.status, raised.value.code) == (404, "schedule_not_found")
+        assert str(raised.value) == "no schedule named 'nope'"
+    assert api.store.list_schedules() == []
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ({"cron": "61 * * * *"}, "cron rule '61 * * * *' does not parse"),
+        ({}, "exactly one of cron= and every="),
+        ({"cron": "* * * * *", "tz": "Mars/Olympus"}, "unknown time zone 'Mars/Olympus'"),
+        ({"every": "1m", "kind": "nope"}, "unknown job kind 'nope'"),
+        ({"every": "1m", "payload": {"message": 3}}, "message"),
+    ],
+)
+async def test_bad_schedules_raise_the_servers_message_and_store_nothing(
+    api: Api, client: AsyncClient, given: dict[str, Any], says: str
+) -> None:
+    fields = {"kind": "echo", "payload": {"message": "m"}} | given
+    with pytest.raises(chit.InvalidRequest, match=re.escape(says)) as raised:
+        await client.put_schedule("s", **fields)
+    assert isinstance(raised.value, APIInvalidRequest) and raised.value.status == 422
+    assert api.store.list_schedules() == []

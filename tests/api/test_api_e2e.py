@@ -19,14 +19,17 @@ import pytest
 import chit
 from chit.cli.main import main
 from chit.cli.remote import submit_remote, wait_remote
-from chit.client import APIError
+from chit.client import APIError, APIInvalidRequest, APINotFound
 from support.stack import Server, server_with_workers
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 KEY = "e2e-key-0123456789abcdef"
 # Limits and pauses need an admin key of every tenant.
 ROOT_KEY = "e2e-root-0123456789abcdef"
+# Reads schedules (a key of every tenant), may not write them.
+READ_KEY = "e2e-read-0123456789abcdef"
 
 
 @dataclass
@@ -46,7 +49,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             tmp_path_factory.mktemp("e2e"),
             "support.api_app",
             key=KEY,
-            keys=f"{KEY},*:admin:{ROOT_KEY}",
+            keys=f"{KEY},*:admin:{ROOT_KEY},*:read:{READ_KEY}",
             worker_flags=("--concurrency", "4", "--lease", "5", "--grace", "2"),
             CHIT_BACKOFF_BASE="0.05",
             CHIT_BACKOFF_MAX="0.1",
@@ -251,3 +254,160 @@ def test_cli_limits_and_pauses_through_the_api(
     code, _, err = chit_cli("pause", "nightly", key=KEY)
     assert code == 2 and "every tenant" in err and err.count("\n") == 1
     assert json.loads(chit_cli("limits", "--json")[1]) == {"limits": [], "paused": []}
+
+
+def test_the_blocking_client_manages_schedules(stack: Stack) -> None:
+    with chit.Client(stack.url, api_key=ROOT_KEY) as root:
+        # "big", not "echo": its jobs leave the other tests' echo jobs alone.
+        tick = root.put_schedule("e2e-tick", "big", {"size": 1}, every="1s")
+        try:
+            assert (tick.rule, tick.source, tick.runs) == ("every 1s", "operator", [])
+
+            def ran() -> Any:
+                runs = root.get_schedule("e2e-tick").runs
+                return runs and runs[-1].state.value == "succeeded" and runs
+
+            [*_, first] = wait_until(ran, 30, 0.2, "a worker to run a slot of the schedule")
+            assert stack.client.get(first.job_id).result == {"blob": "x"}
+            assert "e2e-tick" in [s.name for s in root.schedules().schedules]
+            assert root.pause_schedule("e2e-tick").paused is True
+            assert root.resume_schedule("e2e-tick").paused is False
+        finally:
+            assert root.remove_schedule("e2e-tick").removed is True
+        with pytest.raises(APINotFound) as missing:
+            root.get_schedule("e2e-tick")
+        assert missing.value.code == "schedule_not_found"
+        with pytest.raises(APIInvalidRequest, match="does not parse") as bad:
+            root.put_schedule("e2e-bad", "big", cron="61 * * * *")
+        assert bad.value.status == 422
+    with chit.Client(stack.url, api_key=READ_KEY) as reader:
+        assert "e2e-tick" not in [s.name for s in reader.schedules().schedules]
+        with pytest.raises(APIError) as refused:
+            reader.put_schedule("e2e-read", "big", every="1h")
+        assert refused.value.status == 403 and "needs admin" in str(refused.value)
+    with pytest.raises(APIError) as bound:
+        stack.client.schedules()  # KEY is bound to the default tenant
+    assert bound.value.status == 403 and "every tenant" in str(bound.value)
+
+
+def test_cli_schedules_through_the_api_say_what_they_say_on_the_database(
+    stack: Stack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def remote(*args: str, key: str = ROOT_KEY) -> tuple[int, str, str]:
+        code = main([*args, "--url", stack.url, "--api-key", key])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    def local(*args: str) -> tuple[int, str, str]:
+        """The same command on the stack's database: what --url must match."""
+        code = main([*args, "--database-url", f"sqlite:///{stack.tmp / 'chit.db'}"])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    def same(*args: str) -> tuple[int, str, str]:
+        answered = remote(*args)
+        assert answered == local(*args)
+        return answered
+
+    monkeypatch.delenv("CHIT_APP", raising=False)  # the local half: a plain queue
+    capsys.readouterr()
+    # Rules whose next slot is hours or days away: no worker moves them meanwhile.
+    code, out, err = remote(
+        "schedules",
+        "add",
+        "e2e-nightly",
+        "--kind",
+        "echo",
+        "--cron",
+        "0 8 * * *",
+        "--tz",
+        "Europe/Paris",
+        "--payload",
+        '{"message": "n"}',
+        "--catch-up",
+        "none",
+    )
+    assert (code, err) == (0, "")
+    assert out.startswith("e2e-nightly: 0 8 * * * (Europe/Paris), kind echo; next run 20")
+    code, out, err = remote(
+        "schedules", "add", "e2e-weekly", "--kind", "big", "--every", "7d", "--json"
+    )
+    assert (code, err) == (0, "")
+    weekly = json.loads(out)
+    assert (weekly["rule"], weekly["every"], weekly["runs"]) == ("every 1w", 604800, None)
+
+    code, listed, _ = same("schedules")
+    lines = listed.splitlines()
+    assert lines[0].split()[:3] == ["name", "kind", "rule"]
+    assert any(line.startswith("e2e-nightly ") and "Europe/Paris" in line for line in lines)
+    code, listed, _ = same("schedules", "--json")
+    by_name = {s["name"]: s for s in json.loads(listed)["schedules"]}
+    assert by_name["e2e-weekly"] == weekly
+    nightly = by_name["e2e-nightly"]
+    assert (nightly["payload"]["message"], nightly["catch_up"], nightly["paused"]) == (
+        "n",
+        "none",
+        False,
+    )
+    # A read-only key of every tenant lists them too.
+    assert remote("schedules", key=READ_KEY)[1] == local("schedules")[1]
+
+    code, out, _ = remote("schedules", "pause", "e2e-weekly")
+    assert (code, out) == (
+        0,
+        "paused e2e-weekly: no job is enqueued until chit schedules resume e2e-weekly\n",
+    )
+    assert same("schedules", "pause", "e2e-weekly") == (0, "e2e-weekly was paused already\n", "")
+    code, out, _ = remote("schedules", "pause", "e2e-weekly", "--json")
+    paused = json.loads(out)
+    [stored] = [s for s in json.loads(local("schedules", "--json")[1])["schedules"] if s == paused]
+    assert (code, stored["name"], stored["paused"]) == (0, "e2e-weekly", True)
+    code, out, _ = remote("schedules", "resume", "e2e-weekly")
+    assert code == 0 and out.startswith("resumed e2e-weekly: next run 20")
+    assert out.endswith(" (the paused slots are skipped)\n")
+    assert same("schedules", "resume", "e2e-weekly")[1] == "e2e-weekly was not paused already\n"
+    # CHIT_API_KEY is the key when --api-key is not given.
+    monkeypatch.setenv("CHIT_API_KEY", ROOT_KEY)
+    assert main(["schedules", "remove", "e2e-weekly", "--url", stack.url]) == 0
+    assert capsys.readouterr().out.startswith("removed e2e-weekly; its jobs stay")
+    monkeypatch.delenv("CHIT_API_KEY")
+    assert same("schedules", "remove", "e2e-weekly", "--json") == (
+        0,
+        '{\n  "name": "e2e-weekly",\n  "removed": false\n}\n',
+        "",
+    )
+
+    # An unknown name: the database's message and exit code.
+    for verb in ("pause", "resume", "remove"):
+        assert same("schedules", verb, "e2e-nope") == (
+            2,
+            "",
+            "chit: error: no schedule named 'e2e-nope': chit schedules lists them\n",
+        )
+    # A rule that does not parse: the server's 422, the local command's line.
+    code, out, err = same("schedules", "add", "e2e-bad", "--kind", "echo", "--cron", "61 * * * *")
+    assert (code, out) == (2, "") and err.startswith("chit: error: cron rule '61 * * * *' does not")
+    # The server checks the kind against its app (the local half here has none).
+    code, out, err = remote("schedules", "add", "e2e-bad", "--kind", "nope", "--every", "1m")
+    assert (code, out) == (2, "") and "unknown job kind 'nope'; known kinds: big, echo" in err
+    # Keys that may not: the server's 401 and 403, one line, exit 2.
+    code, out, err = remote(
+        "schedules", "add", "e2e-bad", "--kind", "echo", "--every", "1m", key=READ_KEY
+    )
+    assert (code, out, err) == (
+        2,
+        "",
+        "chit: error: this API key has scope read; this route needs admin\n",
+    )
+    code, _, err = remote("schedules", key=KEY)
+    assert code == 2 and "every tenant" in err and err.count("\n") == 1
+    code, _, err = remote("schedules", key="wrong-key-0123456789")
+    assert (code, err) == (
+        2,
+        "chit: error: API key not recognised: it is mistyped or was revoked\n",
+    )
+    assert [s["name"] for s in json.loads(same("schedules", "--json")[1])["schedules"]] == [
+        "e2e-nightly"
+    ]
+    assert remote("schedules", "remove", "e2e-nightly")[0] == 0
+    assert local("schedules")[1].startswith("no schedules: declare them")

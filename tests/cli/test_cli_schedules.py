@@ -104,3 +104,34 @@ def test_an_oversized_or_unknown_name_is_refused(cli: Cli, app: chit.Queue) -> N
     assert app.store.list_schedules() == []
     for verb in ("pause", "resume", "remove"):
         assert_refused(cli("schedules", verb, "nope"), 2, "no schedule named 'nope'")
+
+
+# --url: the HTTP API (tests/api/test_api_e2e.py runs these against a real server)
+
+DOWN = "http://127.0.0.1:9"  # nothing listens on the discard port
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["schedules"],
+        ["schedules", "--json"],
+        ["schedules", "add", "s", "--kind", "echo", "--every", "1m"],
+        ["schedules", "pause", "s"],
+        ["schedules", "resume", "s"],
+        ["schedules", "remove", "s", "--api-key", "some-key-0123456789"],
+    ],
+)
+def test_an_unreachable_server_is_exit_3_with_its_url(cli: Cli, args: list[str]) -> None:
+    assert_refused(cli(*args, "--url", DOWN), 3, f"cannot reach the chit API at {DOWN}")
+
+
+def test_with_url_a_bad_name_or_payload_is_refused_before_anything_is_sent(cli: Cli) -> None:
+    for args, phrase in (
+        (["add", "a b", "--kind", "echo", "--every", "1m"], "a schedule name must be"),
+        (["add", "x" * 201, "--kind", "echo", "--every", "1m"], "1 to 200"),
+        (["add", "s", "--kind", "echo", "--every", "1m", "--payload", "{"], "--payload is not"),
+        (["pause", "a/b"], "a schedule name must be"),
+        (["remove", ""], "a schedule name must be"),
+    ):
+        assert_refused(cli("schedules", *args, "--url", DOWN), 2, phrase)

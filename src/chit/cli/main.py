@@ -256,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("queue", nargs="?", metavar="QUEUE")
         p.add_argument("--kind", help=f"{name} a kind, in every queue")
         remote_flags(p)
-    schedules.add_parsers(command, common)
+    schedules.add_parsers(command, common, remote_flags)
     command("migrate", commands.migrate, "create or upgrade the database schema")
     return parser
 

@@ -1,10 +1,10 @@
-"""`chit submit --url URL`, `chit wait --url URL` and the flow control commands
-(`chit limits`, `pause`, `resume`) with `--url`: the same commands through the
-HTTP API (`chit.Client`) instead of the database, with the same output and
-exit codes (0 succeeded, 1 failed, cancelled or timed out). Errors the server
-answers are raised as the matching chit exceptions, so the CLI's error handling
-(exit 2 for bad input or an unknown job, 3 when the API or its database is
-unreachable) applies unchanged."""
+"""`chit submit --url URL`, `chit wait --url URL`, the flow control commands
+(`chit limits`, `pause`, `resume`) and `chit schedules` with `--url`: the same
+commands through the HTTP API (`chit.Client`) instead of the database, with the
+same output and exit codes (0 succeeded, 1 failed, cancelled or timed out).
+Errors the server answers are raised as the matching chit exceptions, so the
+CLI's error handling (exit 2 for bad input or an unknown job, 3 when the API or
+its database is unreachable) applies unchanged."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from chit.api.schemas import JobStatus, LimitOut, LimitValues
+from chit.api.schemas import JobStatus, LimitOut, LimitValues, ScheduleOut
 from chit.cli import output
 from chit.cli.progress import WaitDisplay
-from chit.client import Client
+from chit.client import APINotFound, Client
 from chit.limits import KindLimits, Limits, Paused
+from chit.schedules import Rule, StoredSchedule, check_catch_up
 
 
 def submit_remote(
@@ -144,3 +145,79 @@ def _kind_limits(entry: LimitOut) -> KindLimits:
 
 def _limits(values: LimitValues) -> Limits:
     return Limits.checked(**values.model_dump())
+
+
+class RemoteSchedules:
+    """The schedule calls `chit schedules` makes (chit.cli.schedules.Schedules),
+    through the HTTP API. An unknown name answers as the store does (None,
+    False), so the command says what it says on the database; the server checks
+    what is added, with its app."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def list_schedules(self) -> list[StoredSchedule]:
+        return [_stored(s) for s in self.client.schedules().schedules]
+
+    def get_schedule(self, name: str) -> StoredSchedule | None:
+        try:
+            return _stored(self.client.get_schedule(name))
+        except APINotFound as e:
+            _raise_unless_unknown(e)
+            return None
+
+    def add_schedule(
+        self,
+        name: str,
+        kind: str,
+        payload: Any,
+        *,
+        cron: str | None,
+        every: str | int | None,
+        tz: str,
+        catch_up: str,
+    ) -> StoredSchedule:
+        put = self.client.put_schedule(
+            name, kind, payload, cron=cron, every=every, tz=tz, catch_up=catch_up
+        )
+        return _stored(put)
+
+    def pause_schedule(self, name: str, paused: bool) -> StoredSchedule | None:
+        act = self.client.pause_schedule if paused else self.client.resume_schedule
+        try:
+            return _stored(act(name))
+        except APINotFound as e:
+            _raise_unless_unknown(e)
+            return None
+
+    def remove_schedule(self, name: str) -> bool:
+        try:
+            return self.client.remove_schedule(name).removed
+        except APINotFound as e:
+            _raise_unless_unknown(e)
+            return False
+
+
+def _raise_unless_unknown(error: APINotFound) -> None:
+    """The server's 404 for a schedule it does not have is the store's None;
+    another 404 (a URL that is no chit API, say) is an error."""
+    if error.code != "schedule_not_found":
+        raise error
+
+
+def _stored(s: ScheduleOut) -> StoredSchedule:
+    return StoredSchedule(
+        name=s.name,
+        kind=s.kind,
+        payload=s.payload,
+        rule=Rule(cron=s.cron, every=s.every, tz=s.tz),
+        catch_up=check_catch_up(s.catch_up),
+        paused=s.paused,
+        next_at=s.next_at,
+        last_slot=s.last_slot,
+        last_job_id=s.last_job_id,
+        last_job_state=None if s.last_job_state is None else s.last_job_state.value,
+        source=s.source,
+        created_at=s.created_at,
+        updated_at=s.updated_at,
+    )

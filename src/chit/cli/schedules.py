@@ -1,20 +1,95 @@
 """`chit schedules` (list), `chit schedules add NAME`, `chit schedules
-pause|resume|remove NAME`: schedules (DESIGN.md, "Time") on the database.
-Values are checked by `Queue.check_schedule`, as in code and the API: a bad one
-gets the same message, exit 2, and nothing is stored. With `--app` (CHIT_APP)
-the kind must be one of the app's tasks and the payload is checked against it."""
+pause|resume|remove NAME`: schedules (DESIGN.md, "Time") on the database, or
+through the HTTP API with `--url` (`chit.cli.remote.RemoteSchedules`), with the
+same output and exit codes. Values are checked by `Queue.check_schedule`, as in
+code and the API: a bad one gets the same message, exit 2, and nothing is
+stored. With `--app` (CHIT_APP) the kind must be one of the app's tasks and the
+payload is checked against it; with `--url` the server checks them, with its app."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
 
 from chit.api.schemas import ScheduleOut, SchedulesOut
 from chit.cli import output
 from chit.cli.loading import Setup
 from chit.errors import InvalidRequest
+from chit.queue import Queue
 from chit.schedules import StoredSchedule, check_name
+
+
+class Schedules(Protocol):
+    """What the commands call: the database's (LocalSchedules) or RemoteSchedules."""
+
+    def list_schedules(self) -> list[StoredSchedule]: ...
+    def get_schedule(self, name: str) -> StoredSchedule | None: ...
+    def add_schedule(
+        self,
+        name: str,
+        kind: str,
+        payload: Any,
+        *,
+        cron: str | None,
+        every: str | int | None,
+        tz: str,
+        catch_up: str,
+    ) -> StoredSchedule: ...
+    def pause_schedule(self, name: str, paused: bool) -> StoredSchedule | None: ...
+    def remove_schedule(self, name: str) -> bool: ...
+
+
+class LocalSchedules:
+    """The store's schedule calls, and an operator's schedule checked by the
+    queue (its tasks, when it has an app) before it is stored."""
+
+    def __init__(self, queue: Queue) -> None:
+        self.queue = queue
+        self.store = queue.store
+
+    def list_schedules(self) -> list[StoredSchedule]:
+        return self.store.list_schedules()
+
+    def get_schedule(self, name: str) -> StoredSchedule | None:
+        return self.store.get_schedule(name)
+
+    def add_schedule(
+        self,
+        name: str,
+        kind: str,
+        payload: Any,
+        *,
+        cron: str | None,
+        every: str | int | None,
+        tz: str,
+        catch_up: str,
+    ) -> StoredSchedule:
+        schedule = self.queue.check_schedule(
+            name, kind, payload, cron=cron, every=every, tz=tz, catch_up=catch_up
+        )
+        return self.store.declare_schedule(schedule, source="operator")
+
+    def pause_schedule(self, name: str, paused: bool) -> StoredSchedule | None:
+        return self.store.pause_schedule(name, paused)
+
+    def remove_schedule(self, name: str) -> bool:
+        return self.store.remove_schedule(name)
+
+
+@contextmanager
+def schedules_of(args: argparse.Namespace, setup: Setup) -> Iterator[Schedules]:
+    if not args.url:
+        yield LocalSchedules(setup.queue())
+        return
+    from chit.cli.remote import RemoteSchedules
+    from chit.client import Client
+
+    with Client(args.url, args.api_key or os.environ.get("CHIT_API_KEY") or None) as client:
+        yield RemoteSchedules(client)
 
 
 def schedules(args: argparse.Namespace, setup: Setup) -> int:
@@ -25,8 +100,8 @@ def schedules(args: argparse.Namespace, setup: Setup) -> int:
         return _pausing(args, setup, action == "pause")
     if action == "remove":
         return _remove(args, setup)
-    store = setup.queue().store
-    listed = store.list_schedules()
+    with schedules_of(args, setup) as found:
+        listed = found.list_schedules()
     if args.json:
         output.print_json(
             SchedulesOut(schedules=[ScheduleOut.of(s) for s in listed]).model_dump(mode="json")
@@ -61,27 +136,27 @@ def table(listed: list[StoredSchedule]) -> str:
 
 
 def _add(args: argparse.Namespace, setup: Setup) -> int:
-    queue = setup.queue()
-    payload: Any = None
-    if args.payload is not None:
-        try:
-            payload = json.loads(args.payload)
-        except ValueError as e:
-            raise InvalidRequest(f"--payload is not JSON: {e}") from None
-    if args.every is not None and args.every.strip().isdigit():
-        every: Any = int(args.every)
-    else:
-        every = args.every
-    schedule = queue.check_schedule(
-        args.name,
-        args.kind,
-        payload,
-        cron=args.cron,
-        every=every,
-        tz=args.tz,
-        catch_up=args.catch_up,
-    )
-    stored = queue.store.declare_schedule(schedule, source="operator")
+    with schedules_of(args, setup) as found:
+        payload: Any = None
+        if args.payload is not None:
+            try:
+                payload = json.loads(args.payload)
+            except ValueError as e:
+                raise InvalidRequest(f"--payload is not JSON: {e}") from None
+        if args.every is not None and args.every.strip().isdigit():
+            every: Any = int(args.every)
+        else:
+            every = args.every
+        stored = found.add_schedule(
+            # Checked here too: the name --url sends is then one path segment, refused as here.
+            check_name(args.name),
+            args.kind,
+            payload,
+            cron=args.cron,
+            every=every,
+            tz=args.tz,
+            catch_up=args.catch_up,
+        )
     if args.json:
         output.print_json(ScheduleOut.of(stored).model_dump(mode="json"))
     else:
@@ -91,9 +166,9 @@ def _add(args: argparse.Namespace, setup: Setup) -> int:
 
 def _pausing(args: argparse.Namespace, setup: Setup, pausing: bool) -> int:
     name = check_name(args.name)
-    store = setup.queue().store
-    before = store.get_schedule(name)
-    stored = store.pause_schedule(name, pausing)
+    with schedules_of(args, setup) as found:
+        before = found.get_schedule(name)
+        stored = found.pause_schedule(name, pausing)
     if stored is None or before is None:
         raise InvalidRequest(f"no schedule named {name!r}: chit schedules lists them")
     if args.json:
@@ -109,7 +184,8 @@ def _pausing(args: argparse.Namespace, setup: Setup, pausing: bool) -> int:
 
 def _remove(args: argparse.Namespace, setup: Setup) -> int:
     name = check_name(args.name)
-    removed = setup.queue().store.remove_schedule(name)
+    with schedules_of(args, setup) as found:
+        removed = found.remove_schedule(name)
     if args.json:
         output.print_json({"name": name, "removed": removed})
     elif removed:
@@ -123,12 +199,17 @@ def _next(s: StoredSchedule) -> str:
     return output.when(s.next_at)
 
 
-def add_parsers(command: Any, common: argparse.ArgumentParser) -> None:
+def add_parsers(
+    command: Any,
+    common: argparse.ArgumentParser,
+    remote_flags: Callable[[argparse.ArgumentParser], None],
+) -> None:
     p = command(
         "schedules",
         schedules,
         "schedules with their next run and last job: chit schedules [add|pause|resume|remove]",
     )
+    remote_flags(p)
     actions = p.add_subparsers(dest="schedules_command", metavar="ACTION")
     a = actions.add_parser(
         "add", parents=[common], help="declare or replace a schedule (cron or every)"
@@ -144,6 +225,7 @@ def add_parsers(command: Any, common: argparse.ArgumentParser) -> None:
         default="latest",
         help="after downtime: latest (the last missed slot, default), all, or none",
     )
+    remote_flags(a)
     for verb, text in (
         ("pause", "enqueue nothing for a schedule until resumed"),
         ("resume", "enqueue a paused schedule's slots again, from the next one"),
@@ -151,3 +233,4 @@ def add_parsers(command: Any, common: argparse.ArgumentParser) -> None:
     ):
         a = actions.add_parser(verb, parents=[common], help=text)
         a.add_argument("name")
+        remote_flags(a)
