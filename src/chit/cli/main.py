@@ -11,6 +11,7 @@ import chit
 from chit import logs
 from chit.bounds import CLI_PAGE_MAX, PAGE_SIZE
 from chit.cli import commands, flow, schedules
+from chit.cli.flags import common_flags, remote_flags
 from chit.cli.loading import Setup
 from chit.errors import ChitError, ConfigError, InvalidRequest, JobNotFound, StoreError
 from chit.jobs import State
@@ -19,20 +20,7 @@ Command = Callable[[argparse.Namespace, Setup], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--database-url", help="database URL (CHIT_DATABASE_URL; default sqlite:///chit.db)"
-    )
-    common.add_argument("--app", help="module:queue that registers the handlers (CHIT_APP)")
-    common.add_argument("--json", action="store_true", help="print JSON for scripts")
-    common.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
-    )
-    common.add_argument(
-        "--log-format",
-        choices=["text", "json"],
-        help="text (default) or json: one JSON object a line (CHIT_LOG_FORMAT)",
-    )
+    common, action_common = common_flags(), common_flags(action=True)
 
     parser = argparse.ArgumentParser(
         prog="chit",
@@ -79,10 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
             "(CHIT_MAX_MEMORY_PER_CHILD)",
         )
 
-    def remote_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--url", help="go through the HTTP API at this URL, not the database")
-        p.add_argument("--api-key", help="with --url: the API key (CHIT_API_KEY)")
-
     p = command("up", commands.up, "start the HTTP API and workers on one machine")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--demo", action="store_true", help="submit the app's demo jobs at start")
@@ -106,13 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("keys", commands.keys, "API keys: chit keys create|list|revoke")
     keys = p.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
-    k = keys.add_parser("create", parents=[common], help="create a key; printed once")
+    k = keys.add_parser("create", parents=[action_common], help="create a key; printed once")
     k.add_argument("--tenant", default="", help="the tenant whose jobs it sees ('*': all)")
     k.add_argument("--scopes", default="submit+read", help="submit, read, admin, joined by +")
     k.add_argument("--name", default="", help="a label for people")
-    k = keys.add_parser("list", parents=[common], help="list keys (never their text)")
+    k = keys.add_parser("list", parents=[action_common], help="list keys (never their text)")
     k.add_argument("--all", action="store_true", help="include revoked keys")
-    k = keys.add_parser("revoke", parents=[common], help="revoke a key by id")
+    k = keys.add_parser("revoke", parents=[action_common], help="revoke a key by id")
     k.add_argument("key_id")
 
     p = command("submit", commands.submit, "submit a job: chit submit KIND JSON")
@@ -208,7 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     limits = p.add_subparsers(dest="limits_command", metavar="ACTION")
     k = limits.add_parser(
-        "set", parents=[common], help="override a kind's limits (the flags given) until cleared"
+        "set",
+        parents=[action_common],
+        help="override a kind's limits (the flags given) until cleared",
     )
     k.add_argument("kind")
     # Not dest "concurrency": that is the worker's flag, which Setup reads into Settings.
@@ -237,12 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="at most N starts per period per concurrency key",
     )
     k = limits.add_parser(
-        "clear", parents=[common], help="drop the operator's limits: the code's apply again"
+        "clear", parents=[action_common], help="drop the operator's limits: the code's apply again"
     )
     k.add_argument("kind")
     remote_flags(p)
     for action in limits.choices.values():
-        remote_flags(action)
+        remote_flags(action, action=True)
 
     for name, handler, verb in (
         (
@@ -256,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("queue", nargs="?", metavar="QUEUE")
         p.add_argument("--kind", help=f"{name} a kind, in every queue")
         remote_flags(p)
-    schedules.add_parsers(command, common, remote_flags)
+    schedules.add_parsers(command, action_common)
     command("migrate", commands.migrate, "create or upgrade the database schema")
     return parser
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
 from chit.api.schemas import ScheduleOut, SchedulesOut
 from chit.cli import output
+from chit.cli.flags import remote_flags
 from chit.cli.loading import Setup
 from chit.errors import InvalidRequest
 from chit.queue import Queue
@@ -199,11 +200,10 @@ def _next(s: StoredSchedule) -> str:
     return output.when(s.next_at)
 
 
-def add_parsers(
-    command: Any,
-    common: argparse.ArgumentParser,
-    remote_flags: Callable[[argparse.ArgumentParser], None],
-) -> None:
+def add_parsers(command: Any, action_common: argparse.ArgumentParser) -> None:
+    """`chit schedules` and its actions; `action_common` is main's
+    `common_flags(action=True)`."""
+
     p = command(
         "schedules",
         schedules,
@@ -212,7 +212,7 @@ def add_parsers(
     remote_flags(p)
     actions = p.add_subparsers(dest="schedules_command", metavar="ACTION")
     a = actions.add_parser(
-        "add", parents=[common], help="declare or replace a schedule (cron or every)"
+        "add", parents=[action_common], help="declare or replace a schedule (cron or every)"
     )
     a.add_argument("name")
     a.add_argument("--kind", required=True, help="the task kind each slot's job runs")
@@ -225,12 +225,12 @@ def add_parsers(
         default="latest",
         help="after downtime: latest (the last missed slot, default), all, or none",
     )
-    remote_flags(a)
+    remote_flags(a, action=True)
     for verb, text in (
         ("pause", "enqueue nothing for a schedule until resumed"),
         ("resume", "enqueue a paused schedule's slots again, from the next one"),
         ("remove", "delete a schedule (its jobs stay)"),
     ):
-        a = actions.add_parser(verb, parents=[common], help=text)
+        a = actions.add_parser(verb, parents=[action_common], help=text)
         a.add_argument("name")
-        remote_flags(a)
+        remote_flags(a, action=True)
