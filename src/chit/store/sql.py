@@ -720,9 +720,7 @@ class SQLStore(FullStore):
             return None
         jobs = [
             WorkflowJob(
-                id=r["id"],
-                ref=r["ref"],
-                kind=r["kind"],
+                **{name: r[name] for name in ("id", "ref", "kind")},
                 state=State(r["state"]),
                 depends_on=tuple(self.d.loads(r["depends_on"]) or ()),
                 run_on=RunOn(r["run_on"]),
@@ -758,8 +756,7 @@ class SQLStore(FullStore):
         return [
             Step(
                 job_id=job_id,
-                name=r["name"],
-                attempt=r["attempt"],
+                **{name: r[name] for name in ("name", "attempt")},
                 result=self.d.loads(r["result"]),
                 created_at=self._at(r["created_at"]),
             )
@@ -907,16 +904,9 @@ class SQLStore(FullStore):
         at = self.d.now(now)
         with self._write() as conn:
             conn.execute(self.Q["prune_sessions"], {"now": at})
-            conn.execute(
-                self.Q["create_session"],
-                {
-                    "id_hash": session.id_hash,
-                    "key_hash": session.key_hash,
-                    "now": at,
-                    "idle": self.d.interval(session.idle_seconds),
-                    "max": self.d.interval(session.max_seconds),
-                },
-            )
+            idle, most = self.d.interval(session.idle_seconds), self.d.interval(session.max_seconds)
+            params = asdict(session) | {"now": at, "idle": idle, "max": most}
+            conn.execute(self.Q["create_session"], params)
 
     def touch_session(
         self, id_hash: str, idle_seconds: float, now: datetime | None = None
@@ -1016,19 +1006,18 @@ class SQLStore(FullStore):
     def _rule(self, r: Any) -> Rule:
         return Rule(cron=r["cron"], every=r["every_seconds"], tz=r["tz"])
 
+    def _declared(self, r: Any) -> dict[str, Any]:
+        """The fields of a schedule row that a Schedule has."""
+        fields = {name: r[name] for name in ("name", "kind", "catch_up")}
+        return fields | {"payload": self.d.loads(r["payload"]), "rule": self._rule(r)}
+
     def _schedule(self, r: Any) -> StoredSchedule:
         return StoredSchedule(
-            name=r["name"],
-            kind=r["kind"],
-            payload=self.d.loads(r["payload"]),
-            rule=self._rule(r),
-            catch_up=r["catch_up"],
+            **self._declared(r),
+            **{name: r[name] for name in ("last_job_id", "last_job_state", "source")},
             paused=bool(r["paused"]),
             next_at=self._at(r["next_at"]),
             last_slot=self.d.when(r["last_slot"]),
-            last_job_id=r["last_job_id"],
-            last_job_state=r["last_job_state"],
-            source=r["source"],
             created_at=self._at(r["created_at"]),
             updated_at=self._at(r["updated_at"]),
         )
@@ -1084,32 +1073,17 @@ class SQLStore(FullStore):
         self, kinds: Sequence[str], limit: int, now: datetime | None = None
     ) -> list[tuple[Schedule, datetime]]:
         params = {"kinds": self.d.array(list(kinds)), "limit": limit, "now": self.d.now(now)}
-        return [
-            (
-                Schedule(
-                    name=r["name"],
-                    kind=r["kind"],
-                    payload=self.d.loads(r["payload"]),
-                    rule=self._rule(r),
-                    catch_up=r["catch_up"],
-                ),
-                self._at(r["next_at"]),
-            )
-            for r in self._rows(self.Q["due_schedules"], params)
-        ]
+        rows = self._rows(self.Q["due_schedules"], params)
+        return [(Schedule(**self._declared(r)), self._at(r["next_at"])) for r in rows]
 
     def advance_schedules(self, moves: Sequence[Move]) -> int:
         if not moves:
             return 0
         time = self.d.time
         items = [
-            {
-                "name": m.name,
-                "seen": time(m.seen),
-                "next_at": time(m.next_at),
-                "last_slot": None if m.last_slot is None else time(m.last_slot),
-                "last_job_id": m.last_job_id,
-            }
+            asdict(m)
+            | {"seen": time(m.seen), "next_at": time(m.next_at)}
+            | {"last_slot": None if m.last_slot is None else time(m.last_slot)}
             for m in moves
         ]
         return self._changed("advance_schedules", {"moves": dumps(items)})
