@@ -32,12 +32,10 @@ class Stored:
 
 @dataclass
 class Graph:
-    """A batch's edges: for each job (by position) the ids it depends on, in the
-    order given; which of those are jobs of the batch; the stored ones; and for
-    each id depended on, the jobs of the batch that depend on it."""
+    """A batch's edges, resolved to ids."""
 
     ids: list[str]
-    depends_on: list[list[str]]
+    depends_on: list[list[str]]  # for each job (by position) the ids it depends on, in order
     inside: dict[str, int]  # id of a job of the batch -> its position
     stored: list[str]  # ids outside the batch, in first-use order
     dependents: dict[str, list[str]]  # id depended on -> ids of its dependents, in call order

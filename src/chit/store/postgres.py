@@ -185,22 +185,19 @@ def _reach(url: str, where: str, seconds: float) -> None:
 # that counted down the same dependents in opposite orders, is rolled back
 # whole: run it again, a few times (each retry sees the other's commit).
 _RETRIES = 5
+_RETRYABLE = psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
 
 
 def _retried(call: Callable[_P, _T]) -> Callable[_P, _T]:
     @functools.wraps(call)
     def retrying(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-        for attempt in range(_RETRIES):
+        for _ in range(_RETRIES - 1):
             try:
                 return call(*args, **kwargs)
             except StoreError as e:
-                cause = e.__cause__
-                retry = isinstance(
-                    cause, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
-                )
-                if not retry or attempt == _RETRIES - 1:
+                if not isinstance(e.__cause__, _RETRYABLE):
                     raise
-        raise AssertionError("unreachable")
+        return call(*args, **kwargs)
 
     return retrying
 

@@ -136,11 +136,6 @@ def scalar(cursor: Any) -> Any:
     return next(iter(row.values())) if isinstance(row, Mapping) else row[0]
 
 
-def fetched(cursor: Any) -> list[Any]:
-    """A statement's rows; none for one that returns no rows (an UPDATE)."""
-    return [] if cursor.description is None else list(cursor.fetchall())
-
-
 def rescued(states: Sequence[str]) -> RescueReport:
     """What rescue_expired did, from the states it left the jobs in."""
     count = states.count
@@ -230,14 +225,12 @@ class SQLStore(FullStore):
             for name in ("lease_expires_at", "started_at", "finished_at", "expires_at")
         }
         fields |= {name: bool(r[name]) for name in ("result_external", "cancel_requested", "stale")}
-        progress = Progress(r["progress_done"], r["progress_total"])
-        depends_on = tuple(loads(r["depends_on"]) or ())
         return Job(
             **fields,
             state=State(r["state"]),
-            progress=progress,
+            progress=Progress(r["progress_done"], r["progress_total"]),
             run_on=RunOn(r["run_on"]),
-            depends_on=depends_on,
+            depends_on=tuple(loads(r["depends_on"]) or ()),
         )
 
     def _claimed(self, r: Any) -> ClaimedJob:
@@ -308,8 +301,9 @@ class SQLStore(FullStore):
             while True:
                 if isinstance(step, InsertStep):
                     step = steps.send(self._insert(conn, step.batch))
-                else:
-                    step = steps.send(fetched(conn.execute(step.query, step.params)))
+                else:  # an UPDATE returns no rows: none to fetch
+                    cursor = conn.execute(step.query, step.params)
+                    step = steps.send([] if cursor.description is None else cursor.fetchall())
         except StopIteration as done:
             return done.value
 
@@ -540,16 +534,14 @@ class SQLStore(FullStore):
             return answer
         with self._read() as conn:
             first = conn.execute(self.Q["next_kind"], {"queue": queue, "kind": ""}).fetchone()
-            answer = first is not None and bool(
-                conn.execute(
-                    self.Q["next_group"],
-                    {"queue": queue, "kind": first["kind"], "tenant": first["tenant"]}
-                    | {"key": first["concurrency_key"]},
-                ).fetchone()
-                or conn.execute(
-                    self.Q["next_kind"], {"queue": queue, "kind": first["kind"]}
-                ).fetchone()
-            )
+            answer = False
+            if first is not None:
+                kind = {"queue": queue, "kind": first["kind"]}
+                group = kind | {"tenant": first["tenant"], "key": first["concurrency_key"]}
+                answer = bool(
+                    conn.execute(self.Q["next_group"], group).fetchone()
+                    or conn.execute(self.Q["next_kind"], kind).fetchone()
+                )
         mixed[queue] = (time.monotonic(), answer)
         return answer
 
@@ -688,8 +680,7 @@ class SQLStore(FullStore):
             states = conn.execute(self.Q["dependency_states"], {"id": job_id}).fetchall()
         n = {r["state"]: r["n"] for r in states}
         done = n.get("succeeded", 0), n.get("failed", 0), n.get("cancelled", 0)
-        total = len(job.depends_on)
-        counts = DependencyCounts(total, *done, pending=sum(n.values()) - sum(done))
+        counts = DependencyCounts(len(job.depends_on), *done, pending=sum(n.values()) - sum(done))
         return replace(job, dependencies=counts)
 
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
@@ -714,8 +705,7 @@ class SQLStore(FullStore):
         return [r["id"] for r in self._rows(self.Q["dependents"], {"id": job_id, "tenant": tenant})]
 
     def workflow(self, workflow_id: str, tenant: str | None = None) -> WorkflowView | None:
-        params = {"workflow_id": workflow_id, "tenant": tenant}
-        rows = self._rows(self.Q["workflow"], params)
+        rows = self._rows(self.Q["workflow"], {"workflow_id": workflow_id, "tenant": tenant})
         if not rows:
             return None
         jobs = [
@@ -921,9 +911,7 @@ class SQLStore(FullStore):
         if not rows:
             return None
         r = rows[0]
-        times = {
-            name: self._at(r[name]) for name in ("created_at", "idle_expires_at", "expires_at")
-        }
+        times = {col: self._at(r[col]) for col in ("created_at", "idle_expires_at", "expires_at")}
         return StoredSession(key_hash=r["key_hash"], **times)
 
     def delete_session(self, id_hash: str) -> bool:
@@ -991,18 +979,6 @@ class SQLStore(FullStore):
 
     # Schedules (chit/schedules.py)
 
-    def _schedule_params(self, schedule: Schedule) -> dict[str, Any]:
-        rule = schedule.rule
-        return {
-            "name": schedule.name,
-            "kind": schedule.kind,
-            "payload": dumps(schedule.payload),
-            "cron": rule.cron,
-            "every_seconds": rule.every,
-            "tz": rule.tz,
-            "catch_up": schedule.catch_up,
-        }
-
     def _rule(self, r: Any) -> Rule:
         return Rule(cron=r["cron"], every=r["every_seconds"], tz=r["tz"])
 
@@ -1031,10 +1007,13 @@ class SQLStore(FullStore):
         self, schedule: Schedule, source: str = "operator", now: datetime | None = None
     ) -> StoredSchedule:
         at = self.d.now(now)
+        rule = schedule.rule
+        params = {name: getattr(schedule, name) for name in ("name", "kind", "catch_up")}
+        params |= {"cron": rule.cron, "every_seconds": rule.every, "tz": rule.tz}
+        params |= {"payload": dumps(schedule.payload), "source": source, "now": at}
         with self._tx() as conn:
             clock, _ = self._clock(conn, [], at)
-            params = self._schedule_params(schedule) | {"source": source, "now": at}
-            params["next_at"] = self.d.time(schedule.rule.first_from(clock))
+            params["next_at"] = self.d.time(rule.first_from(clock))
             conn.execute(self.Q["declare_schedule"], params)
             row = conn.execute(self.Q["get_schedule"], {"name": schedule.name}).fetchone()
         return self._schedule(row)

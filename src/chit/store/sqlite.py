@@ -287,20 +287,20 @@ class SQLiteStore(SQLStore):
     def _finish(
         self, conn: sqlite3.Connection, outcomes: Sequence[Outcome], clock: str
     ) -> list[bool]:
+        rows = [self._finish_one(conn, o, clock) for o in outcomes]
         succeeded: list[str] = []  # jobs with dependents, by how they ended
         ended: list[str] = []
-        applied = [self._finish_one(conn, o, clock, succeeded, ended) for o in outcomes]
+        for outcome, row in zip(outcomes, rows, strict=True):
+            if row is not None and row["has_dependents"]:
+                if row["state"] == "succeeded":
+                    succeeded.append(outcome.job_id)
+                elif row["state"] in ("failed", "cancelled"):
+                    ended.append(outcome.job_id)
         self._settle(conn, succeeded, ended, clock)
-        return applied
+        return [row is not None for row in rows]
 
-    def _finish_one(
-        self,
-        conn: sqlite3.Connection,
-        outcome: Outcome,
-        clock: str,
-        succeeded: list[str],
-        ended: list[str],
-    ) -> bool:
+    def _finish_one(self, conn: sqlite3.Connection, outcome: Outcome, clock: str) -> Any:
+        """Record one outcome and close its attempt record: the job's row, None if fenced out."""
         # Each statement returns the outcome its attempt record closes with, and the error.
         fence: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token, "now": clock}
         match outcome:
@@ -320,15 +320,11 @@ class SQLiteStore(SQLStore):
                 row = conn.execute(Q["mark_cancelled"], fence).fetchone()
             case Snoozed(delay=delay):
                 row = conn.execute(Q["snooze"], fence | {"delay": _offset(delay)}).fetchone()
-        if row is None:
-            return False
-        conn.execute(Q["close_attempt"], fence | {"outcome": row["outcome"], "error": row["error"]})
-        if row["has_dependents"]:
-            if row["state"] == "succeeded":
-                succeeded.append(outcome.job_id)
-            elif row["state"] in ("failed", "cancelled"):
-                ended.append(outcome.job_id)
-        return True
+        if row is not None:
+            conn.execute(
+                Q["close_attempt"], fence | {"outcome": row["outcome"], "error": row["error"]}
+            )
+        return row
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
         with self._read() as conn:
