@@ -42,7 +42,6 @@ from chit.jobs import (
     Outcome,
     Page,
     Released,
-    RescueReport,
     Snoozed,
     State,
     Succeeded,
@@ -55,7 +54,6 @@ from chit.store.sql import (
     SQLStore,
     dumps,
     progressed,
-    rescued,
     scalar,
 )
 
@@ -532,13 +530,6 @@ class PostgresStore(SQLStore):
         self._settle(conn, [], ended, now)
         return [o.job_id in applied for o in outcomes]
 
-    def rescue_expired(self, now: datetime | None = None) -> RescueReport:
-        with self._tx() as conn:
-            rows = conn.execute(Q["rescue_expired"], {"now": _utc(now)}).fetchall()
-            ended = [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
-            self._settle(conn, [], ended, _utc(now))
-        return rescued([r["state"] for r in rows])
-
     # Reading
 
     def list(self, where: JobFilter, limit: int = 50, cursor: str | None = None) -> Page:
@@ -550,10 +541,9 @@ class PostgresStore(SQLStore):
         params: dict[str, Any] = {"limit": limit + 1, "cursor": cursor}
         # State and tenant as literals, not parameters: a plan made for any value
         # could not use the partial indexes their values select.
-        if where.state is not None:
-            clauses.append(sql.SQL("state = {}").format(sql.Literal(str(where.state))))
-        if where.tenant is not None:
-            clauses.append(sql.SQL("tenant = {}").format(sql.Literal(where.tenant)))
+        for column, literal in (("state", where.state), ("tenant", where.tenant)):
+            if literal is not None:
+                clauses.append(sql.SQL(f"{column} = {{}}").format(sql.Literal(str(literal))))
         for column, value in (("kind", where.kind), ("queue", where.queue)):
             if value is not None:
                 clauses.append(sql.SQL(f"{column} = %({column})s::text"))

@@ -4,7 +4,7 @@ A backend subclasses `SQLStore` and gives it what truly differs between
 databases: connections and transactions (`_read`, `_write`, `_tx`, `_migrating`,
 `_run_script`), a `Dialect` (how values are sent and read, how a query's
 fragments are filled in), and its hot paths (`_finish`, `_opened`,
-enqueue_many, rescue_expired, list, wait_for_jobs). Everything else is here.
+enqueue_many, list, wait_for_jobs). Everything else is here.
 
 Both backends' connections have `execute(query, params)` returning a cursor
 with `fetchone`, `fetchall` and `rowcount`, and rows readable by column name
@@ -136,14 +136,6 @@ def scalar(cursor: Any) -> Any:
     return next(iter(row.values())) if isinstance(row, Mapping) else row[0]
 
 
-def rescued(states: Sequence[str]) -> RescueReport:
-    """What rescue_expired did, from the states it left the jobs in."""
-    count = states.count
-    return RescueReport(
-        requeued=count("queued"), failed=count("failed"), cancelled=count("cancelled")
-    )
-
-
 def _claim_order(r: Any) -> tuple[Any, ...]:
     return (r["priority"], r["run_at"], r["id"])
 
@@ -212,6 +204,10 @@ class SQLStore(FullStore):
 
     def _opened(self, conn: Any, claim: Claim, rows: list[Any], now: Any) -> None:
         """Open the attempts of jobs `claim_ids` claimed, if it did not."""
+
+    def _close_attempts(self, conn: Any, rows: list[Any], now: Any) -> None:
+        """Close the open attempts of the jobs of `rows`, if the statement that
+        took them back (`rescue_expired`) did not."""
 
     # Rows to values
 
@@ -643,6 +639,19 @@ class SQLStore(FullStore):
         params = {"id": job_id, "token": lease_token, "name": name, "now": self.d.now(now)}
         return self._changed("save_step", params | {"result": dumps(result)}) == 1
 
+    def rescue_expired(self, now: datetime | None = None) -> RescueReport:
+        with self._tx() as conn:
+            # The database clock read once: the statements must agree on the time.
+            clock = self._fixed_clock(conn, self.d.now(now))
+            rows = conn.execute(self.Q["rescue_expired"], {"now": clock}).fetchall()
+            self._close_attempts(conn, rows, clock)
+            ended = [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
+            self._settle(conn, [], ended, clock)
+        count = [r["state"] for r in rows].count
+        return RescueReport(
+            requeued=count("queued"), failed=count("failed"), cancelled=count("cancelled")
+        )
+
     def expire_jobs(self, now: datetime | None = None) -> int:
         params = {"now": self.d.now(now)}
         if not self._rows(self.Q["has_expired"], params):
@@ -774,16 +783,14 @@ class SQLStore(FullStore):
                 by_kind.setdefault(r["kind"], {})[r["state"]] = r["n"]
             rows = conn.execute(self.Q["stats_last_hour"], params).fetchall()
             last_hour = {r["state"]: r["n"] for r in rows}
-            lag = scalar(conn.execute(self.Q["stats_queue_lag"], params))
-            stale = scalar(conn.execute(self.Q["stats_stale"], params))
-        return Stats(
-            by_state=by_state,
-            by_kind=by_kind,
-            failed_last_hour=last_hour.get("failed", 0),
-            succeeded_last_hour=last_hour.get("succeeded", 0),
-            oldest_queued_age=lag,
-            stale_running=stale,
-        )
+            return Stats(
+                by_state=by_state,
+                by_kind=by_kind,
+                failed_last_hour=last_hour.get("failed", 0),
+                succeeded_last_hour=last_hour.get("succeeded", 0),
+                oldest_queued_age=scalar(conn.execute(self.Q["stats_queue_lag"], params)),
+                stale_running=scalar(conn.execute(self.Q["stats_stale"], params)),
+            )
 
     # Operating
 

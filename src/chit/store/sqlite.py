@@ -44,7 +44,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import Claim, Dialect, SQLStore, dumps, progressed, rescued, scalar
+from chit.store.sql import Claim, Dialect, SQLStore, dumps, progressed, scalar
 
 Q = queries.load("sqlite")
 BUSY_TIMEOUT_MS = 30_000
@@ -271,7 +271,7 @@ class SQLiteStore(SQLStore):
     def _opened(self, conn: sqlite3.Connection, claim: Claim, rows: list[Any], clock: str) -> None:
         if not rows:
             return
-        conn.execute(Q["expire_attempts"], {"ids": dumps([r["id"] for r in rows]), "now": clock})
+        self._close_attempts(conn, rows, clock)
         conn.executemany(
             Q["open_attempt"],
             [
@@ -330,15 +330,10 @@ class SQLiteStore(SQLStore):
         with self._read() as conn:
             if not scalar(conn.execute(Q["stats_stale"], {"now": _clock(now), "tenant": None})):
                 return RescueReport(0, 0, 0)
-        with self._write() as conn:
-            # The database clock read once: the two statements must agree on the time.
-            clock = self._fixed_clock(conn, _clock(now))
-            rows = conn.execute(Q["rescue_expired"], {"now": clock}).fetchall()
-            ids = dumps([r["id"] for r in rows])
-            conn.execute(Q["expire_attempts"], {"ids": ids, "now": clock})
-            ended = [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
-            self._settle(conn, [], ended, clock)
-        return rescued([r["state"] for r in rows])
+        return super().rescue_expired(now)
+
+    def _close_attempts(self, conn: sqlite3.Connection, rows: list[Any], clock: str) -> None:
+        conn.execute(Q["expire_attempts"], {"ids": dumps([r["id"] for r in rows]), "now": clock})
 
     # Reading
 
