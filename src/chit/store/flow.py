@@ -99,7 +99,6 @@ class Flow:
 
     @property
     def limits(self) -> dict[str, Limits]:
-        """Each limited kind's effective limits."""
         return {kind: k.effective for kind, k in self.kinds.items() if k.effective}
 
     @property

@@ -47,10 +47,9 @@ def check(jobs: Sequence[NewJob], ids: Sequence[str]) -> Graph:
     duplicate ref, a self-dependency, a cycle, an edge across tenants inside the
     batch, or more than DEPENDENCIES_MAX edges."""
     refs: dict[str, int] = {}
-    for n, job in enumerate(jobs):
-        if job.ref is None:
+    for n, ref in enumerate(job.ref for job in jobs):
+        if ref is None:
             continue
-        ref = job.ref
         if not isinstance(ref, str) or not 1 <= len(ref) <= REF_MAX or "\x00" in ref:
             raise InvalidRequest(f"job {n}: a ref must be 1 to {REF_MAX} characters, not {ref!r}")
         if ref in refs:

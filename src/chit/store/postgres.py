@@ -99,11 +99,8 @@ def describe_url(url: str) -> str:
 def _summary(e: psycopg.Error) -> str:
     """The server's one-line message, without the SQL text or context lines
     psycopg's own message carries."""
-    primary = e.diag.message_primary
-    if primary:
-        return primary
     lines = str(e).strip().splitlines()
-    return lines[0] if lines else type(e).__name__
+    return e.diag.message_primary or (lines[0] if lines else type(e).__name__)
 
 
 def _text(value: str) -> str:
@@ -124,7 +121,6 @@ def _iso(value: datetime) -> str:
 
 
 def _format(name: str, **fragments: str) -> sql.Composed:
-    """The named query with its `{fragments}` filled in."""
     return sql.SQL(Q[name]).format(**{key: sql.SQL(value) for key, value in fragments.items()})
 
 
@@ -477,8 +473,7 @@ class PostgresStore(SQLStore):
         return True
 
     def _one_statement(self, outcomes: Sequence[Outcome], encoded: dict[str, str]) -> bool:
-        """Whether `_finish` records these outcomes in a single statement: one
-        kind, distinct jobs, no result stored out of the row."""
+        """Whether `_finish` records these outcomes in a single statement."""
         return (
             len({type(o) for o in outcomes}) == 1
             and len({o.job_id for o in outcomes}) == len(outcomes)
@@ -681,7 +676,6 @@ def _fenced(outcome: Outcome) -> dict[str, Any]:
 
 
 def _encode_results(outcomes: Sequence[Outcome]) -> dict[str, str]:
-    """The results of the Succeeded outcomes as JSON, by job id."""
     return {o.job_id: dumps(o.result) for o in outcomes if isinstance(o, Succeeded)}
 
 

@@ -129,7 +129,6 @@ UNIQUE_TRIES = 5
 
 
 def scalar(cursor: Any) -> Any:
-    """The first column of the first row, or None."""
     row = cursor.fetchone()
     if row is None:
         return None
@@ -166,8 +165,7 @@ class SQLStore(FullStore):
     _flow: Flow = Flow()
 
     @abc.abstractmethod
-    def _read(self) -> AbstractContextManager[Any]:
-        """A connection for reading."""
+    def _read(self) -> AbstractContextManager[Any]: ...
 
     @abc.abstractmethod
     def _write(self) -> AbstractContextManager[Any]:

@@ -376,8 +376,7 @@ class SQLiteStore(SQLStore):
 
 # The workflow columns of a job enqueued on its own (Store.enqueue_many).
 _NO_WORKFLOW: dict[str, Any] = {"state": "queued", "error": None, "deps_pending": 0}
-_NO_WORKFLOW |= {"workflow_id": None, "ref": None, "run_on": "succeeded"}
-_NO_WORKFLOW |= {"dependents": None}
+_NO_WORKFLOW |= {"workflow_id": None, "ref": None, "run_on": "succeeded", "dependents": None}
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:
