@@ -43,33 +43,21 @@ THROTTLED_POLL = 0.1
 
 
 def limit_params(kind: str, limits: Limits) -> dict[str, Any]:
-    """A chit_limits row's parameters."""
-
-    def rate(r: Rate | None) -> tuple[int | None, float | None]:
-        return (None, None) if r is None else (r.count, r.seconds)
-
-    (count, seconds), (key_count, key_seconds) = rate(limits.rate), rate(limits.key_rate)
-    return {
-        "kind": kind,
-        "concurrency": limits.concurrency,
-        "rate": count,
-        "rate_seconds": seconds,
-        "key_concurrency": limits.key_concurrency,
-        "key_rate": key_count,
-        "key_rate_seconds": key_seconds,
-    }
+    """A chit_limits row's parameters: each rate as its count and its `_seconds`."""
+    params: dict[str, Any] = {"kind": kind, "concurrency": limits.concurrency}
+    params["key_concurrency"] = limits.key_concurrency
+    for name, rate in (("rate", limits.rate), ("key_rate", limits.key_rate)):
+        params[name] = None if rate is None else rate.count
+        params[f"{name}_seconds"] = None if rate is None else rate.seconds
+    return params
 
 
 def row_limits(r: Any) -> Limits:
-    def rate(count: int | None, seconds: float | None) -> Rate | None:
+    def rate(name: str) -> Rate | None:
+        count, seconds = r[name], r[f"{name}_seconds"]
         return None if count is None or seconds is None else Rate(count, float(seconds))
 
-    return Limits(
-        concurrency=r["concurrency"],
-        rate=rate(r["rate"], r["rate_seconds"]),
-        key_concurrency=r["key_concurrency"],
-        key_rate=rate(r["key_rate"], r["key_rate_seconds"]),
-    )
+    return Limits(r["concurrency"], rate("rate"), r["key_concurrency"], rate("key_rate"))
 
 
 class Claim(NamedTuple):
@@ -111,7 +99,6 @@ class Flow:
 
     @property
     def limits(self) -> dict[str, Limits]:
-        """Each limited kind's effective limits."""
         return {kind: k.effective for kind, k in self.kinds.items() if k.effective}
 
     @property

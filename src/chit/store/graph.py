@@ -32,12 +32,10 @@ class Stored:
 
 @dataclass
 class Graph:
-    """A batch's edges: for each job (by position) the ids it depends on, in the
-    order given; which of those are jobs of the batch; the stored ones; and for
-    each id depended on, the jobs of the batch that depend on it."""
+    """A batch's edges, resolved to ids."""
 
     ids: list[str]
-    depends_on: list[list[str]]
+    depends_on: list[list[str]]  # for each job (by position) the ids it depends on, in order
     inside: dict[str, int]  # id of a job of the batch -> its position
     stored: list[str]  # ids outside the batch, in first-use order
     dependents: dict[str, list[str]]  # id depended on -> ids of its dependents, in call order
@@ -49,10 +47,9 @@ def check(jobs: Sequence[NewJob], ids: Sequence[str]) -> Graph:
     duplicate ref, a self-dependency, a cycle, an edge across tenants inside the
     batch, or more than DEPENDENCIES_MAX edges."""
     refs: dict[str, int] = {}
-    for n, job in enumerate(jobs):
-        if job.ref is None:
+    for n, ref in enumerate(job.ref for job in jobs):
+        if ref is None:
             continue
-        ref = job.ref
         if not isinstance(ref, str) or not 1 <= len(ref) <= REF_MAX or "\x00" in ref:
             raise InvalidRequest(f"job {n}: a ref must be 1 to {REF_MAX} characters, not {ref!r}")
         if ref in refs:

@@ -42,7 +42,6 @@ from chit.jobs import (
     Outcome,
     Page,
     Released,
-    RescueReport,
     Snoozed,
     State,
     Succeeded,
@@ -55,7 +54,6 @@ from chit.store.sql import (
     SQLStore,
     dumps,
     progressed,
-    rescued,
     scalar,
 )
 
@@ -101,11 +99,8 @@ def describe_url(url: str) -> str:
 def _summary(e: psycopg.Error) -> str:
     """The server's one-line message, without the SQL text or context lines
     psycopg's own message carries."""
-    primary = e.diag.message_primary
-    if primary:
-        return primary
     lines = str(e).strip().splitlines()
-    return lines[0] if lines else type(e).__name__
+    return e.diag.message_primary or (lines[0] if lines else type(e).__name__)
 
 
 def _text(value: str) -> str:
@@ -126,7 +121,6 @@ def _iso(value: datetime) -> str:
 
 
 def _format(name: str, **fragments: str) -> sql.Composed:
-    """The named query with its `{fragments}` filled in."""
     return sql.SQL(Q[name]).format(**{key: sql.SQL(value) for key, value in fragments.items()})
 
 
@@ -185,22 +179,19 @@ def _reach(url: str, where: str, seconds: float) -> None:
 # that counted down the same dependents in opposite orders, is rolled back
 # whole: run it again, a few times (each retry sees the other's commit).
 _RETRIES = 5
+_RETRYABLE = psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
 
 
 def _retried(call: Callable[_P, _T]) -> Callable[_P, _T]:
     @functools.wraps(call)
     def retrying(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-        for attempt in range(_RETRIES):
+        for _ in range(_RETRIES - 1):
             try:
                 return call(*args, **kwargs)
             except StoreError as e:
-                cause = e.__cause__
-                retry = isinstance(
-                    cause, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected
-                )
-                if not retry or attempt == _RETRIES - 1:
+                if not isinstance(e.__cause__, _RETRYABLE):
                     raise
-        raise AssertionError("unreachable")
+        return call(*args, **kwargs)
 
     return retrying
 
@@ -482,8 +473,7 @@ class PostgresStore(SQLStore):
         return True
 
     def _one_statement(self, outcomes: Sequence[Outcome], encoded: dict[str, str]) -> bool:
-        """Whether `_finish` records these outcomes in a single statement: one
-        kind, distinct jobs, no result stored out of the row."""
+        """Whether `_finish` records these outcomes in a single statement."""
         return (
             len({type(o) for o in outcomes}) == 1
             and len({o.job_id for o in outcomes}) == len(outcomes)
@@ -535,13 +525,6 @@ class PostgresStore(SQLStore):
         self._settle(conn, [], ended, now)
         return [o.job_id in applied for o in outcomes]
 
-    def rescue_expired(self, now: datetime | None = None) -> RescueReport:
-        with self._tx() as conn:
-            rows = conn.execute(Q["rescue_expired"], {"now": _utc(now)}).fetchall()
-            ended = [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
-            self._settle(conn, [], ended, _utc(now))
-        return rescued([r["state"] for r in rows])
-
     # Reading
 
     def list(self, where: JobFilter, limit: int = 50, cursor: str | None = None) -> Page:
@@ -553,10 +536,9 @@ class PostgresStore(SQLStore):
         params: dict[str, Any] = {"limit": limit + 1, "cursor": cursor}
         # State and tenant as literals, not parameters: a plan made for any value
         # could not use the partial indexes their values select.
-        if where.state is not None:
-            clauses.append(sql.SQL("state = {}").format(sql.Literal(str(where.state))))
-        if where.tenant is not None:
-            clauses.append(sql.SQL("tenant = {}").format(sql.Literal(where.tenant)))
+        for column, literal in (("state", where.state), ("tenant", where.tenant)):
+            if literal is not None:
+                clauses.append(sql.SQL(f"{column} = {{}}").format(sql.Literal(str(literal))))
         for column, value in (("kind", where.kind), ("queue", where.queue)):
             if value is not None:
                 clauses.append(sql.SQL(f"{column} = %({column})s::text"))
@@ -694,7 +676,6 @@ def _fenced(outcome: Outcome) -> dict[str, Any]:
 
 
 def _encode_results(outcomes: Sequence[Outcome]) -> dict[str, str]:
-    """The results of the Succeeded outcomes as JSON, by job id."""
     return {o.job_id: dumps(o.result) for o in outcomes if isinstance(o, Succeeded)}
 
 

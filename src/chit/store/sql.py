@@ -4,7 +4,7 @@ A backend subclasses `SQLStore` and gives it what truly differs between
 databases: connections and transactions (`_read`, `_write`, `_tx`, `_migrating`,
 `_run_script`), a `Dialect` (how values are sent and read, how a query's
 fragments are filled in), and its hot paths (`_finish`, `_opened`,
-enqueue_many, rescue_expired, list, wait_for_jobs). Everything else is here.
+enqueue_many, list, wait_for_jobs). Everything else is here.
 
 Both backends' connections have `execute(query, params)` returning a cursor
 with `fetchone`, `fetchall` and `rowcount`, and rows readable by column name
@@ -129,24 +129,10 @@ UNIQUE_TRIES = 5
 
 
 def scalar(cursor: Any) -> Any:
-    """The first column of the first row, or None."""
     row = cursor.fetchone()
     if row is None:
         return None
     return next(iter(row.values())) if isinstance(row, Mapping) else row[0]
-
-
-def fetched(cursor: Any) -> list[Any]:
-    """A statement's rows; none for one that returns no rows (an UPDATE)."""
-    return [] if cursor.description is None else list(cursor.fetchall())
-
-
-def rescued(states: Sequence[str]) -> RescueReport:
-    """What rescue_expired did, from the states it left the jobs in."""
-    count = states.count
-    return RescueReport(
-        requeued=count("queued"), failed=count("failed"), cancelled=count("cancelled")
-    )
 
 
 def _claim_order(r: Any) -> tuple[Any, ...]:
@@ -179,8 +165,7 @@ class SQLStore(FullStore):
     _flow: Flow = Flow()
 
     @abc.abstractmethod
-    def _read(self) -> AbstractContextManager[Any]:
-        """A connection for reading."""
+    def _read(self) -> AbstractContextManager[Any]: ...
 
     @abc.abstractmethod
     def _write(self) -> AbstractContextManager[Any]:
@@ -218,6 +203,10 @@ class SQLStore(FullStore):
     def _opened(self, conn: Any, claim: Claim, rows: list[Any], now: Any) -> None:
         """Open the attempts of jobs `claim_ids` claimed, if it did not."""
 
+    def _close_attempts(self, conn: Any, rows: list[Any], now: Any) -> None:
+        """Close the open attempts of the jobs of `rows`, if the statement that
+        took them back (`rescue_expired`) did not."""
+
     # Rows to values
 
     def _job(self, r: Any) -> Job:
@@ -230,14 +219,12 @@ class SQLStore(FullStore):
             for name in ("lease_expires_at", "started_at", "finished_at", "expires_at")
         }
         fields |= {name: bool(r[name]) for name in ("result_external", "cancel_requested", "stale")}
-        progress = Progress(r["progress_done"], r["progress_total"])
-        depends_on = tuple(loads(r["depends_on"]) or ())
         return Job(
             **fields,
             state=State(r["state"]),
-            progress=progress,
+            progress=Progress(r["progress_done"], r["progress_total"]),
             run_on=RunOn(r["run_on"]),
-            depends_on=depends_on,
+            depends_on=tuple(loads(r["depends_on"]) or ()),
         )
 
     def _claimed(self, r: Any) -> ClaimedJob:
@@ -308,8 +295,9 @@ class SQLStore(FullStore):
             while True:
                 if isinstance(step, InsertStep):
                     step = steps.send(self._insert(conn, step.batch))
-                else:
-                    step = steps.send(fetched(conn.execute(step.query, step.params)))
+                else:  # an UPDATE returns no rows: none to fetch
+                    cursor = conn.execute(step.query, step.params)
+                    step = steps.send([] if cursor.description is None else cursor.fetchall())
         except StopIteration as done:
             return done.value
 
@@ -540,16 +528,14 @@ class SQLStore(FullStore):
             return answer
         with self._read() as conn:
             first = conn.execute(self.Q["next_kind"], {"queue": queue, "kind": ""}).fetchone()
-            answer = first is not None and bool(
-                conn.execute(
-                    self.Q["next_group"],
-                    {"queue": queue, "kind": first["kind"], "tenant": first["tenant"]}
-                    | {"key": first["concurrency_key"]},
-                ).fetchone()
-                or conn.execute(
-                    self.Q["next_kind"], {"queue": queue, "kind": first["kind"]}
-                ).fetchone()
-            )
+            answer = False
+            if first is not None:
+                kind = {"queue": queue, "kind": first["kind"]}
+                group = kind | {"tenant": first["tenant"], "key": first["concurrency_key"]}
+                answer = bool(
+                    conn.execute(self.Q["next_group"], group).fetchone()
+                    or conn.execute(self.Q["next_kind"], kind).fetchone()
+                )
         mixed[queue] = (time.monotonic(), answer)
         return answer
 
@@ -651,6 +637,19 @@ class SQLStore(FullStore):
         params = {"id": job_id, "token": lease_token, "name": name, "now": self.d.now(now)}
         return self._changed("save_step", params | {"result": dumps(result)}) == 1
 
+    def rescue_expired(self, now: datetime | None = None) -> RescueReport:
+        with self._tx() as conn:
+            # The database clock read once: the statements must agree on the time.
+            clock = self._fixed_clock(conn, self.d.now(now))
+            rows = conn.execute(self.Q["rescue_expired"], {"now": clock}).fetchall()
+            self._close_attempts(conn, rows, clock)
+            ended = [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
+            self._settle(conn, [], ended, clock)
+        count = [r["state"] for r in rows].count
+        return RescueReport(
+            requeued=count("queued"), failed=count("failed"), cancelled=count("cancelled")
+        )
+
     def expire_jobs(self, now: datetime | None = None) -> int:
         params = {"now": self.d.now(now)}
         if not self._rows(self.Q["has_expired"], params):
@@ -688,8 +687,7 @@ class SQLStore(FullStore):
             states = conn.execute(self.Q["dependency_states"], {"id": job_id}).fetchall()
         n = {r["state"]: r["n"] for r in states}
         done = n.get("succeeded", 0), n.get("failed", 0), n.get("cancelled", 0)
-        total = len(job.depends_on)
-        counts = DependencyCounts(total, *done, pending=sum(n.values()) - sum(done))
+        counts = DependencyCounts(len(job.depends_on), *done, pending=sum(n.values()) - sum(done))
         return replace(job, dependencies=counts)
 
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
@@ -714,15 +712,12 @@ class SQLStore(FullStore):
         return [r["id"] for r in self._rows(self.Q["dependents"], {"id": job_id, "tenant": tenant})]
 
     def workflow(self, workflow_id: str, tenant: str | None = None) -> WorkflowView | None:
-        params = {"workflow_id": workflow_id, "tenant": tenant}
-        rows = self._rows(self.Q["workflow"], params)
+        rows = self._rows(self.Q["workflow"], {"workflow_id": workflow_id, "tenant": tenant})
         if not rows:
             return None
         jobs = [
             WorkflowJob(
-                id=r["id"],
-                ref=r["ref"],
-                kind=r["kind"],
+                **{name: r[name] for name in ("id", "ref", "kind")},
                 state=State(r["state"]),
                 depends_on=tuple(self.d.loads(r["depends_on"]) or ()),
                 run_on=RunOn(r["run_on"]),
@@ -758,8 +753,7 @@ class SQLStore(FullStore):
         return [
             Step(
                 job_id=job_id,
-                name=r["name"],
-                attempt=r["attempt"],
+                **{name: r[name] for name in ("name", "attempt")},
                 result=self.d.loads(r["result"]),
                 created_at=self._at(r["created_at"]),
             )
@@ -787,16 +781,14 @@ class SQLStore(FullStore):
                 by_kind.setdefault(r["kind"], {})[r["state"]] = r["n"]
             rows = conn.execute(self.Q["stats_last_hour"], params).fetchall()
             last_hour = {r["state"]: r["n"] for r in rows}
-            lag = scalar(conn.execute(self.Q["stats_queue_lag"], params))
-            stale = scalar(conn.execute(self.Q["stats_stale"], params))
-        return Stats(
-            by_state=by_state,
-            by_kind=by_kind,
-            failed_last_hour=last_hour.get("failed", 0),
-            succeeded_last_hour=last_hour.get("succeeded", 0),
-            oldest_queued_age=lag,
-            stale_running=stale,
-        )
+            return Stats(
+                by_state=by_state,
+                by_kind=by_kind,
+                failed_last_hour=last_hour.get("failed", 0),
+                succeeded_last_hour=last_hour.get("succeeded", 0),
+                oldest_queued_age=scalar(conn.execute(self.Q["stats_queue_lag"], params)),
+                stale_running=scalar(conn.execute(self.Q["stats_stale"], params)),
+            )
 
     # Operating
 
@@ -907,16 +899,9 @@ class SQLStore(FullStore):
         at = self.d.now(now)
         with self._write() as conn:
             conn.execute(self.Q["prune_sessions"], {"now": at})
-            conn.execute(
-                self.Q["create_session"],
-                {
-                    "id_hash": session.id_hash,
-                    "key_hash": session.key_hash,
-                    "now": at,
-                    "idle": self.d.interval(session.idle_seconds),
-                    "max": self.d.interval(session.max_seconds),
-                },
-            )
+            idle, most = self.d.interval(session.idle_seconds), self.d.interval(session.max_seconds)
+            params = asdict(session) | {"now": at, "idle": idle, "max": most}
+            conn.execute(self.Q["create_session"], params)
 
     def touch_session(
         self, id_hash: str, idle_seconds: float, now: datetime | None = None
@@ -931,9 +916,7 @@ class SQLStore(FullStore):
         if not rows:
             return None
         r = rows[0]
-        times = {
-            name: self._at(r[name]) for name in ("created_at", "idle_expires_at", "expires_at")
-        }
+        times = {col: self._at(r[col]) for col in ("created_at", "idle_expires_at", "expires_at")}
         return StoredSession(key_hash=r["key_hash"], **times)
 
     def delete_session(self, id_hash: str) -> bool:
@@ -1001,34 +984,21 @@ class SQLStore(FullStore):
 
     # Schedules (chit/schedules.py)
 
-    def _schedule_params(self, schedule: Schedule) -> dict[str, Any]:
-        rule = schedule.rule
-        return {
-            "name": schedule.name,
-            "kind": schedule.kind,
-            "payload": dumps(schedule.payload),
-            "cron": rule.cron,
-            "every_seconds": rule.every,
-            "tz": rule.tz,
-            "catch_up": schedule.catch_up,
-        }
-
     def _rule(self, r: Any) -> Rule:
         return Rule(cron=r["cron"], every=r["every_seconds"], tz=r["tz"])
 
+    def _declared(self, r: Any) -> dict[str, Any]:
+        """The fields of a schedule row that a Schedule has."""
+        fields = {name: r[name] for name in ("name", "kind", "catch_up")}
+        return fields | {"payload": self.d.loads(r["payload"]), "rule": self._rule(r)}
+
     def _schedule(self, r: Any) -> StoredSchedule:
         return StoredSchedule(
-            name=r["name"],
-            kind=r["kind"],
-            payload=self.d.loads(r["payload"]),
-            rule=self._rule(r),
-            catch_up=r["catch_up"],
+            **self._declared(r),
+            **{name: r[name] for name in ("last_job_id", "last_job_state", "source")},
             paused=bool(r["paused"]),
             next_at=self._at(r["next_at"]),
             last_slot=self.d.when(r["last_slot"]),
-            last_job_id=r["last_job_id"],
-            last_job_state=r["last_job_state"],
-            source=r["source"],
             created_at=self._at(r["created_at"]),
             updated_at=self._at(r["updated_at"]),
         )
@@ -1042,10 +1012,13 @@ class SQLStore(FullStore):
         self, schedule: Schedule, source: str = "operator", now: datetime | None = None
     ) -> StoredSchedule:
         at = self.d.now(now)
+        rule = schedule.rule
+        params = {name: getattr(schedule, name) for name in ("name", "kind", "catch_up")}
+        params |= {"cron": rule.cron, "every_seconds": rule.every, "tz": rule.tz}
+        params |= {"payload": dumps(schedule.payload), "source": source, "now": at}
         with self._tx() as conn:
             clock, _ = self._clock(conn, [], at)
-            params = self._schedule_params(schedule) | {"source": source, "now": at}
-            params["next_at"] = self.d.time(schedule.rule.first_from(clock))
+            params["next_at"] = self.d.time(rule.first_from(clock))
             conn.execute(self.Q["declare_schedule"], params)
             row = conn.execute(self.Q["get_schedule"], {"name": schedule.name}).fetchone()
         return self._schedule(row)
@@ -1084,32 +1057,17 @@ class SQLStore(FullStore):
         self, kinds: Sequence[str], limit: int, now: datetime | None = None
     ) -> list[tuple[Schedule, datetime]]:
         params = {"kinds": self.d.array(list(kinds)), "limit": limit, "now": self.d.now(now)}
-        return [
-            (
-                Schedule(
-                    name=r["name"],
-                    kind=r["kind"],
-                    payload=self.d.loads(r["payload"]),
-                    rule=self._rule(r),
-                    catch_up=r["catch_up"],
-                ),
-                self._at(r["next_at"]),
-            )
-            for r in self._rows(self.Q["due_schedules"], params)
-        ]
+        rows = self._rows(self.Q["due_schedules"], params)
+        return [(Schedule(**self._declared(r)), self._at(r["next_at"])) for r in rows]
 
     def advance_schedules(self, moves: Sequence[Move]) -> int:
         if not moves:
             return 0
         time = self.d.time
         items = [
-            {
-                "name": m.name,
-                "seen": time(m.seen),
-                "next_at": time(m.next_at),
-                "last_slot": None if m.last_slot is None else time(m.last_slot),
-                "last_job_id": m.last_job_id,
-            }
+            asdict(m)
+            | {"seen": time(m.seen), "next_at": time(m.next_at)}
+            | {"last_slot": None if m.last_slot is None else time(m.last_slot)}
             for m in moves
         ]
         return self._changed("advance_schedules", {"moves": dumps(items)})

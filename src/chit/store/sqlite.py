@@ -44,7 +44,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import Claim, Dialect, SQLStore, dumps, progressed, rescued, scalar
+from chit.store.sql import Claim, Dialect, SQLStore, dumps, progressed, scalar
 
 Q = queries.load("sqlite")
 BUSY_TIMEOUT_MS = 30_000
@@ -271,7 +271,7 @@ class SQLiteStore(SQLStore):
     def _opened(self, conn: sqlite3.Connection, claim: Claim, rows: list[Any], clock: str) -> None:
         if not rows:
             return
-        conn.execute(Q["expire_attempts"], {"ids": dumps([r["id"] for r in rows]), "now": clock})
+        self._close_attempts(conn, rows, clock)
         conn.executemany(
             Q["open_attempt"],
             [
@@ -287,20 +287,20 @@ class SQLiteStore(SQLStore):
     def _finish(
         self, conn: sqlite3.Connection, outcomes: Sequence[Outcome], clock: str
     ) -> list[bool]:
+        rows = [self._finish_one(conn, o, clock) for o in outcomes]
         succeeded: list[str] = []  # jobs with dependents, by how they ended
         ended: list[str] = []
-        applied = [self._finish_one(conn, o, clock, succeeded, ended) for o in outcomes]
+        for outcome, row in zip(outcomes, rows, strict=True):
+            if row is not None and row["has_dependents"]:
+                if row["state"] == "succeeded":
+                    succeeded.append(outcome.job_id)
+                elif row["state"] in ("failed", "cancelled"):
+                    ended.append(outcome.job_id)
         self._settle(conn, succeeded, ended, clock)
-        return applied
+        return [row is not None for row in rows]
 
-    def _finish_one(
-        self,
-        conn: sqlite3.Connection,
-        outcome: Outcome,
-        clock: str,
-        succeeded: list[str],
-        ended: list[str],
-    ) -> bool:
+    def _finish_one(self, conn: sqlite3.Connection, outcome: Outcome, clock: str) -> Any:
+        """Record one outcome and close its attempt record: the job's row, None if fenced out."""
         # Each statement returns the outcome its attempt record closes with, and the error.
         fence: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token, "now": clock}
         match outcome:
@@ -320,29 +320,20 @@ class SQLiteStore(SQLStore):
                 row = conn.execute(Q["mark_cancelled"], fence).fetchone()
             case Snoozed(delay=delay):
                 row = conn.execute(Q["snooze"], fence | {"delay": _offset(delay)}).fetchone()
-        if row is None:
-            return False
-        conn.execute(Q["close_attempt"], fence | {"outcome": row["outcome"], "error": row["error"]})
-        if row["has_dependents"]:
-            if row["state"] == "succeeded":
-                succeeded.append(outcome.job_id)
-            elif row["state"] in ("failed", "cancelled"):
-                ended.append(outcome.job_id)
-        return True
+        if row is not None:
+            conn.execute(
+                Q["close_attempt"], fence | {"outcome": row["outcome"], "error": row["error"]}
+            )
+        return row
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
         with self._read() as conn:
             if not scalar(conn.execute(Q["stats_stale"], {"now": _clock(now), "tenant": None})):
                 return RescueReport(0, 0, 0)
-        with self._write() as conn:
-            # The database clock read once: the two statements must agree on the time.
-            clock = self._fixed_clock(conn, _clock(now))
-            rows = conn.execute(Q["rescue_expired"], {"now": clock}).fetchall()
-            ids = dumps([r["id"] for r in rows])
-            conn.execute(Q["expire_attempts"], {"ids": ids, "now": clock})
-            ended = [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
-            self._settle(conn, [], ended, clock)
-        return rescued([r["state"] for r in rows])
+        return super().rescue_expired(now)
+
+    def _close_attempts(self, conn: sqlite3.Connection, rows: list[Any], clock: str) -> None:
+        conn.execute(Q["expire_attempts"], {"ids": dumps([r["id"] for r in rows]), "now": clock})
 
     # Reading
 
@@ -385,8 +376,7 @@ class SQLiteStore(SQLStore):
 
 # The workflow columns of a job enqueued on its own (Store.enqueue_many).
 _NO_WORKFLOW: dict[str, Any] = {"state": "queued", "error": None, "deps_pending": 0}
-_NO_WORKFLOW |= {"workflow_id": None, "ref": None, "run_on": "succeeded"}
-_NO_WORKFLOW |= {"dependents": None}
+_NO_WORKFLOW |= {"workflow_id": None, "ref": None, "run_on": "succeeded", "dependents": None}
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:
