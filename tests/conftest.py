@@ -19,6 +19,7 @@ import chit
 from support.jobs import app_queue
 from support.postgres import (
     drop_database,
+    drop_left_databases,
     postgres_admin,
     postgres_url,
     sqlite_or_emptied_postgres,
@@ -37,6 +38,10 @@ def postgres_database() -> Iterator[str]:
     finally:
         with postgres_admin() as admin:
             drop_database(admin, name)
+
+
+def pytest_sessionfinish() -> None:
+    drop_left_databases()
 
 
 # For the in-process API and dashboard tests.

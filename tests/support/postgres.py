@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,9 +57,40 @@ def postgres_admin() -> psycopg.Connection:
     )
 
 
-def drop_database(admin: psycopg.Connection, name: str) -> None:
-    # FORCE: a test that failed half way (or a frozen process) may still be connected.
-    admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+# Databases whose drop ran out of time, with the server's DSN: dropped again
+# when the test process ends (`drop_left_databases`, conftest's sessionfinish).
+_left: list[tuple[str, str]] = []
+
+
+def drop_database(admin: psycopg.Connection, name: str, timeout: str = "10s") -> None:
+    """Drop `name` (FORCE: a test that failed half way, or a frozen process,
+    may still be connected). PostgreSQL 15's DROP DATABASE then waits until
+    every backend of the server, in every database, has closed its files (a
+    ProcSignalBarrier); a backend blocked sending to a client that does not
+    read, such as another test process's frozen worker, holds that wait up for
+    as long as it is blocked. Past `timeout` the drop is left for the end of
+    the session and the test goes on: its database is no use to anyone else."""
+    admin.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    try:
+        admin.execute(drop)
+    except psycopg.errors.QueryCanceled:
+        _left.append((admin.info.dsn, name))
+
+
+def drop_left_databases() -> None:
+    """Drop what `drop_database` left; a server that is gone (a test's private
+    cluster) took its databases with it."""
+    left = list(_left)
+    _left.clear()
+    for dsn, name in left:
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as admin:
+                drop_database(admin, name, timeout="120s")
+        except psycopg.OperationalError:
+            continue
+    for _, name in _left:  # out of time again
+        sys.stderr.write(f"\nchit tests: could not drop database {name}; drop it by hand\n")
 
 
 @contextmanager
