@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from chit import durations, logs
 from chit.cli import output
+from chit.cli.flags import api_key
 from chit.cli.loading import Setup
 from chit.cli.progress import WaitDisplay
 from chit.cli.supervise import Child, Supervisor
@@ -163,7 +164,7 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
 
         return submit_remote(
             args.url,
-            _api_key(args),
+            api_key(args),
             args.kind,
             payload,
             idempotency_key=args.idempotency_key,
@@ -243,7 +244,7 @@ def workflow(args: argparse.Namespace, setup: Setup) -> int:
     if args.url:
         from chit.cli.remote import workflow_remote
 
-        jobs = workflow_remote(args.url, _api_key(args), args.id)
+        jobs = workflow_remote(args.url, api_key(args), args.id)
     else:
         view = setup.queue().workflow(args.id)
         jobs = [
@@ -262,14 +263,10 @@ def wait(args: argparse.Namespace, setup: Setup) -> int:
         from chit.cli.remote import wait_remote
 
         return wait_remote(
-            args.url, _api_key(args), args.id, timeout=args.timeout, as_json=args.json
+            args.url, api_key(args), args.id, timeout=args.timeout, as_json=args.json
         )
     queue = setup.queue()
     return _wait(queue, args.id, args.timeout, args.json)
-
-
-def _api_key(args: argparse.Namespace) -> str | None:
-    return args.api_key or os.environ.get("CHIT_API_KEY") or None
 
 
 def _wait(queue: Queue, job_id: str, timeout: float | None, as_json: bool) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 
@@ -34,3 +35,8 @@ def remote_flags(p: argparse.ArgumentParser, action: bool = False) -> None:
     d: dict[str, Any] = {"default": argparse.SUPPRESS} if action else {}
     p.add_argument("--url", help="go through the HTTP API at this URL, not the database", **d)
     p.add_argument("--api-key", help="with --url: the API key (CHIT_API_KEY)", **d)
+
+
+def api_key(args: argparse.Namespace) -> str | None:
+    """The key `--url` sends: `--api-key`, else CHIT_API_KEY, else none."""
+    return args.api_key or os.environ.get("CHIT_API_KEY") or None

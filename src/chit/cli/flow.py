@@ -7,7 +7,6 @@ Values are checked by `Limits.checked`, so a bad one gets the message
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from typing import Protocol
 from chit.api.schemas import LimitOut, LimitsOut
 from chit.bounds import NAME_MAX
 from chit.cli import output
+from chit.cli.flags import api_key
 from chit.cli.loading import Setup
 from chit.errors import InvalidRequest
 from chit.limits import KindLimits, Limits, Paused
@@ -40,7 +40,7 @@ def flow_of(args: argparse.Namespace, setup: Setup) -> Iterator[Flow]:
     from chit.cli.remote import RemoteFlow
     from chit.client import Client
 
-    with Client(args.url, args.api_key or os.environ.get("CHIT_API_KEY") or None) as client:
+    with Client(args.url, api_key(args)) as client:
         yield RemoteFlow(client)
 
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
 from chit.api.schemas import ScheduleOut, SchedulesOut
 from chit.cli import output
-from chit.cli.flags import remote_flags
+from chit.cli.flags import api_key, remote_flags
 from chit.cli.loading import Setup
 from chit.errors import InvalidRequest
 from chit.queue import Queue
@@ -89,7 +88,7 @@ def schedules_of(args: argparse.Namespace, setup: Setup) -> Iterator[Schedules]:
     from chit.cli.remote import RemoteSchedules
     from chit.client import Client
 
-    with Client(args.url, args.api_key or os.environ.get("CHIT_API_KEY") or None) as client:
+    with Client(args.url, api_key(args)) as client:
         yield RemoteSchedules(client)
 
 
