@@ -397,6 +397,21 @@ def test_claim_counts_an_attempt_sets_a_lease_and_opens_an_attempt_record(store:
     assert close_to(attempt.started_at, now)
 
 
+def test_a_claim_on_the_database_clock_opens_the_attempt_at_the_jobs_start(
+    store: Store,
+) -> None:
+    """One instant for both: the job's started_at and its attempt's, though the
+    claim writes them in two statements on SQLite (a Django TaskResult's
+    last_attempted_at is the attempt's)."""
+    job_ids = [r.id for r in store.enqueue_many([new() for _ in range(50)])]
+    while store.claim("w", ["default"], 1, 30):  # 50 claims, each its own instant
+        pass
+    for job_id in job_ids:
+        job = store.get(job_id)
+        [attempt] = store.attempts(job_id)
+        assert job is not None and attempt.started_at == job.started_at
+
+
 def test_every_claim_gets_a_new_lease_token(store: Store) -> None:
     tokens = set()
     job = enqueue_and_claim(store)

@@ -272,11 +272,17 @@ class SQLiteStore(SQLStore):
         if not rows:
             return
         self._close_attempts(conn, rows, clock)
+        # Opened at the instant the claim statement stamped on the job: a 'now'
+        # read again here may be a millisecond later than the job's started_at.
         conn.executemany(
             Q["open_attempt"],
             [
                 {"job_id": r["id"], "attempt": r["attempts"], "worker": claim.worker}
-                | {"now": clock, "kind": r["kind"], "concurrency_key": r["concurrency_key"]}
+                | {
+                    "now": r["claimed_at"],
+                    "kind": r["kind"],
+                    "concurrency_key": r["concurrency_key"],
+                }
                 for r in rows
             ],
         )

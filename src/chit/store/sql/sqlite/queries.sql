@@ -141,7 +141,7 @@ WHERE id IN (
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
           checkpoint, progress_done, progress_total, concurrency_key, timeout,
           EXISTS (SELECT 1 FROM chit_edges AS e WHERE e.job_id = chit_jobs.id)
-              AS has_dependencies, tenant, traceparent
+              AS has_dependencies, tenant, traceparent, updated_at AS claimed_at
 
 -- name: open_attempt
 INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
@@ -906,7 +906,7 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued' AND {unexpi
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
           checkpoint, progress_done, progress_total, concurrency_key, timeout,
           EXISTS (SELECT 1 FROM chit_edges AS e WHERE e.job_id = chit_jobs.id)
-              AS has_dependencies, tenant, traceparent
+              AS has_dependencies, tenant, traceparent, updated_at AS claimed_at
 
 -- name: declare_limits
 INSERT INTO chit_limits (
