@@ -107,10 +107,12 @@ class JobContext:
         self._progress = progress
         self._progress_dirty = False
         self._progress_reported = False
-        self._cancelled = threading.Event()
+        # Flags, not Events: nothing waits on them, and two Events a job cost the
+        # worker more than its no-op handler. A bool's store is atomic.
+        self._cancelled = False
         self._cancel_reason: str | None = None
         self._cancel_requested = False
-        self._lost = threading.Event()
+        self._lost = False
         # Set by the worker once the handler's outcome is waiting to be recorded.
         self.finished = False
         self._has_dependencies = has_dependencies
@@ -150,7 +152,7 @@ class JobContext:
     def cancelled(self) -> bool:
         """True once someone asked to cancel this job, or its deadline passed
         (`cancel_reason` says which); stop soon and return."""
-        return self._cancelled.is_set()
+        return self._cancelled
 
     @property
     def cancel_reason(self) -> str | None:
@@ -166,7 +168,7 @@ class JobContext:
     @property
     def lease_lost(self) -> bool:
         """True once another worker may hold this job: nothing this run records will stick."""
-        return self._lost.is_set()
+        return self._lost
 
     def progress(self, done: int, total: int | None = None) -> None:
         """Report progress. Cheap: the worker writes it with its next lease renewal."""
@@ -186,7 +188,7 @@ class JobContext:
         if stored:
             self.last_checkpoint = data
         else:
-            self._lost.set()
+            self._lost = True
         return stored
 
     def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
@@ -252,7 +254,7 @@ class JobContext:
         and the lease marked lost) when fenced out."""
         if self._store.save_step(self.id, self.lease_token, name, result):
             return True
-        self._lost.set()
+        self._lost = True
         log.warning(
             "job %s: step %r not stored: the lease was lost (another worker may hold the job)",
             self.id,
@@ -283,16 +285,16 @@ class JobContext:
         with self._lock:
             self._cancel_requested = True
             self._cancel_reason = "cancel requested"
-        self._cancelled.set()
+        self._cancelled = True
 
     def mark_timed_out(self, seconds: float) -> None:
         with self._lock:
             if self._cancel_reason is None:
                 self._cancel_reason = timed_out(seconds)
-        self._cancelled.set()
+        self._cancelled = True
 
     def mark_lost(self) -> None:
-        self._lost.set()
+        self._lost = True
 
 
 def timed_out(seconds: float) -> str:

@@ -26,6 +26,8 @@ def has_nul(encoded: str) -> bool:
 
 def storable_json_error(value: Any) -> str | None:
     """Why `value` cannot be stored as JSON on every backend, or None if it can."""
+    if value is None or type(value) in (bool, int):  # what most handlers return
+        return None
     try:
         encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
         encoded.encode()

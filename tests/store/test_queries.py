@@ -18,6 +18,8 @@ ONLY_SQLITE = {
     "list_by_kind": "one list query per index",
     "list_by_queue": "one list query per index",
     "list_by_state_kind_tenant": "one list query per index",
+    "list_queued": "one list query per index",
+    "list_running": "one list query per index",
     "data_version": "PostgreSQL LISTENs instead (`listen`)",
     "enqueue_edges": "SQLite keeps depends_on out of chit_jobs (the *_edges migration)",
 }

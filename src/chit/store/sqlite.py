@@ -346,7 +346,9 @@ class SQLiteStore(SQLStore):
     def list(self, where: JobFilter, limit: int = 50, cursor: str | None = None) -> Page:
         # One query per index, so SQLite walks the one that fits the filters given.
         state, kind, queue, tenant = where.state, where.kind, where.queue, where.tenant
-        if state is not None and kind is not None and tenant is not None:
+        if state in ("queued", "running"):  # not in the indexes led by the state
+            name = f"list_{state}"
+        elif state is not None and kind is not None and tenant is not None:
             name = "list_by_state_kind_tenant"
         elif queue is not None:
             name = "list_by_queue"

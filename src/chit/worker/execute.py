@@ -60,22 +60,23 @@ class Pipeline:
         self.asynchronous = asynchronous
 
     def start(self, job: ClaimedJob, ctx: JobContext) -> None:
-        log.info(
-            "job %s %s attempt %d/%d started",
-            job.kind,
-            job.id,
-            job.attempt,
-            job.max_attempts,
-            extra=job_fields(
-                "job.started",
-                job.id,
+        if log.isEnabledFor(logging.INFO):  # its fields cost more than a no-op job
+            log.info(
+                "job %s %s attempt %d/%d started",
                 job.kind,
-                attempt=job.attempt,
-                worker=self.worker_id,
-                queue=job.queue,
-                max_attempts=job.max_attempts,
-            ),
-        )
+                job.id,
+                job.attempt,
+                job.max_attempts,
+                extra=job_fields(
+                    "job.started",
+                    job.id,
+                    job.kind,
+                    attempt=job.attempt,
+                    worker=self.worker_id,
+                    queue=job.queue,
+                    max_attempts=job.max_attempts,
+                ),
+            )
         span = tracing.start_run(job, self.worker_id)
         # While it waited for a slot, cancellation was asked or the lease was lost.
         prepared = None

@@ -166,6 +166,8 @@ class Finisher:
 def _log_outcome(
     outcome: Outcome, applied: bool, ctx: JobContext | None, seconds: float, worker: str
 ) -> None:
+    if applied and isinstance(outcome, Succeeded) and not log.isEnabledFor(logging.INFO):
+        return  # the common case, whose fields cost more than a no-op job
     kind = ctx.kind if ctx else "?"
     name = type(outcome).__name__.lower()
     attempt = ctx.attempt if ctx else None

@@ -735,9 +735,20 @@ GROUP BY kind, first_line
 ORDER BY count DESC, max(finished_at) DESC
 
 -- name: stats_by_state_kind
+-- Waiting and finished jobs by chit_jobs_state_kind, queued ones by
+-- chit_jobs_groups, running ones by chit_jobs_leases (migration 017).
 SELECT state, kind, count(*) AS n FROM chit_jobs
-WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s::text
+WHERE state NOT IN ('queued', 'running')
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
 GROUP BY state, kind
+UNION ALL
+SELECT 'queued', kind, count(*) FROM chit_jobs
+WHERE state = 'queued' AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+GROUP BY kind
+UNION ALL
+SELECT 'running', kind, count(*) FROM chit_jobs
+WHERE state = 'running' AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+GROUP BY kind
 
 -- name: stats_last_hour
 SELECT state, count(*) AS n FROM chit_jobs
@@ -892,27 +903,62 @@ WHERE idle_expires_at <= coalesce(%(now)s::timestamptz, now())
 -- so that a tenant's query seeks on the tenant column of the index instead of filtering.
 
 -- name: count_by_state_kind
--- A loose index scan of chit_jobs_state_kind finds each state's kinds (one seek
--- per kind), then each pair is counted up to `cap` entries by an index-only
+-- A loose index scan of chit_jobs_state_kind finds each waiting or finished
+-- state's kinds (one seek per kind), and one of chit_jobs_groups each queue's
+-- queued kinds; then each pair is counted up to `cap` entries by an index-only
 -- scan: the cost is bounded by kinds x cap, not by the size of the table.
+-- Running jobs, as many as the workers' slots, are counted by chit_jobs_leases.
 WITH RECURSIVE
-states(state) AS (VALUES ('waiting'), ('queued'), ('running'), ('succeeded'), ('failed'), ('cancelled')),
+states(state) AS (VALUES ('waiting'), ('succeeded'), ('failed'), ('cancelled')),
 pairs(state, kind) AS (
-    SELECT state, (SELECT min(j.kind) FROM chit_jobs AS j WHERE j.state = states.state)
+    SELECT state, (SELECT min(j.kind) FROM chit_jobs AS j
+                   WHERE j.state = states.state AND j.state NOT IN ('queued', 'running'))
     FROM states
     UNION ALL
     SELECT state,
            (SELECT min(j.kind) FROM chit_jobs AS j
-            WHERE j.state = pairs.state AND j.kind > pairs.kind)
+            WHERE j.state = pairs.state AND j.state NOT IN ('queued', 'running')
+              AND j.kind > pairs.kind)
     FROM pairs WHERE kind IS NOT NULL
+),
+queues(queue) AS (
+    SELECT (SELECT min(queue) FROM chit_jobs WHERE state = 'queued')
+    UNION ALL
+    SELECT (SELECT min(j.queue) FROM chit_jobs AS j
+            WHERE j.state = 'queued' AND j.queue > queues.queue)
+    FROM queues WHERE queue IS NOT NULL
+),
+queued(queue, kind) AS (
+    SELECT queue, (SELECT min(j.kind) FROM chit_jobs AS j
+                   WHERE j.state = 'queued' AND j.queue = queues.queue)
+    FROM queues WHERE queue IS NOT NULL
+    UNION ALL
+    SELECT queue, (SELECT min(j.kind) FROM chit_jobs AS j
+                   WHERE j.state = 'queued' AND j.queue = queued.queue AND j.kind > queued.kind)
+    FROM queued WHERE kind IS NOT NULL
 )
 SELECT state, kind,
        (SELECT count(*) FROM (
             SELECT 1 FROM chit_jobs AS j
-            WHERE j.state = pairs.state AND j.kind = pairs.kind AND {tenant}
+            WHERE j.state = pairs.state AND j.state NOT IN ('queued', 'running')
+              AND j.kind = pairs.kind AND {tenant}
             LIMIT %(cap)s) AS capped) AS n
 FROM pairs
 WHERE kind IS NOT NULL
+UNION ALL
+SELECT 'queued', kind, least(sum(n), %(cap)s)::int FROM (
+    SELECT kind,
+           (SELECT count(*) FROM (
+                SELECT 1 FROM chit_jobs AS j
+                WHERE j.state = 'queued' AND j.queue = queued.queue AND j.kind = queued.kind
+                  AND {tenant}
+                LIMIT %(cap)s) AS capped) AS n
+    FROM queued WHERE kind IS NOT NULL) AS queued_kinds
+GROUP BY kind
+UNION ALL
+SELECT 'running', j.kind, least(count(*), %(cap)s)::int FROM chit_jobs AS j
+WHERE j.state = 'running' AND {tenant}
+GROUP BY j.kind
 
 -- name: finished_per_minute
 -- Read from chit_jobs_finished alone; the cost grows with the last hour's

@@ -480,10 +480,10 @@ ORDER BY j.id DESC
 LIMIT :limit
 
 -- name: list_by_state
--- chit_jobs_state_id.
+-- chit_jobs_state_id: a waiting or finished state (migration 016).
 SELECT {columns}
 FROM chit_jobs AS j
-WHERE j.state = :state AND {cursor}
+WHERE j.state = :state AND j.state NOT IN ('queued', 'running') AND {cursor}
   AND (:tenant IS NULL OR +j.tenant = :tenant)
   AND (:since IS NULL OR j.created_at >= :since)
 ORDER BY j.id DESC
@@ -511,12 +511,37 @@ ORDER BY j.id DESC
 LIMIT :limit
 
 -- name: list_by_state_kind_tenant
--- chit_jobs_state_kind, seeking on all three.
+-- chit_jobs_state_kind, seeking on all three: a waiting or finished state.
 SELECT {columns}
 FROM chit_jobs AS j
-WHERE j.state = :state AND j.kind = :kind AND j.tenant = :tenant
+WHERE j.state = :state AND j.state NOT IN ('queued', 'running')
+  AND j.kind = :kind AND j.tenant = :tenant
   AND {cursor}
   AND (:queue IS NULL OR +j.queue = :queue)
+  AND (:since IS NULL OR j.created_at >= :since)
+ORDER BY j.id DESC
+LIMIT :limit
+
+-- name: list_queued
+-- The backlog by chit_jobs_claimable, the index its own transitions keep (no
+-- index over every job's state holds queued ones): the cost follows the queued
+-- jobs, which it sorts, never the finished ones.
+SELECT {columns}
+FROM chit_jobs AS j INDEXED BY chit_jobs_claimable
+WHERE j.state = 'queued' AND {cursor}
+  AND (:queue IS NULL OR j.queue = :queue) AND (:kind IS NULL OR +j.kind = :kind)
+  AND (:tenant IS NULL OR +j.tenant = :tenant)
+  AND (:since IS NULL OR j.created_at >= :since)
+ORDER BY j.id DESC
+LIMIT :limit
+
+-- name: list_running
+-- The work in hand by chit_jobs_leases, likewise.
+SELECT {columns}
+FROM chit_jobs AS j INDEXED BY chit_jobs_leases
+WHERE j.state = 'running' AND {cursor}
+  AND (:queue IS NULL OR +j.queue = :queue) AND (:kind IS NULL OR +j.kind = :kind)
+  AND (:tenant IS NULL OR +j.tenant = :tenant)
   AND (:since IS NULL OR j.created_at >= :since)
 ORDER BY j.id DESC
 LIMIT :limit
@@ -556,14 +581,25 @@ SELECT kind,
        count(*) AS count, min(finished_at) AS first_seen, max(finished_at) AS last_seen,
        max(id) AS latest_id
 FROM chit_jobs
-WHERE state = 'failed' AND (:tenant IS NULL OR tenant = :tenant)
+WHERE state = 'failed' AND state NOT IN ('queued', 'running')
+  AND (:tenant IS NULL OR tenant = :tenant)
 GROUP BY kind, first_line
 ORDER BY count DESC, max(finished_at) DESC
 
 -- name: stats_by_state_kind
+-- Waiting and finished jobs by chit_jobs_state_kind, queued ones by
+-- chit_jobs_groups, running ones by chit_jobs_leases (migration 016).
 SELECT state, kind, count(*) AS n FROM chit_jobs
-WHERE :tenant IS NULL OR tenant = :tenant
+WHERE state NOT IN ('queued', 'running') AND (:tenant IS NULL OR tenant = :tenant)
 GROUP BY state, kind
+UNION ALL
+SELECT 'queued', kind, count(*) FROM chit_jobs INDEXED BY chit_jobs_groups
+WHERE state = 'queued' AND (:tenant IS NULL OR tenant = :tenant)
+GROUP BY kind
+UNION ALL
+SELECT 'running', kind, count(*) FROM chit_jobs INDEXED BY chit_jobs_leases
+WHERE state = 'running' AND (:tenant IS NULL OR tenant = :tenant)
+GROUP BY kind
 
 -- name: stats_last_hour
 -- From chit_jobs_finished alone: `GROUP BY state` would have SQLite walk every
@@ -575,7 +611,7 @@ GROUP BY +state
 
 -- name: stats_queue_lag
 SELECT (julianday(strftime('%Y-%m-%dT%H:%M:%fZ', :now)) - julianday(min(run_at))) * 86400.0
-FROM chit_jobs
+FROM chit_jobs INDEXED BY chit_jobs_groups
 WHERE state = 'queued' AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
   AND (:tenant IS NULL OR tenant = :tenant)
 
@@ -614,7 +650,7 @@ RETURNING id, dependents IS NOT NULL AS has_dependents
 -- on the failed jobs (`+j.tenant`) rather than walking all the tenant's jobs.
 UPDATE chit_jobs AS j
 SET {replay_reset}
-WHERE j.state = 'failed' AND {tenant}
+WHERE j.state = 'failed' AND j.state NOT IN ('queued', 'running') AND {tenant}
   AND (:error_prefix IS NULL OR substr(j.error, 1, length(:error_prefix)) = :error_prefix)
   AND (:since IS NULL OR j.finished_at >= :since)
   AND {unique_free}
@@ -624,7 +660,8 @@ RETURNING id, dependents IS NOT NULL AS has_dependents
 -- The same for one kind: chit_jobs_state_kind, seeking on the tenant too.
 UPDATE chit_jobs AS j
 SET {replay_reset}
-WHERE j.state = 'failed' AND j.kind = :kind AND {tenant}
+WHERE j.state = 'failed' AND j.state NOT IN ('queued', 'running')
+  AND j.kind = :kind AND {tenant}
   AND (:error_prefix IS NULL OR substr(j.error, 1, length(:error_prefix)) = :error_prefix)
   AND (:since IS NULL OR j.finished_at >= :since)
   AND {unique_free}
@@ -722,27 +759,62 @@ WHERE idle_expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 -- tenant's query seeks on the tenant column of the index instead of filtering.
 
 -- name: count_by_state_kind
--- A loose index scan of chit_jobs_state_kind finds each state's kinds (one seek
--- per kind), then each pair is counted up to `cap` entries, from the index alone:
--- the cost is bounded by kinds x cap, not by the size of the table.
+-- A loose index scan of chit_jobs_state_kind finds each waiting or finished
+-- state's kinds (one seek per kind), and one of chit_jobs_groups each queue's
+-- queued kinds; then each pair is counted up to `cap` entries, from the index
+-- alone: the cost is bounded by kinds x cap, not by the size of the table.
+-- Running jobs, as many as the workers' slots, are counted by chit_jobs_leases.
 WITH RECURSIVE
-states(state) AS (VALUES ('waiting'), ('queued'), ('running'), ('succeeded'), ('failed'), ('cancelled')),
+states(state) AS (VALUES ('waiting'), ('succeeded'), ('failed'), ('cancelled')),
 pairs(state, kind) AS (
-    SELECT state, (SELECT min(j.kind) FROM chit_jobs AS j WHERE j.state = states.state)
+    SELECT state, (SELECT min(j.kind) FROM chit_jobs AS j
+                   WHERE j.state = states.state AND j.state NOT IN ('queued', 'running'))
     FROM states
     UNION ALL
     SELECT state,
            (SELECT min(j.kind) FROM chit_jobs AS j
-            WHERE j.state = pairs.state AND j.kind > pairs.kind)
+            WHERE j.state = pairs.state AND j.state NOT IN ('queued', 'running')
+              AND j.kind > pairs.kind)
     FROM pairs WHERE kind IS NOT NULL
+),
+queues(queue) AS (
+    SELECT (SELECT min(queue) FROM chit_jobs INDEXED BY chit_jobs_groups WHERE state = 'queued')
+    UNION ALL
+    SELECT (SELECT min(j.queue) FROM chit_jobs AS j INDEXED BY chit_jobs_groups
+            WHERE j.state = 'queued' AND j.queue > queues.queue)
+    FROM queues WHERE queue IS NOT NULL
+),
+queued(queue, kind) AS (
+    SELECT queue, (SELECT min(j.kind) FROM chit_jobs AS j INDEXED BY chit_jobs_groups
+                   WHERE j.state = 'queued' AND j.queue = queues.queue)
+    FROM queues WHERE queue IS NOT NULL
+    UNION ALL
+    SELECT queue, (SELECT min(j.kind) FROM chit_jobs AS j INDEXED BY chit_jobs_groups
+                   WHERE j.state = 'queued' AND j.queue = queued.queue AND j.kind > queued.kind)
+    FROM queued WHERE kind IS NOT NULL
 )
 SELECT state, kind,
        (SELECT count(*) FROM (
             SELECT 1 FROM chit_jobs AS j
-            WHERE j.state = pairs.state AND j.kind = pairs.kind AND {tenant}
+            WHERE j.state = pairs.state AND j.state NOT IN ('queued', 'running')
+              AND j.kind = pairs.kind AND {tenant}
             LIMIT :cap)) AS n
 FROM pairs
 WHERE kind IS NOT NULL
+UNION ALL
+SELECT 'queued', kind, min(sum(n), :cap) FROM (
+    SELECT kind,
+           (SELECT count(*) FROM (
+                SELECT 1 FROM chit_jobs AS j INDEXED BY chit_jobs_groups
+                WHERE j.state = 'queued' AND j.queue = queued.queue AND j.kind = queued.kind
+                  AND {tenant}
+                LIMIT :cap)) AS n
+    FROM queued WHERE kind IS NOT NULL)
+GROUP BY kind
+UNION ALL
+SELECT 'running', j.kind, min(count(*), :cap) FROM chit_jobs AS j INDEXED BY chit_jobs_leases
+WHERE j.state = 'running' AND {tenant}
+GROUP BY j.kind
 
 -- name: finished_per_minute
 -- Read from chit_jobs_finished alone; the cost grows with the last hour's
@@ -756,10 +828,11 @@ WHERE j.finished_at >= strftime('%Y-%m-%dT%H:%M:%fZ', :now, '-1 hour')
 GROUP BY minute, j.kind, j.state
 
 -- name: oldest_queued
--- The queued jobs, whose number is the backlog; {tenant} is `+j.tenant = :tenant`,
--- so a tenant's look does not walk all its jobs by chit_jobs_tenant_id instead.
+-- The queued jobs (chit_jobs_groups, which holds their run_at and tenant), whose
+-- number is the backlog; {tenant} is `+j.tenant = :tenant`, so a tenant's look
+-- does not walk all its jobs by chit_jobs_tenant_id instead.
 SELECT {columns}
-FROM chit_jobs AS j
+FROM chit_jobs AS j INDEXED BY chit_jobs_groups
 WHERE j.state = 'queued' AND j.run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now) AND {tenant}
 ORDER BY j.run_at, j.id
 LIMIT 1
@@ -801,7 +874,8 @@ LIMIT :limit
 -- One group of the failures report: this kind, and this exact first line.
 UPDATE chit_jobs AS j
 SET {replay_reset}
-WHERE j.state = 'failed' AND j.kind = :kind AND {tenant}
+WHERE j.state = 'failed' AND j.state NOT IN ('queued', 'running')
+  AND j.kind = :kind AND {tenant}
   AND (j.error = :error OR substr(j.error, 1, length(:error) + 1) = :error || char(10))
   AND {unique_free}
 RETURNING id, dependents IS NOT NULL AS has_dependents
@@ -865,7 +939,9 @@ LIMIT :limit
 -- A kind's running jobs (a lease not yet expired: a killed worker's free
 -- themselves at expiry), its attempts started within the rate window, and in
 -- how many seconds the oldest of those leaves it (NULL without a window).
-SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_state_kind
+-- The running jobs by chit_jobs_leases: the leases not yet expired, as many as
+-- the workers' slots at most.
+SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_leases
         WHERE state = 'running' AND kind = :kind
           AND lease_expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS running,
        CASE WHEN :window IS NULL THEN 0 ELSE
@@ -879,7 +955,7 @@ SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_state_kind
 
 -- name: key_in_use
 -- The same for one concurrency key of a kind.
-SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_state_kind
+SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_leases
         WHERE state = 'running' AND kind = :kind AND concurrency_key = :key
           AND lease_expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS running,
        CASE WHEN :window IS NULL THEN 0 ELSE
@@ -952,10 +1028,10 @@ DELETE FROM chit_limits WHERE kind = :kind AND source = 'operator'
 -- name: limit_usage
 -- Each limited kind's running jobs, and its queued jobs that are due.
 SELECT k.kind,
-       (SELECT count(*) FROM chit_jobs AS j INDEXED BY chit_jobs_state_kind
+       (SELECT count(*) FROM chit_jobs AS j INDEXED BY chit_jobs_leases
         WHERE j.state = 'running' AND j.kind = k.kind
           AND j.lease_expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS running,
-       (SELECT count(*) FROM chit_jobs AS j INDEXED BY chit_jobs_state_kind
+       (SELECT count(*) FROM chit_jobs AS j INDEXED BY chit_jobs_groups
         WHERE j.state = 'queued' AND j.kind = k.kind
           AND j.run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS waiting
 FROM (SELECT DISTINCT kind FROM chit_limits) AS k
