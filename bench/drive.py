@@ -232,6 +232,8 @@ def run(args: argparse.Namespace, system: System, rec_dir: Path) -> dict[str, An
     records = Records(rec_dir)
 
     if args.workload == "process":
+        if args.features_on:  # untimed too: see features.py
+            out["features_on"] = system.leave_features_behind()
         # Untimed: queue everything, then start the workers.
         if system.has_bulk:
             system.enqueue_many(0, n)
@@ -344,6 +346,9 @@ def main() -> None:
     parser.add_argument("--analyze", action="store_true", help="growth: ANALYZE after seeding")
     parser.add_argument("--kind-concurrency", type=int, help="the no-op kind's concurrency")
     parser.add_argument("--kind-rate", help="the no-op kind's rate, N/s, N/m or N/h")
+    parser.add_argument(
+        "--features-on", action="store_true", help="process: with features.py's leavings"
+    )
     parser.add_argument("--cap", type=float, default=120.0, help="seconds before giving up")
     parser.add_argument("--log", help="file for the workers' output")
     parser.add_argument("--profile", help="directory for py-spy profiles of the workers")

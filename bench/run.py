@@ -21,6 +21,14 @@ turns with the measured chit in the same run, and prints a before/after table
 (a refactor's proof of no regression; docs/ are left alone). chit on
 PostgreSQL runs once src/chit/store/postgres.py is committed.
 
+The `features-on` step (issue 22) is `process1` on chit while the database
+holds what the other features leave behind (bench/features.py: an operator's
+limits on three other kinds, 1,000 schedules, 10,000 jobs waiting on a
+dependency, unique and expiring jobs of other kinds, 5,000 jobs of five
+tenants), all in a queue the bench's workers do not take: a plain job must not
+pay for them, so it is read against `process1` of the same run. It runs from
+the tree and, with --baseline, from REF too.
+
 The flow-control steps (`--steps flow` for all three, a minute or two) measure
 limits (issue 12): `flow-concurrency`, a kind with `concurrency=8` over 2
 worker processes against PgQueuer's `concurrency_limit=8`; `flow-rate`,
@@ -155,6 +163,16 @@ def steps(sizes: Sizes) -> list[Step]:
         Step("bulk", "bulk", ("--jobs", str(sizes.jobs)), 120),
         Step("process1", "process", ("--jobs", str(sizes.jobs), "--workers", "1"), 150),
         Step("process2", "process", ("--jobs", str(sizes.jobs), "--workers", "2"), 150),
+        # process1 while the database holds what the other features leave
+        # behind (features.py): a plain job must not pay for them.
+        Step(
+            "features-on",
+            "process",
+            ("--jobs", str(sizes.jobs), "--workers", "1", "--features-on"),
+            150,
+            only=CHIT,
+            baseline=True,
+        ),
         Step("latency", "latency", ("--jobs", str(sizes.latency_jobs), "--spacing", "0.02"), 90),
         # The same seeded backlog and no finished jobs: what `growth` is read
         # against, so its ratio shows what the finished jobs cost and nothing else.
@@ -741,7 +759,8 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="2,000 jobs, smaller tables")
     parser.add_argument("--systems", help=f"comma-separated, from: {', '.join(INFO)}")
-    parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, process2, "
+    parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, features-on, "
+                        "process2, "
                         "latency, growth-empty, growth, growth-analyze, limits, flow-concurrency, "
                         "flow-rate, flow-claim, aenqueue, api-submit, pools, workflows, "
                         "schedules; flow for the three flow steps")  # fmt: skip

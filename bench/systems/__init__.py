@@ -56,6 +56,10 @@ class System:
     def enqueue_one(self, i: int) -> None:
         raise NotImplementedError
 
+    def leave_features_behind(self) -> dict[str, int]:
+        """What the other features leave in the database (features.py)."""
+        raise NotImplementedError
+
     def enqueue_each(self, first: int, n: int, spacing: float = 0.0) -> None:
         """Enqueue jobs first..first+n-1 one call at a time, `spacing` seconds apart."""
         next_at = time.perf_counter()

@@ -15,10 +15,14 @@ from pathlib import Path
 import pytest
 
 from chit.jobs import DependencyCounts, JobFilter, NewJob, ReplaySelector, State, Succeeded
+from chit.limits import Limits
 from chit.store import queries
+from chit.store.sql import held_term
 from chit.store.sqlite import Q, SQLiteStore
 
 PRIMARY_KEY = "sqlite_autoindex_chit_jobs_1 (id=?)"
+# A claim's {held}, as while another kind has a limit: the plan must not change.
+HELD = held_term(["limited-kind"])
 # Each hot query, the parameters it runs with, and the index it is written for.
 HOT_QUERIES: dict[str, tuple[dict[str, object], list[str]]] = {
     "has_due": ({"queue": "default", "now": "now"}, ["chit_jobs_claimable (queue=?)"]),
@@ -109,7 +113,8 @@ def test_sqlite_without_statistics_runs_each_hot_query_on_the_index_written_for_
     SQLiteStore(path).close()
     params, indexes = HOT_QUERIES[name]
     with closing(sqlite3.connect(path)) as conn:
-        plan = [row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + Q[name], params)]
+        query = Q[name].replace("{held}", HELD)
+        plan = [row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + query, params)]
     text = "\n".join(plan)
     for index in indexes:
         assert re.search(rf"USING (COVERING )?INDEX {re.escape(index)}", text), text
@@ -170,7 +175,8 @@ def test_sqlite_with_statistics_still_claims_in_index_order_without_sorting(
         conn.commit()
     with closing(sqlite3.connect(path)) as conn:
         params = HOT_QUERIES["claim"][0]
-        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + Q["claim"], params))
+        claim = "EXPLAIN QUERY PLAN " + Q["claim"].replace("{held}", HELD)
+        plan = " | ".join(r[3] for r in conn.execute(claim, params))
     assert "chit_jobs_claimable (queue=?)" in plan, plan
     assert "TEMP B-TREE" not in plan, plan
     assert [j.attempt for j in store.claim("w", ["default"], 4, 30)] == [1, 1, 1, 1]
@@ -340,3 +346,30 @@ def test_sqlite_close_under_other_threads_statements_does_not_crash(tmp_path: Pa
         check=False,
     )
     assert (run.returncode, run.stdout.strip()) == (0, "ok"), run.stderr[-2000:]
+
+
+def test_sqlite_limits_and_pauses_of_other_kinds_leave_a_plain_claim_one_statement(
+    tmp_path: Path,
+) -> None:
+    """Issue 22: a plain job pays nothing for other kinds' limits. The claim of a
+    queue whose jobs are all of an unlimited kind stays the one statement; a job
+    of the limited kind that comes in is left to the flow claim, which heeds it."""
+    store = SQLiteStore(tmp_path / "chit.db")
+    store.set_limits("limited", Limits(concurrency=1))
+    store.pause(kind="paused")
+    store.enqueue_many([NewJob("plain", {}) for _ in range(3)])
+    statements: list[str] = []
+    store._conn()[0].set_trace_callback(statements.append)
+    assert len(store.claim("w", ["default"], 2, 30)) == 2
+    claims = [s for s in statements if "chit_jobs_claimable" in s and "UPDATE" in s]
+    assert len(claims) == 1 and "kind NOT IN ('limited', 'paused')" in claims[0], statements
+    assert not any("WITH RECURSIVE kinds" in s for s in statements), statements  # queued_kinds
+    # The queue's shape is a second old: the new jobs are not taken by the one
+    # statement, but by the flow claim that follows it, up to the limit.
+    store.enqueue_many([NewJob("limited", {}), NewJob("limited", {}), NewJob("paused", {})])
+    statements.clear()
+    assert sorted(j.kind for j in store.claim("w", ["default"], 4, 30)) == ["limited", "plain"]
+    assert any("WITH RECURSIVE kinds" in s for s in statements), statements
+    assert store.claim("w", ["default"], 4, 30) == []
+    store._conn()[0].set_trace_callback(None)
+    store.close()

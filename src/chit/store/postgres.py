@@ -53,6 +53,7 @@ from chit.store.sql import (
     InsertStep,
     SQLStore,
     dumps,
+    held_term,
     progressed,
     scalar,
 )
@@ -459,8 +460,9 @@ class PostgresStore(SQLStore):
                 "lease": timedelta(seconds=claim.lease_seconds),
                 "now": now,
             }
+            query = DIALECT.query("succeed_and_claim", held=held_term(self._held_kinds()))
             with self._conn() as conn:
-                rows = conn.execute(Q["succeed_and_claim"], params).fetchall()
+                rows = conn.execute(query, params).fetchall()
             done = set(rows[0]["finished"] or ())
             claimed = [self._claimed(r) for r in rows if r["id"] is not None]
             return [o.job_id in done for o in outcomes], claimed

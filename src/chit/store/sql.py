@@ -139,6 +139,16 @@ def _claim_order(r: Any) -> tuple[Any, ...]:
     return (r["priority"], r["run_at"], r["id"])
 
 
+def held_term(kinds: Sequence[str]) -> str:
+    """A one-statement claim's `{held}`: it leaves these kinds' jobs queued. As
+    literals, not a parameter: PostgreSQL's generic plan, blind to a parameter's
+    value, takes `kind <> ALL($n)` for one that excludes nearly every row and
+    sorts the backlog instead of walking chit_jobs_claimable."""
+    if not kinds:
+        return "true"
+    return "kind NOT IN (" + ", ".join("'" + k.replace("'", "''") + "'" for k in kinds) + ")"
+
+
 def progressed(progress: Progress | None) -> dict[str, Any]:
     """The parameters of a write that sets progress when given it."""
     if progress is None:
@@ -437,21 +447,32 @@ class SQLStore(FullStore):
         if flow is not None:
             return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
         claimed: list[ClaimedJob] = []
+        held = self._held_kinds()
+        query = self.d.query("claim", held=held_term(held))
         for queue in claim.queues:
             params = {"queue": queue, "limit": claim.limit - len(claimed), "now": now}
             # In claim order: SQLite's UPDATE ... RETURNING gives rows in no order.
-            claimed += self._claiming(conn, claim, "claim", params, _claim_order)
+            claimed += self._claiming(conn, claim, query, params, _claim_order)
             if len(claimed) >= claim.limit:
-                break
+                return claimed
+        if held:
+            # Short, while some kinds are held: jobs of theirs may have come since
+            # the queues' shapes were read. Read them again, and let the flow claim
+            # take what is left if it must.
+            self._mixed.clear()
+            flow = self._flow_for(claim)
+            if flow is not None:
+                rest = claim._replace(limit=claim.limit - len(claimed))
+                claimed += FlowClaim(self, conn, rest, self._fixed_clock(conn, now), flow).run()
         return claimed
 
     def _claiming(
-        self, conn: Any, claim: Claim, query: str, params: dict[str, Any], order: Callable[..., Any]
+        self, conn: Any, claim: Claim, query: Any, params: dict[str, Any], order: Callable[..., Any]
     ) -> list[ClaimedJob]:
         """Run a claim statement (`claim`, `claim_ids`) for `claim` at `params["now"]`;
         the jobs it claimed, their attempts opened, in `order`."""
         params |= {"worker": claim.worker, "lease": self.d.interval(claim.lease_seconds)}
-        rows = sorted(conn.execute(self.Q[query], params).fetchall(), key=order)
+        rows = sorted(conn.execute(query, params).fetchall(), key=order)
         self._opened(conn, claim, rows, params["now"])
         return [self._claimed(r) for r in rows]
 
@@ -511,36 +532,50 @@ class SQLStore(FullStore):
 
     def _flow_for(self, claim: Claim) -> Flow | None:
         """The flow a claim must heed, or None while the one-statement claim
-        will do: no limit, no pause, one group of queued jobs in each queue."""
+        will do: no queue of the claim paused, and each holding one group of
+        queued jobs, of a kind neither limited nor paused. Limits and pauses of
+        other kinds cost it nothing: the statement leaves their jobs queued
+        (`_held_kinds`), should one come while the shape read here is a second
+        old, until the flow claim, which heeds them, takes over."""
         flow = self._flow
         if time.monotonic() - flow.read_at > FLOW_SECONDS:
             with self._read() as conn:
                 flow = self._flow = read_flow(self, conn)
-        if flow.kinds or flow.paused or any(self._is_mixed(q) for q in claim.queues):
-            return flow
+        held = self._held_kinds()
+        for queue in claim.queues:
+            mixed, kind = self._shape(queue)
+            if mixed or kind in held or queue in flow.paused_queues:
+                return flow
         return None
 
-    def _is_mixed(self, queue: str) -> bool:
-        """Whether the queue's queued jobs are of more than one kind, tenant or key."""
+    def _held_kinds(self) -> list[str]:
+        """Kinds only a flow claim may take: limited or paused."""
+        flow = self._flow
+        return sorted(flow.limits.keys() | flow.paused_kinds)
+
+    def _shape(self, queue: str) -> tuple[bool, str | None]:
+        """Whether the queue's queued jobs are of more than one kind, tenant or
+        key, and if not, their kind (None: no queued jobs)."""
         mixed = self._mixed
-        read_at, answer = mixed.get(queue, (float("-inf"), False))
+        read_at, answer = mixed.get(queue, (float("-inf"), (False, None)))
         if time.monotonic() - read_at <= FLOW_SECONDS:
             return answer
         with self._read() as conn:
             first = conn.execute(self.Q["next_kind"], {"queue": queue, "kind": ""}).fetchone()
-            answer = False
+            answer = (False, None)
             if first is not None:
                 kind = {"queue": queue, "kind": first["kind"]}
                 group = kind | {"tenant": first["tenant"], "key": first["concurrency_key"]}
-                answer = bool(
+                several = bool(
                     conn.execute(self.Q["next_group"], group).fetchone()
                     or conn.execute(self.Q["next_kind"], kind).fetchone()
                 )
+                answer = (several, first["kind"])
         mixed[queue] = (time.monotonic(), answer)
         return answer
 
     @cached_property
-    def _mixed(self) -> dict[str, tuple[float, bool]]:
+    def _mixed(self) -> dict[str, tuple[float, tuple[bool, str | None]]]:
         return {}
 
     @cached_property
@@ -556,7 +591,7 @@ class SQLStore(FullStore):
     def _claim_ids(self, conn: Any, claim: Claim, ids: Sequence[str], now: Any) -> list[ClaimedJob]:
         order = {job_id: n for n, job_id in enumerate(ids)}
         params = {"ids": self.d.array(list(ids)), "now": now}
-        return self._claiming(conn, claim, "claim_ids", params, lambda r: order[r["id"]])
+        return self._claiming(conn, claim, self.Q["claim_ids"], params, lambda r: order[r["id"]])
 
     def declare_limits(self, declared: Mapping[str, Limits]) -> None:
         with self._write() as conn:

@@ -202,11 +202,13 @@ started AS (
 
 -- name: claim
 -- One statement: pick (skipping rows another claimer holds), move to running,
--- open the attempt records.
+-- open the attempt records. {held} leaves the limited and paused kinds to the
+-- flow claim (SQLStore._flow_for, held_term).
 WITH due AS (
     SELECT id FROM chit_jobs
     WHERE state = 'queued' AND queue = %(queue)s::text
       AND run_at <= coalesce(%(now)s::timestamptz, now()) AND {unexpired}
+      AND {held}
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -605,6 +607,7 @@ due AS (
     SELECT id FROM chit_jobs
     WHERE state = 'queued' AND queue = %(queue)s::text
       AND run_at <= coalesce(%(now)s::timestamptz, now()) AND {unexpired}
+      AND {held}
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

@@ -135,6 +135,9 @@ WHERE id IN (
     SELECT id FROM chit_jobs INDEXED BY chit_jobs_claimable
     WHERE state = 'queued' AND queue = :queue
       AND +run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now) AND {unexpired}
+      -- {held} leaves the limited and paused kinds to the flow claim
+      -- (SQLStore._flow_for, held_term).
+      AND {held}
     ORDER BY priority, run_at, id
     LIMIT :limit
 )
