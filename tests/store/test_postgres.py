@@ -15,6 +15,7 @@ from psycopg import sql
 
 from chit.errors import StoreError
 from chit.jobs import Beat, Failed, JobFilter, NewJob, State, Succeeded
+from chit.limits import Limits
 from chit.store.postgres import PostgresStore
 
 if TYPE_CHECKING:
@@ -219,3 +220,46 @@ def test_postgres_outcomes_and_heartbeats_find_running_jobs_by_primary_key(
     for call in (lambda: store.heartbeat(beats, 30), lambda: store.finish(done + failed)):
         for plan in _plans(pg, monkeypatch, call):
             assert "chit_jobs_state" not in plan, plan
+
+
+def test_postgres_a_short_claim_that_falls_back_to_the_flow_claim_holds_the_kinds_lock(
+    pg: PostgresBackend,
+) -> None:
+    """A one-statement claim runs on an autocommit connection. When it comes up
+    short while some kinds are held back (a queue read as empty a moment ago now
+    holds a limited kind's jobs), the flow claim it falls back to must still
+    hold its kind's lock to its commit: else two workers both count the key free
+    and both claim. (SQLite's write lock serializes claims: PostgreSQL only.)"""
+    a, b = pg.open(), pg.open()
+    a.set_limits("k", Limits(key_concurrency=1))
+    for store in (a, b):  # each reads the queue empty: a stale shape for a second
+        assert store.claim("w", ["default"], 1, 30) == []
+    a.enqueue_many([NewJob("k", {}, concurrency_key="x") for _ in range(2)])
+    counted, go = threading.Event(), threading.Event()
+    claim_ids = a._claim_ids
+
+    def after_counting(*args: Any) -> Any:
+        counted.set()
+        go.wait(30)
+        return claim_ids(*args)
+
+    a._claim_ids = after_counting  # type: ignore[method-assign]
+    got: dict[str, int] = {}
+    first = threading.Thread(target=lambda: got.update(a=len(a.claim("wa", ["default"], 2, 30))))
+    first.start()
+    assert counted.wait(30)
+    second = threading.Thread(target=lambda: got.update(b=len(b.claim("wb", ["default"], 2, 30))))
+    second.start()
+    # The second claim waits for the first's lock on the kind, or (the flaw) claims.
+    deadline = time.monotonic() + 30
+    while second.is_alive() and time.monotonic() < deadline:
+        waiting = pg.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        )
+        if waiting[0][0]:
+            break
+        second.join(0.01)
+    go.set()
+    first.join(30)
+    second.join(30)
+    assert got == {"a": 1, "b": 0}

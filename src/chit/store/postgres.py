@@ -25,7 +25,7 @@ import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
 
@@ -469,6 +469,10 @@ class PostgresStore(SQLStore):
         with self._tx() as conn:
             applied = self._finish(conn, outcomes, now, encoded)
             return applied, self._claim_in(conn, claim, now, self._flow_for(claim))
+
+    def _transaction(self, conn: Connection) -> AbstractContextManager[Any]:
+        # A transaction on an autocommit connection, a savepoint inside one.
+        return conn.transaction()
 
     def _lock_kinds(self, conn: Connection, kinds: Sequence[str]) -> bool:
         conn.execute(Q["lock_kinds"], {"kinds": list(kinds)})

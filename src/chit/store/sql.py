@@ -19,7 +19,7 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from functools import cached_property
@@ -209,6 +209,11 @@ class SQLStore(FullStore):
     def _fixed_clock(self, conn: Any, now: Any) -> Any:
         """`now` as one instant for every statement of a transaction."""
         return now
+
+    def _transaction(self, conn: Any) -> AbstractContextManager[Any]:
+        """The block's statements in one transaction on `conn`, which may be in
+        one already (SQLite's writes always are)."""
+        return nullcontext()
 
     def _opened(self, conn: Any, claim: Claim, rows: list[Any], now: Any) -> None:
         """Open the attempts of jobs `claim_ids` claimed, if it did not."""
@@ -463,7 +468,9 @@ class SQLStore(FullStore):
             flow = self._flow_for(claim)
             if flow is not None:
                 rest = claim._replace(limit=claim.limit - len(claimed))
-                claimed += FlowClaim(self, conn, rest, self._fixed_clock(conn, now), flow).run()
+                with self._transaction(conn):  # its lock held to the claim's commit
+                    clock = self._fixed_clock(conn, now)
+                    claimed += FlowClaim(self, conn, rest, clock, flow).run()
         return claimed
 
     def _claiming(
