@@ -464,7 +464,7 @@ class SQLStore(FullStore):
             # Short, while some kinds are held: jobs of theirs may have come since
             # the queues' shapes were read. Read them again, and let the flow claim
             # take what is left if it must.
-            self._mixed.clear()
+            self._shapes.clear()
             flow = self._flow_for(claim)
             if flow is not None:
                 rest = claim._replace(limit=claim.limit - len(claimed))
@@ -563,8 +563,8 @@ class SQLStore(FullStore):
     def _shape(self, queue: str) -> tuple[bool, str | None]:
         """Whether the queue's queued jobs are of more than one kind, tenant or
         key, and if not, their kind (None: no queued jobs)."""
-        mixed = self._mixed
-        read_at, answer = mixed.get(queue, (float("-inf"), (False, None)))
+        shapes = self._shapes
+        read_at, answer = shapes.get(queue, (float("-inf"), (False, None)))
         if time.monotonic() - read_at <= FLOW_SECONDS:
             return answer
         with self._read() as conn:
@@ -578,11 +578,11 @@ class SQLStore(FullStore):
                     or conn.execute(self.Q["next_kind"], kind).fetchone()
                 )
                 answer = (several, first["kind"])
-        mixed[queue] = (time.monotonic(), answer)
+        shapes[queue] = (time.monotonic(), answer)
         return answer
 
     @cached_property
-    def _mixed(self) -> dict[str, tuple[float, tuple[bool, str | None]]]:
+    def _shapes(self) -> dict[str, tuple[float, tuple[bool, str | None]]]:
         return {}
 
     @cached_property
