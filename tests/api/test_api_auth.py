@@ -216,6 +216,19 @@ async def test_no_keys_anywhere_means_open_and_a_table_key_closes_it(api: Api) -
     assert (await api.http.get(f"/jobs/{job_id}", headers=bearer(key))).status_code == 200
 
 
+async def test_revoking_the_last_key_leaves_the_api_closed(api: Api) -> None:
+    """Open mode is for a store that never had a key: an operator who revokes a
+    leaked last key must not find the API open to everyone."""
+    job_id = await api.submit()
+    stored, key = create_key(api.store, tenant="", scopes=["admin"])
+    assert api.store.revoke_api_key(stored.id)
+    assert api.store.list_api_keys() == []
+    assert_error(await api.http.get(f"/jobs/{job_id}"), 401, "unauthorized")
+    assert_error(await api.http.get(f"/jobs/{job_id}", headers=bearer(key)), 401)
+    _, fresh = create_key(api.store, tenant="", scopes=["read"])
+    assert (await api.http.get(f"/jobs/{job_id}", headers=bearer(fresh))).status_code == 200
+
+
 async def test_without_keys_a_server_beyond_loopback_lets_no_one_in(tmp_path: Path) -> None:
     queue = register(chit.Queue(settings=settings_for(sqlite_url(tmp_path))))
     async for api in running_api(queue, allow_open=False):
@@ -268,6 +281,7 @@ def test_cli_keys_create_list_revoke(queue: chit.Queue, capsys: pytest.CaptureFi
     listing = capsys.readouterr().out
     assert stored.id in listing and "submit+read" in listing and key not in listing
     assert keys_revoke(queue.store, stored.id) == 0
+    assert "no key is left: the API refuses every request" in capsys.readouterr().out
     assert queue.store.list_api_keys() == []
     with pytest.raises(InvalidRequest, match="already revoked"):
         keys_revoke(queue.store, stored.id)
@@ -293,5 +307,7 @@ def test_serve_refuses_a_public_address_without_keys(queue: chit.Queue) -> None:
     with pytest.raises(ConfigError, match=r"refusing to listen on 0\.0\.0\.0 without API keys"):
         check_bind(queue.settings, queue, "0.0.0.0")
     check_bind(queue.settings.replace(api_keys=("k" * 20,)), queue, "0.0.0.0")
-    create_key(queue.store)
+    stored, _ = create_key(queue.store)
+    check_bind(queue.settings, queue, "0.0.0.0")
+    queue.store.revoke_api_key(stored.id)  # closed still: no one gets in
     check_bind(queue.settings, queue, "0.0.0.0")

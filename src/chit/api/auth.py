@@ -15,8 +15,10 @@ A key sees only its tenant's jobs; another tenant's job answers 404. Limits and
 pauses (GET/PUT/DELETE /limits, pause and resume) hold for every tenant, so they
 need an admin key of every tenant (`*`, or the open mode).
 
-With no key configured anywhere the API is open (every scope, every tenant):
-`chit serve` allows that on a loopback address only.
+With no key configured anywhere, ever, the API is open (every scope, every
+tenant): `chit serve` allows that on a loopback address only. A store that has
+had a key stays closed when its last key is revoked: revoking a key never
+opens the API.
 """
 
 from __future__ import annotations
@@ -171,14 +173,15 @@ class Authenticator:
         self._open = False
 
     def is_open(self) -> bool:
-        """True when no key is configured anywhere: every caller gets every scope."""
+        """True when no key is configured anywhere and none ever was in the store
+        (one revoked is not none): every caller gets every scope."""
         if self.env_keys:
             return False
         now = time.monotonic()
         with self._lock:
             if now < self._open_until:
                 return self._open
-        is_open = not self.store.list_api_keys()
+        is_open = not self.store.list_api_keys(include_revoked=True)
         with self._lock:
             self._open, self._open_until = is_open, now + self.cache_seconds
         return is_open

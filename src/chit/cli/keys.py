@@ -26,7 +26,7 @@ def keys_create(
     """Scopes as `submit+read` (or a list): any of submit, read, admin; tenant
     `*` sees every tenant. `env_keys`: CHIT_API_KEYS configures keys too."""
     wanted = scopes.split("+") if isinstance(scopes, str) else list(scopes)
-    was_open = not env_keys and not store.list_api_keys()
+    was_open = not env_keys and not store.list_api_keys(include_revoked=True)
     key, text = create_key(store, tenant=tenant, scopes=wanted, name=name)
     if was_open:
         # Surprising otherwise: every client that sent no key starts getting 401.
@@ -78,4 +78,6 @@ def keys_revoke(store: FullStore, key_id: str, *, as_json: bool = False) -> int:
         output.print_json({"revoked": key_id})
     else:
         print(f"revoked key {key_id}; servers stop accepting it within 5 seconds")
+        if not store.list_api_keys():
+            print("no key is left: the API refuses every request until `chit keys create`")
     return 0

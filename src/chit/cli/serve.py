@@ -55,7 +55,7 @@ def check_bind(settings: Settings, queue: Queue, host: str) -> None:
     """Refuse to listen beyond loopback when no API key exists anywhere."""
     if is_loopback(host) or parse_env_keys(settings.api_keys):
         return
-    if queue.store.list_api_keys():
+    if queue.store.list_api_keys(include_revoked=True):  # closed, even if none is left
         return
     raise ConfigError(
         f"refusing to listen on {host} without API keys: anyone who can reach it could "
