@@ -12,6 +12,10 @@ as the claims take:
   `--backlog` more of its jobs queued ahead of the no-op ones (enqueued first,
   same priority, and the kind sorts first);
 - empty:   the same limits, no throttled job queued;
+
+in both, `noop` has a limit too (`concurrency=100000`, never reached), so both
+claims are flow claims: a queue of one kind that no limit names is claimed by
+the one statement (issue 22), which would measure that against the flow claim;
 - plain:   no limits at all (the claim flow control leaves as it was).
 
 The claims take turns between the three (the order rotating), each one
@@ -59,7 +63,7 @@ def build(url: str, limited: bool, backlog: int, noop_jobs: int) -> chit.Queue:
 
     store = queue.store
     if limited:
-        store.declare_limits({THROTTLED: Limits(concurrency=1), "noop": Limits()})
+        store.declare_limits({THROTTLED: Limits(concurrency=1), "noop": Limits(100_000)})
     queue.enqueue(THROTTLED, {"i": -1})
     held = store.claim("holder", [QUEUE], 1, LEASE)
     assert [j.kind for j in held] == [THROTTLED], held
@@ -134,7 +138,7 @@ def postgres_plans(url: str, batch: int) -> str:
 def sqlite_plans(store: FullStore, batch: int) -> str:
     """EXPLAIN QUERY PLAN of every statement one claim runs (SQLite gives no
     row counts; the plan shows which are seeks and which are scans)."""
-    conn = store._conn()  # type: ignore[attr-defined]  # this thread's connection
+    conn, _ = store._conn()  # type: ignore[attr-defined]  # this thread's connection, its lock
     seen: list[str] = []
     conn.set_trace_callback(seen.append)
     try:

@@ -171,6 +171,18 @@ def markdown(res: Results) -> str:
         add("| " + " | ".join(row) + " |")
     add("")
 
+    add("## Against the targets of issue 22 (pay only for what you use)\n")
+    add("| target | chit | peer | ratio | met |")
+    add("| --- | ---: | ---: | ---: | --- |")
+    for row in speed_targets(res):
+        add("| " + " | ".join(row) + " |")
+    add(
+        "\n*features-on*: `process1` while the database holds what the other features "
+        "leave behind (bench/features.py), read against `process1` of the same run. "
+        "*Worker CPU*: user and system CPU of the worker processes from the first "
+        "job on, per job.\n"
+    )
+
     add("## Claim cost as the table grows\n")
     queued = f"{sizes['queued']:,} queued"
     grown = f"{sizes['finished']:,} finished + {queued}"
@@ -437,8 +449,11 @@ def flow_markdown(res: Results, heading: str = "#", standalone: bool = True) -> 
             "`capped` (an hour's lease) and the no-op jobs the claims take. *backlog*: "
             "`capped` limited to `concurrency=1`, so at its limit, with its queued jobs "
             "ahead of the no-op ones in the same queue; *empty*: the same limits, none of "
-            "them queued; *plain*: no limits declared at all, the claim as it was before "
-            "flow control. The claims take turns between the databases, each asking for "
+            "them queued (in both, the no-op kind has a limit it never reaches, so both "
+            "claims are flow claims: since issue 22 a queue of one kind no limit names is "
+            "claimed by the one statement); *plain*: no limits declared at all, the claim "
+            "as it was before flow control. The claims take turns between the databases, "
+            "each asking for "
             "8 jobs and timed alone; the jobs it got are then marked done. Times are "
             "the median (p90) of the claims of each:\n"
         )
@@ -633,6 +648,80 @@ def targets(res: Results) -> list[list[str]]:
             ratio = grown / base
             ours = f"{grown:,.0f}" + (" (time cap)" if cap else "")
             shown = [ours, f"{base:,.0f} (none)", f"{ratio:.2f}×"]
+            rows.append([label, *shown, _met(ratio >= 0.9)])
+    return rows
+
+
+def speed_targets(res: Results) -> list[list[str]]:
+    """Issue 22's: the process and enqueue ratios, worker CPU, latency, features-on."""
+    rows: list[list[str]] = []
+
+    def row(
+        label: str, ours: float | None, theirs: float | None, ok: Callable[[float], bool]
+    ) -> None:
+        if ours is None or theirs is None:
+            rows.append([label, _fmt(ours), _fmt(theirs), "", NOT_YET])
+            return
+        ratio = ours / theirs if theirs else 0.0
+        rows.append([label, _fmt(ours), _fmt(theirs), f"{ratio:.2f}×", _met(ok(ratio))])
+
+    pairs = (
+        ("SQLite", "chit-sqlite", "huey-sqlite", 3.0),
+        ("PostgreSQL", "chit-postgres", "pgqueuer", 1.5),
+    )
+    for store, ours, peer, need in pairs:
+        for step, what in (("process1", "1 worker"), ("process2", "2 workers")):
+            label = f"{store}: process, {what}, at least {need:g}× {INFO[peer].title}"
+            row(label, res.rate(ours, step), res.rate(peer, step), lambda r, n=need: r >= n)
+    row(
+        "SQLite: enqueue one at a time, at least 1.3× Huey",
+        res.rate("chit-sqlite", "enqueue"),
+        res.rate("huey-sqlite", "enqueue"),
+        lambda r: r >= 1.3,
+    )
+    row(
+        "PostgreSQL: enqueue one at a time, at least PgQueuer's",
+        res.rate("chit-postgres", "enqueue"),
+        res.rate("pgqueuer", "enqueue"),
+        lambda r: r >= 1.0,
+    )
+    row(
+        "PostgreSQL: bulk enqueue, at least 1.2× PgQueuer",
+        res.rate("chit-postgres", "bulk"),
+        res.rate("pgqueuer", "bulk"),
+        lambda r: r >= 1.2,
+    )
+    for store, ours, peer, most in (
+        ("SQLite", "chit-sqlite", "huey-sqlite", 80.0),
+        ("PostgreSQL", "chit-postgres", "pgqueuer", 60.0),
+    ):
+        cpu = [(res.get(s, "process1") or {}).get("worker_cpu_us_per_job") for s in (ours, peer)]
+        label = f"{store}: worker CPU per no-op job, at most {most:.0f} µs (µs)"
+        if cpu[0] is None:
+            rows.append([label, "", _fmt(cpu[1]), "", NOT_YET])
+        else:
+            rows.append([label, _fmt(cpu[0]), _fmt(cpu[1]), "", _met(cpu[0] <= most)])
+    for store, ours, peer, ok in (
+        ("SQLite", "chit-sqlite", "huey-sqlite", lambda ms, _: ms < 1.5),
+        ("PostgreSQL", "chit-postgres", "pgqueuer", lambda ms, theirs: ms <= theirs),
+    ):
+        lat, peer_lat = res.latency(ours), res.latency(peer)
+        label = f"{store}: median enqueue-to-start latency (ms), " + (
+            "under 1.5 ms" if store == "SQLite" else "at most PgQueuer's"
+        )
+        if lat is None or peer_lat is None:
+            rows.append([label, "", "", "", NOT_YET])
+        else:
+            shown = [f"{lat[0]:.1f}", f"{peer_lat[0]:.1f}", f"{lat[0] / peer_lat[0]:.2f}×"]
+            rows.append([label, *shown, _met(ok(lat[0], peer_lat[0]))])
+    for s in ("chit-sqlite", "chit-postgres"):
+        on, plain = res.rate(s, "features-on"), res.rate(s, "process1")
+        label = f"{INFO[s].backend}: features-on within 10 % of process1"
+        if on is None or plain is None:
+            rows.append([label, "", "", "", NOT_YET])
+        else:
+            ratio = on / plain
+            shown = [_fmt(on), f"{plain:,.0f} (process1)", f"{ratio:.2f}×"]
             rows.append([label, *shown, _met(ratio >= 0.9)])
     return rows
 
