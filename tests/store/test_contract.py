@@ -1349,6 +1349,23 @@ def test_wait_for_jobs_returns_early_after_an_enqueue_from_another_store(
     assert elapsed < 2, f"wait_for_jobs took {elapsed:.2f} s; an enqueue should wake it"
 
 
+def test_wait_for_jobs_returns_once_the_worker_is_told_to_stop(store: Store) -> None:
+    """An idle worker told to stop (SIGTERM) is not held for its whole wait:
+    Django's worker tests expect it gone within half a second."""
+    store.wait_for_jobs(["default"], 0.01)  # a first call sets up whatever it listens with
+    stop, waiting, returned = threading.Event(), threading.Event(), threading.Event()
+
+    def wait() -> None:
+        waiting.set()
+        store.wait_for_jobs(["default"], 3600, stop)
+        returned.set()
+
+    threading.Thread(target=wait, daemon=True).start()
+    assert waiting.wait(30)
+    stop.set()
+    assert returned.wait(30)  # an hour without `stop`
+
+
 def test_wait_for_jobs_without_new_work_waits_out_its_timeout(store: Store) -> None:
     started = time.monotonic()
     store.wait_for_jobs(["default"], 0.2)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -267,9 +268,13 @@ class Store(abc.ABC):
         """Delete terminal jobs finished longer ago than that; returns how many."""
 
     @abc.abstractmethod
-    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+    def wait_for_jobs(
+        self, queues: Sequence[str], timeout: float, stop: threading.Event | None = None
+    ) -> None:
         """Block up to `timeout` seconds, returning early when new work may have
-        arrived (a cheap change check or a notification). Spurious returns are fine."""
+        arrived (a cheap change check or a notification), or within a few
+        milliseconds of `stop` being set (a worker told to stop). Spurious
+        returns are fine."""
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -71,6 +71,8 @@ with needs("postgres", "a postgresql:// database needs psycopg"):
 Q = queries.load("postgres")
 # Rows deleted per prune statement: short locks, whatever the backlog.
 PRUNE_BATCH = 5_000
+# How soon an idle worker's wait for a notification sees that it was told to stop.
+_STOP_CHECK_SECONDS = 0.05
 # Batches of this many jobs are copied in (`_copy_jobs`; jobs with a key are inserted);
 # below it the extra round trip for the clock costs more than COPY saves.
 COPY_FROM = 100
@@ -581,13 +583,15 @@ class PostgresStore(SQLStore):
         jobs = [self._job(r) for r in rows[:limit]]
         return Page(jobs, jobs[-1].id if len(rows) > limit else None)
 
-    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+    def wait_for_jobs(
+        self, queues: Sequence[str], timeout: float, stop: threading.Event | None = None
+    ) -> None:
         deadline = time.monotonic() + timeout
         wanted = set(queues)
         conn = self._listener(timeout)
         if conn is None:
             # LISTEN is not possible (server down, a pooler that drops it): poll.
-            time.sleep(max(0.0, deadline - time.monotonic()))
+            _rest(deadline, stop)
             return
         try:
             # Notifications that arrived while this thread was busy come first:
@@ -598,9 +602,11 @@ class PostgresStore(SQLStore):
                 woken = woken or not wanted.isdisjoint(pending)
             if woken:
                 return
-            remaining = deadline - time.monotonic()
-            if remaining > 0:
-                for n in conn.notifies(timeout=remaining):
+            # In slices, so a worker told to stop is not held for the whole wait.
+            while (remaining := deadline - time.monotonic()) > 0:
+                if stop is not None and stop.is_set():
+                    return
+                for n in conn.notifies(timeout=min(remaining, _STOP_CHECK_SECONDS)):
                     if n.payload in wanted:
                         return
         except psycopg.Error:
@@ -611,7 +617,7 @@ class PostgresStore(SQLStore):
                 if conn in self._all_listeners:
                     self._all_listeners.remove(conn)
             conn.close()
-            time.sleep(max(0.0, deadline - time.monotonic()))
+            _rest(deadline, stop)
 
     def _listener(self, timeout: float) -> psycopg.Connection[Any] | None:
         """This thread's LISTENing connection, made on first use."""
@@ -633,6 +639,15 @@ class PostgresStore(SQLStore):
         with self._lock:
             self._all_listeners.append(conn)
         return conn
+
+
+def _rest(deadline: float, stop: threading.Event | None) -> None:
+    """Wait until the monotonic `deadline`, or until `stop` is set."""
+    left = max(0.0, deadline - time.monotonic())
+    if stop is None:
+        time.sleep(left)
+    else:
+        stop.wait(left)
 
 
 class _GraphFound(Exception):

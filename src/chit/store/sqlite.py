@@ -375,7 +375,9 @@ class SQLiteStore(SQLStore):
         jobs = [self._job(r) for r in rows[:limit]]
         return Page(jobs, jobs[-1].id if len(rows) > limit else None)
 
-    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+    def wait_for_jobs(
+        self, queues: Sequence[str], timeout: float, stop: threading.Event | None = None
+    ) -> None:
         # PRAGMA data_version changes when another connection commits: a cheap
         # check that needs no lock, so idle workers react in milliseconds.
         start = time.monotonic()
@@ -390,6 +392,8 @@ class SQLiteStore(SQLStore):
                 )
                 time.sleep(min(every, max(0.0, deadline - now)))
                 if conn.execute(Q["data_version"]).fetchone()[0] != seen:
+                    return
+                if stop is not None and stop.is_set():
                     return
 
 

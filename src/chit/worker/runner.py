@@ -243,7 +243,7 @@ class Worker:
             self.slots.freed.wait(pause.seconds)
         elif pause.until == "jobs":
             try:
-                self.store.wait_for_jobs(self.queues, pause.seconds)
+                self.store.wait_for_jobs(self.queues, pause.seconds, self._stopping)
             except StoreError as e:
                 log.warning("waiting for jobs failed: %s", e)
                 self._stopping.wait(pause.seconds)
