@@ -135,9 +135,9 @@ def test_open_a_failed_job_retry_it_and_watch_it_succeed(page: Any, stack: Stack
     page.click("button:has-text('Retry')")  # the confirmation is accepted
     page.wait_for_selector("text=Queued again")
     # Live: the page follows the job by SSE, and reloads once it has finished.
-    page.wait_for_function(
-        "document.querySelector('#state [data-state]').textContent === 'succeeded'"
-    )
+    # A selector, not wait_for_function: a string predicate that has to poll is
+    # eval'd in the page, which its Content Security Policy forbids.
+    page.wait_for_selector("#state [data-state]:text-is('succeeded')")
     page.wait_for_selector("#result")
     assert '"message": "later"' in page.inner_text("#result")
     assert page.locator("table.attempts tbody tr").count() == 2
