@@ -201,20 +201,23 @@ def test_bad_setting_names_the_variable_and_changes_nothing(
     assert snapshot(seeded) == before
 
 
+# A bad flag is named as the flag, not as the CHIT_* variable nobody set (issue 26).
 BAD_FLAGS = {
-    "--lease 0": (["--lease", "0"], "CHIT_LEASE_SECONDS has value 0.0: must be greater than 0"),
-    "--concurrency 0": (["--concurrency", "0"], "CHIT_CONCURRENCY has value 0"),
-    "--prefetch -1": (["--prefetch=-1"], "CHIT_PREFETCH has value -1: must be >= 0"),
+    "--lease 0": (["--lease", "0"], "--lease has value 0.0: must be greater than 0"),
+    "--concurrency 0": (["--concurrency", "0"], "--concurrency has value 0"),
+    "--concurrency -1": (["--concurrency", "-1"], "--concurrency has value -1"),
+    "--prefetch -1": (["--prefetch=-1"], "--prefetch has value -1: must be >= 0"),
     "--prefetch 1.5": (["--prefetch", "1.5"], "argument --prefetch: invalid int value: '1.5'"),
-    "--grace -1": (["--grace=-1"], "CHIT_GRACE_SECONDS has value -1.0"),
+    "--grace -1": (["--grace=-1"], "--grace has value -1.0"),
     "--lease soon": (["--lease", "soon"], "argument --lease: invalid float value: 'soon'"),
-    "--lease nan": (["--lease", "nan"], "CHIT_LEASE_SECONDS has value nan: not a finite number"),
-    "--grace inf": (["--grace", "inf"], "CHIT_GRACE_SECONDS has value inf: not a finite number"),
+    "--lease nan": (["--lease", "nan"], "--lease has value nan: not a finite number"),
+    "--grace inf": (["--grace", "inf"], "--grace has value inf: not a finite number"),
+    "--pool fork": (["--pool", "fork"], "--pool has value 'fork': use thread or process"),
 }
 
 
 @pytest.mark.parametrize("flags, message", BAD_FLAGS.values(), ids=BAD_FLAGS.keys())
-def test_bad_worker_flag_is_refused_like_the_variable(
+def test_bad_worker_flag_is_refused_naming_the_flag(
     cli: Cli, seeded: Path, flags: list[str], message: str
 ) -> None:
     before = snapshot(seeded)

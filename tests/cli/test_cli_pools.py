@@ -12,10 +12,10 @@ import chit
 from support.cli import Result, snapshot
 
 BAD_FLAGS = {
-    "--pool fork": (["--pool", "fork"], "CHIT_POOL has value 'fork': use thread or process"),
+    "--pool fork": (["--pool", "fork"], "--pool has value 'fork': use thread or process"),
     "--max-jobs-per-child -1": (
         ["--max-jobs-per-child=-1"],
-        "CHIT_MAX_JOBS_PER_CHILD has value -1",
+        "--max-jobs-per-child has value -1",
     ),
     "--max-jobs-per-child x": (
         ["--max-jobs-per-child", "x"],
@@ -23,7 +23,7 @@ BAD_FLAGS = {
     ),
     "--max-memory-per-child -5": (
         ["--max-memory-per-child=-5"],
-        "CHIT_MAX_MEMORY_PER_CHILD has value -5",
+        "--max-memory-per-child has value -5",
     ),
     "--max-memory-per-child 1.5": (
         ["--max-memory-per-child", "1.5"],

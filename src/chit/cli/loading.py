@@ -53,6 +53,7 @@ class Setup:
                 flags[field] = value
         if isinstance(flags.get("queues"), str):
             flags["queues"] = tuple(q.strip() for q in flags["queues"].split(",") if q.strip())
+        _check_flags(flags)
         return cls(Settings.from_env(environ, **flags), flags)
 
     def queue(self) -> Queue:
@@ -64,6 +65,20 @@ class Setup:
         queue = _import_queue(spec)
         queue.configure(**self.flags)
         return queue
+
+
+def _check_flags(flags: Mapping[str, Any]) -> None:
+    """A bad flag's value, named as the flag the user typed (`--concurrency has
+    value -1: ...`), not as the CHIT_* variable the settings would blame."""
+    try:
+        Settings(**flags).validate()
+    except ConfigError as e:
+        for flag, field in FLAGS.items():
+            variable = f"CHIT_{field.upper()}"
+            if field in flags and str(e).startswith(f"{variable} "):
+                option = "--" + flag.replace("_", "-")
+                raise ConfigError(option + str(e).removeprefix(variable)) from None
+        raise
 
 
 def _import_queue(spec: str) -> Queue:
