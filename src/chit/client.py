@@ -191,6 +191,14 @@ def _job(
     return _Call(method, f"/jobs/{job_id}{action}", _model(JobStatus), ok=ok)
 
 
+def _edit(
+    job_id: str, run_at: datetime | None, priority: int | None, payload: Any
+) -> _Call[JobStatus]:
+    given = {"run_at": run_at, "priority": priority, "payload": payload}
+    body = _job_body({name: value for name, value in given.items() if value is not None})
+    return _Call("PATCH", f"/jobs/{job_id}", _model(JobStatus), json=body)
+
+
 def _result(job_id: str) -> _Call[Any]:
     return _Call("GET", f"/jobs/{job_id}/result", lambda r: r.json())
 
@@ -577,6 +585,23 @@ class Client:
         """Queued: cancelled now. Running: `cancel_requested`, ends at the next heartbeat."""
         return self._send(_job("POST", job_id, "/cancel", _CANCEL_OK))
 
+    def update(
+        self,
+        job_id: str,
+        *,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        payload: Any = None,
+    ) -> JobStatus:
+        """Change a queued or waiting job (`PATCH /jobs/{id}`): each of run_at,
+        priority and payload given replaces the stored one. A started job
+        raises InvalidTransition."""
+        return self._send(_edit(job_id, run_at, priority, payload))
+
+    def run_now(self, job_id: str) -> JobStatus:
+        """Make a delayed job due at once. A started job raises InvalidTransition."""
+        return self._send(_job("POST", job_id, "/run-now"))
+
     def replay(
         self,
         ids: Iterable[str] | None = None,
@@ -821,6 +846,19 @@ class AsyncClient:
 
     async def cancel(self, job_id: str) -> JobStatus:
         return await self._send(_job("POST", job_id, "/cancel", _CANCEL_OK))
+
+    async def update(
+        self,
+        job_id: str,
+        *,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        payload: Any = None,
+    ) -> JobStatus:
+        return await self._send(_edit(job_id, run_at, priority, payload))
+
+    async def run_now(self, job_id: str) -> JobStatus:
+        return await self._send(_job("POST", job_id, "/run-now"))
 
     async def replay(
         self,

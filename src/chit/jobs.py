@@ -321,6 +321,25 @@ class Snoozed:
 Outcome = Succeeded | Failed | Released | Cancelled | Snoozed
 
 
+class ChangeResult(enum.StrEnum):
+    CHANGED = "changed"  # queued or waiting: the change is stored
+    STARTED = "started"  # running or finished: nothing changed
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class JobChange:
+    """An edit of a job not yet started (`Queue.update`, `PATCH /jobs/{id}`):
+    each field given replaces the stored one. `run_now` makes the job due at
+    the database's time (or leaves it as it is when it is due already); the
+    payload arrives checked, as the canonical JSON text of the object to store."""
+
+    run_at: datetime | None = None
+    run_now: bool = False
+    priority: int | None = None
+    payload_json: str | None = None
+
+
 class CancelResult(enum.StrEnum):
     CANCELLED = "cancelled"  # was queued; now cancelled
     REQUESTED = "requested"  # is running; the worker will see it at its next heartbeat

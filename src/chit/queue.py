@@ -15,39 +15,54 @@ import asyncio
 import dataclasses
 import hashlib
 import inspect
-import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, overload
 
 import pydantic
 
-from chit import bounds, tracing
+from chit import tracing
 from chit.bounds import (
-    CONCURRENCY_KEY_MAX,
-    EXPIRES_IN_MAX,
-    IDEMPOTENCY_KEY_MAX,
     MAX_ATTEMPTS,
     NAME_MAX,
     PRIORITY_LIMIT,
-    TIMEOUT_MAX,
-    UNIQUE_KEY_MAX,
 )
-from chit.encoding import canonical, has_nul
+from chit.checks import (
+    check_concurrency_key,
+    check_expiry,
+    check_idempotency_key,
+    check_timeout,
+    check_unique_key,
+    checked_priority,
+    checked_run_at,
+    is_whole,
+    stored_payload,
+)
+from chit.encoding import canonical
 from chit.errors import (
     ConfigError,
     IdempotencyConflict,
-    InvalidPayload,
     InvalidRequest,
+    InvalidTransition,
     JobNotFound,
-    PayloadTooLarge,
     UnknownKind,
     WorkflowNotFound,
 )
-from chit.jobs import CancelResult, Enqueued, Job, NewJob, RunOn, Workflow, WorkflowView
+from chit.jobs import (
+    CancelResult,
+    ChangeResult,
+    Enqueued,
+    Job,
+    JobChange,
+    NewJob,
+    RunOn,
+    State,
+    Workflow,
+    WorkflowView,
+)
 from chit.limits import LimitError, Limits
 from chit.schedules import (
     EPOCH,
@@ -380,6 +395,65 @@ class Queue:
             raise JobNotFound(job_id)
         return result
 
+    def update(
+        self,
+        job_id: str,
+        *,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        payload: Any = None,
+        tenant: str | None = None,
+    ) -> Job:
+        """Change a job that has not started (`queued` or `waiting`): each of
+        `run_at`, `priority` and `payload` given replaces what is stored (None
+        leaves it); the payload is checked against the task as at enqueue.
+        Returns the job as changed. Raises JobNotFound, InvalidTransition once
+        it started, InvalidRequest, InvalidPayload, PayloadTooLarge, and
+        UnknownKind for a new payload of a kind this queue has no task for."""
+        if run_at is None and priority is None and payload is None:
+            raise InvalidRequest("say what to change: run_at, priority or payload")
+        job = self._unstarted(job_id, tenant)
+        change = JobChange(priority=None if priority is None else checked_priority(priority))
+        if run_at is not None:
+            due = checked_run_at(run_at)
+            if job.expires_at is not None and job.expires_at <= due:
+                raise InvalidRequest(
+                    f"run_at {due.isoformat()} is not before the job's expires_at "
+                    f"{job.expires_at.isoformat()}: it would expire before it is due"
+                )
+            change = dataclasses.replace(change, run_at=due)
+        if payload is not None:
+            task = self.tasks.get(job.kind)
+            if task is None:
+                raise UnknownKind(job.kind, list(self.tasks))
+            _, _, encoded = stored_payload(task, payload, self.settings.max_payload_bytes)
+            change = dataclasses.replace(change, payload_json=encoded)
+        return self._changed(job_id, change, tenant)
+
+    def run_now(self, job_id: str, *, tenant: str | None = None) -> Job:
+        """Make a delayed job (a later `run_at`, a retry's backoff) due at once;
+        one already due keeps its place. A `waiting` job runs as soon as its
+        dependencies let it. Raises JobNotFound, InvalidTransition once it started."""
+        self._unstarted(job_id, tenant)
+        return self._changed(job_id, JobChange(run_now=True), tenant)
+
+    def _unstarted(self, job_id: str, tenant: str | None) -> Job:
+        job = self.store.get(job_id, tenant)
+        if job is None:
+            raise JobNotFound(job_id)
+        if job.state not in (State.QUEUED, State.WAITING):
+            raise _started(job)
+        return job
+
+    def _changed(self, job_id: str, change: JobChange, tenant: str | None) -> Job:
+        result = self.store.update(job_id, change, tenant)
+        job = self.store.get(job_id, tenant)
+        if result is ChangeResult.NOT_FOUND or job is None:  # pruned in between
+            raise JobNotFound(job_id)
+        if result is ChangeResult.STARTED:  # a worker claimed it in between
+            raise _started(job)
+        return job
+
     def wait(self, job_id: str, timeout: float | None = None, *, tenant: str | None = None) -> Job:
         """Poll until the job is finished (succeeded, failed or cancelled) and
         return it as `get` does. Raises TimeoutError after `timeout` seconds
@@ -489,11 +563,7 @@ class Queue:
             job = self.prepare(JobRequest(schedule.kind, schedule.payload, idempotency_key=key))
             return job.payload
         bare = Task(schedule.kind, _no_handler, None, None, "default", 0)
-        stored, encoded = _json_object(bare, {} if schedule.payload is None else schedule.payload)
-        if has_nul(encoded):
-            raise _invalid(bare, "contains a NUL character (\\u0000)")
-        if len(encoded) > self.settings.max_payload_bytes:
-            raise PayloadTooLarge(len(encoded), self.settings.max_payload_bytes)
+        _, stored, _ = stored_payload(bare, schedule.payload, self.settings.max_payload_bytes)
         return stored
 
     def prepare(self, request: JobRequest) -> NewJob:
@@ -501,15 +571,7 @@ class Queue:
         task = self.tasks.get(request.kind)
         if task is None:
             raise UnknownKind(request.kind, list(self.tasks))
-        _, payload, encoded = _validated(task, request.payload)
-        if has_nul(encoded):
-            # PostgreSQL's jsonb cannot hold it; refuse on every backend alike.
-            raise InvalidPayload(
-                request.kind, [{"loc": [], "msg": "contains a NUL character (\\u0000)"}]
-            )
-        size = len(encoded)  # canonical JSON is ASCII: one byte a character
-        if size > self.settings.max_payload_bytes:
-            raise PayloadTooLarge(size, self.settings.max_payload_bytes)
+        _, payload, encoded = stored_payload(task, request.payload, self.settings.max_payload_bytes)
         if request.idempotency_key is not None:
             check_idempotency_key(request.idempotency_key)
         if request.unique_key is not None:
@@ -517,14 +579,10 @@ class Queue:
         max_attempts = request.max_attempts
         if max_attempts is None:  # not `or`: an explicit 0 is refused below, not replaced
             max_attempts = task.max_attempts or self.settings.max_attempts
-        if not _whole(max_attempts) or not 1 <= max_attempts <= MAX_ATTEMPTS:
+        if not is_whole(max_attempts) or not 1 <= max_attempts <= MAX_ATTEMPTS:
             raise InvalidRequest(f"max_attempts must be 1 to {MAX_ATTEMPTS}, not {max_attempts}")
-        priority = task.priority if request.priority is None else request.priority
-        if not _whole(priority) or not -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT:
-            raise InvalidRequest(
-                f"priority must be from {-PRIORITY_LIMIT:,} to {PRIORITY_LIMIT:,}, not {priority}"
-            )
-        run_at = None if request.run_at is None else _in_range(request.run_at)
+        priority = checked_priority(task.priority if request.priority is None else request.priority)
+        run_at = None if request.run_at is None else checked_run_at(request.run_at)
         queue = request.queue or task.queue
         if "\x00" in queue:  # PostgreSQL's text cannot hold it; refuse on both backends
             raise InvalidRequest("a queue name cannot hold a NUL character (\\u0000)")
@@ -576,6 +634,12 @@ def _checked(jobs: Sequence[NewJob], results: list[Enqueued]) -> list[Enqueued]:
     return results
 
 
+def _started(job: Job) -> InvalidTransition:
+    return InvalidTransition(
+        f"job {job.id} is {job.state.value}: only queued or waiting jobs can be changed"
+    )
+
+
 def _no_handler(*args: Any) -> None:
     """A schedule's kind this process has no task for (checked, never run)."""
 
@@ -615,173 +679,6 @@ class _PreparedOnRead(Sequence[NewJob]):
         while len(self._jobs) <= index:
             self._jobs.append(self._prepare(self._requests[len(self._jobs)]))
         return self._jobs[index]
-
-
-def _validated(task: Task, payload: Any) -> tuple[Any, dict[str, Any], str]:
-    """A submitted payload checked against its task: what the handler would
-    receive (the model instance, or the dict), the JSON object the job row keeps,
-    and the canonical JSON that object was read from (see `_json_object`). A task
-    without a model takes a JSON object (None means {}); a task with one takes
-    what its model accepts. Raises InvalidPayload, whatever the validators raise."""
-    if task.payload_model is None:
-        stored, encoded = _json_object(task, {} if payload is None else payload)
-        return stored, stored, encoded
-    body = payload if isinstance(payload, task.payload_model) else _model(task, payload)
-    try:
-        dumped = body.model_dump(mode="json")
-    except Exception as e:
-        raise _invalid(task, f"the model cannot write it as JSON: {e}") from None
-    stored, encoded = _json_object(task, dumped)
-    return body, stored, encoded
-
-
-def parse_payload(task: Task, stored_payload: Any) -> Any:
-    """What the handler receives for a stored payload: an instance of the task's
-    model, or the JSON object as a dict. Raises InvalidPayload for anything else,
-    whatever the model's validators raise."""
-    if task.payload_model is not None:
-        return _model(task, stored_payload)
-    payload = {} if stored_payload is None else stored_payload
-    if not isinstance(payload, dict):
-        raise _invalid(task, f"must be a JSON object, not {_json_type(payload)}")
-    return payload
-
-
-def _model(task: Task, payload: Any) -> pydantic.BaseModel:
-    assert task.payload_model is not None
-    try:
-        return task.payload_model.model_validate({} if payload is None else payload)
-    except pydantic.ValidationError as e:
-        errors = [
-            {"loc": list(err["loc"]), "msg": err["msg"], "type": err["type"]}
-            for err in e.errors(include_url=False)
-        ]
-        raise InvalidPayload(task.kind, errors) from None
-    except Exception as e:  # a validator may raise anything: TypeError, KeyError...
-        raise _invalid(task, f"{type(e).__name__}: {e}") from None
-
-
-def _json_object(task: Task, value: Any) -> tuple[dict[str, Any], str]:
-    """`value` as it reads back from JSON, which must be an object, and the
-    canonical JSON it was read from: the decoded value's own, of the same size and
-    NUL characters, though number keys may sort differently once they are text."""
-    try:
-        encoded = canonical(value)
-        decoded = json.loads(encoded)
-    except (TypeError, ValueError, RecursionError) as e:
-        raise _invalid(task, f"not JSON: {e}") from None
-    if not isinstance(decoded, dict):
-        raise _invalid(task, f"must be a JSON object, not {_json_type(decoded)}")
-    return decoded, encoded
-
-
-def _json_type(value: Any) -> str:
-    match value:
-        case bool():
-            return "a boolean"
-        case int() | float():
-            return "a number"
-        case str():
-            return "a string"
-        case list() | tuple():
-            return "an array"
-        case None:
-            return "null"
-    return type(value).__name__
-
-
-def _invalid(task: Task, message: str) -> InvalidPayload:
-    return InvalidPayload(task.kind, [{"loc": [], "msg": message}])
-
-
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _in_range(run_at: datetime) -> datetime:
-    """`run_at` (UTC when it has no zone) if the store can keep it."""
-    if not isinstance(run_at, datetime):
-        raise InvalidRequest(f"run_at must be a datetime, not {type(run_at).__name__}")
-    if run_at.tzinfo is None:
-        run_at = run_at.replace(tzinfo=UTC)
-    if bounds.storable_time(run_at) is None:
-        raise InvalidRequest(f"run_at {run_at.isoformat()} is out of range: use {bounds.YEARS}")
-    return run_at
-
-
-def check_idempotency_key(key: str) -> None:
-    if not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX or not key.isprintable() or not key.isascii():
-        raise InvalidRequest(
-            f"idempotency key must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters"
-        )
-
-
-def check_unique_key(key: Any) -> None:
-    if (
-        not isinstance(key, str)
-        or not 1 <= len(key) <= UNIQUE_KEY_MAX
-        or not key.isprintable()
-        or not key.isascii()
-    ):
-        raise InvalidRequest(f"unique key must be 1 to {UNIQUE_KEY_MAX} printable ASCII characters")
-
-
-def check_concurrency_key(key: str) -> None:
-    if (
-        not isinstance(key, str)
-        or not 1 <= len(key) <= CONCURRENCY_KEY_MAX
-        or not bounds.is_plain_text(key)
-    ):
-        raise InvalidRequest(
-            f"concurrency key must be 1 to {CONCURRENCY_KEY_MAX} printable characters"
-        )
-
-
-def check_timeout(value: Any) -> float:
-    """A timeout in seconds as a float: a number above 0, at most TIMEOUT_MAX."""
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not number or not 0 < value <= TIMEOUT_MAX:  # NaN fails the comparison too
-        raise InvalidRequest(
-            f"timeout must be a number of seconds above 0 and at most {TIMEOUT_MAX:,} "
-            f"(30 days), not {value!r}"
-        )
-    return float(value)
-
-
-def check_expiry(
-    expires_at: Any, expires_in: Any, run_at: datetime | None = None
-) -> tuple[datetime | None, float | None]:
-    """`expires_at` (aware UTC; naive is taken as UTC) or `expires_in` (seconds
-    above 0, at most EXPIRES_IN_MAX), not both. An `expires_at` already past, or
-    not after `run_at`, would cancel the job unrun: a slip, refused."""
-    if expires_at is not None and expires_in is not None:
-        raise InvalidRequest("give expires_at or expires_in, not both")
-    if expires_in is not None:
-        number = isinstance(expires_in, int | float) and not isinstance(expires_in, bool)
-        if not number or not 0 < expires_in <= EXPIRES_IN_MAX:  # NaN fails the comparison too
-            raise InvalidRequest(
-                f"expires_in must be a number of seconds above 0 and at most {EXPIRES_IN_MAX:,}"
-                f" (10 years), not {expires_in!r}"
-            )
-        return None, float(expires_in)
-    if expires_at is None:
-        return None, None
-    if not isinstance(expires_at, datetime):
-        raise InvalidRequest(f"expires_at must be a datetime, not {type(expires_at).__name__}")
-    if expires_at.tzinfo is None:
-        expires_at = expires_at.replace(tzinfo=UTC)
-    if bounds.storable_time(expires_at) is None:
-        raise InvalidRequest(
-            f"expires_at {expires_at.isoformat()} is out of range: use {bounds.YEARS}"
-        )
-    if expires_at <= datetime.now(UTC):
-        raise InvalidRequest(f"expires_at {expires_at.isoformat()} has already passed")
-    if run_at is not None and expires_at <= run_at:
-        raise InvalidRequest(
-            f"expires_at {expires_at.isoformat()} is not after run_at {run_at.isoformat()}:"
-            " the job would expire before it is due"
-        )
-    return expires_at.astimezone(UTC), None
 
 
 def _request_hash(request: JobRequest, job: NewJob) -> str:

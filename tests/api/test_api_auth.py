@@ -42,6 +42,8 @@ ROUTES = [
     ("GET", "/jobs", "read"),
     ("POST", "/jobs/{id}/retry", "admin"),
     ("POST", "/jobs/{id}/cancel", "admin"),
+    ("PATCH", "/jobs/{id}", "admin"),
+    ("POST", "/jobs/{id}/run-now", "admin"),
     ("POST", "/jobs/replay", "admin"),
     ("GET", "/failures", "admin"),
     ("GET", "/stats", "admin"),
@@ -72,6 +74,8 @@ async def call(api: Api, route: tuple[str, str, str], job_id: str, key: str | No
         body = {"ids": [job_id]}
     elif method == "PUT":
         body = {"concurrency": 2}
+    elif method == "PATCH":
+        body = {"priority": 3, "payload": {"message": "changed"}}
     headers = bearer(key) | kw.pop("headers", {})
     return await api.http.request(method, path.format(id=job_id), json=body, headers=headers, **kw)
 
@@ -79,7 +83,7 @@ async def call(api: Api, route: tuple[str, str, str], job_id: str, key: str | No
 def snapshot(api: Api) -> list[Any]:
     jobs = api.store.list(JobFilter(), limit=1000).jobs
     return [
-        *((j.id, j.state.value, j.attempts, j.tenant) for j in jobs),
+        *((j.id, j.state.value, j.attempts, j.tenant, j.priority, j.payload) for j in jobs),
         *((k.kind, k.override) for k in api.store.limits()),
         *((p.queue, p.kind) for p in api.store.pauses()),
     ]

@@ -126,6 +126,26 @@ async def test_operations(api: Api, client: AsyncClient) -> None:
     assert [j.id for j in page.jobs] == [submitted.job_id] and page.next_cursor is None
 
 
+async def test_update_and_run_now(api: Api, client: AsyncClient) -> None:
+    later = datetime.now(UTC) + timedelta(hours=1)
+    submitted = await client.submit("echo", {"message": "a"}, queue="qe", run_at=later)
+    sooner = later - timedelta(minutes=30)
+    status = await client.update(submitted.job_id, run_at=sooner, payload={"message": "b"})
+    assert status.run_at is not None and abs((status.run_at - sooner).total_seconds()) < 0.01
+    assert api.job(submitted.job_id).payload["message"] == "b"
+    assert (await client.update(submitted.job_id, priority=3)).priority == 3
+    assert api.store.claim("w", ["qe"], 1, 30) == []
+    await client.run_now(submitted.job_id)
+    [held] = api.store.claim("w", ["qe"], 1, 30)
+    with pytest.raises(chit.InvalidTransition) as started:
+        await client.update(held.id, priority=1)
+    assert isinstance(started.value, APIConflict)
+    with pytest.raises(chit.InvalidRequest, match="say what to change"):
+        await client.update(held.id)
+    with pytest.raises(chit.JobNotFound):
+        await client.run_now("0" * 26)
+
+
 async def test_errors_are_the_matching_chit_exceptions(client: AsyncClient) -> None:
     with pytest.raises(chit.JobNotFound) as missing:
         await client.get("0" * 26)

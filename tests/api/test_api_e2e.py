@@ -126,6 +126,20 @@ def test_cancel_a_delayed_queued_job(stack: Stack) -> None:
     assert (cancelled.status_code, cancelled.json()["state"]) == (200, "cancelled")
 
 
+def test_a_delayed_job_edited_and_run_now_runs_with_its_new_payload(stack: Stack) -> None:
+    """The blocking Client against real processes: the workers run the edited
+    payload once run-now makes the job due, an hour early."""
+    run_at = datetime.now(UTC) + timedelta(hours=1)
+    job_id = stack.submit({"message": "draft"}, run_at=run_at.isoformat()).json()["job_id"]
+    edited = stack.client.update(job_id, payload={"message": "final"}, priority=-5)
+    assert (edited.state, edited.priority) == (chit.State.QUEUED, -5)
+    assert stack.client.run_now(job_id).run_at <= datetime.now(UTC) + timedelta(seconds=1)
+    final = stack.until(job_id, lambda b: b["state"] == "succeeded")
+    assert final["result"] == {"message": "final", "attempt": 1}
+    with pytest.raises(chit.InvalidTransition, match="only queued or waiting jobs"):
+        stack.client.run_now(job_id)
+
+
 def test_cancel_a_running_job(stack: Stack) -> None:
     job_id = stack.submit({"message": "long", "seconds": 30, "steps": 300}).json()["job_id"]
     stack.until(job_id, lambda b: b["state"] == "running" and (b["progress"]["done"] or 0) > 0)

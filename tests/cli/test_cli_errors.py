@@ -109,6 +109,29 @@ BAD_OPERATIONS = {
     "status of an unknown id": (["status", "01nosuchjob"], 2, ["no job with id '01nosuchjob'"]),
     "wait for an unknown id": (["wait", "01nosuchjob"], 2, ["no job with id '01nosuchjob'"]),
     "cancel an unknown id": (["cancel", "01nosuchjob"], 2, ["no job with id '01nosuchjob'"]),
+    "update an unknown id": (
+        ["update", "01nosuchjob", "--priority", "1"],
+        2,
+        ["no job with id '01nosuchjob'"],
+    ),
+    "run-now of an unknown id": (["run-now", "01nosuchjob"], 2, ["no job with id '01nosuchjob'"]),
+    "update with nothing to change": (["update", "01nosuchjob"], 2, ["say what to change"]),
+    "update with a bad --payload": (
+        ["update", "01nosuchjob", "--payload", "{x"],
+        2,
+        ["--payload is not valid JSON"],
+    ),
+    "update with a bad --priority": (
+        ["update", "01nosuchjob", "--priority", "high"],
+        2,
+        ["--priority: invalid int value: 'high'"],
+    ),
+    "update with --delay and --run-at": (
+        ["update", "01nosuchjob", "--delay", "5m", "--run-at", "2030-01-01T00:00:00Z"],
+        2,
+        ["not allowed with argument"],
+    ),
+    "update with a bad --delay": (["update", "01nosuchjob", "--delay", "soon"], 2, ["'soon'"]),
     "replay with no selector": (["replay"], 2, ["say what to replay", "--all"]),
     "replay with a bad --since": (["replay", "--since", "yesterday"], 2, ["'yesterday'"]),
     "replay --since too long ago": (

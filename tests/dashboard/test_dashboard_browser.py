@@ -14,6 +14,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,24 @@ def test_open_a_failed_job_retry_it_and_watch_it_succeed(page: Any, stack: Stack
     assert '"message": "later"' in page.inner_text("#result")
     assert page.locator("table.attempts tbody tr").count() == 2
     screenshot(page, "job")
+
+
+def test_edit_a_delayed_job_and_run_it_now(page: Any, stack: Stack) -> None:
+    run_at = datetime.now(UTC) + timedelta(hours=1)
+    job_id = stack.submit({"message": "draft"}, run_at=run_at.isoformat())
+
+    sign_in(page, stack, path=f"/ui/jobs/{job_id}")
+    page.click("#edit summary")
+    page.fill("textarea[name=payload]", '{"message": "final"}')
+    page.fill("input[name=priority]", "-3")
+    page.click("button:has-text('Save changes')")
+    page.wait_for_selector("text=Changed.")
+    assert "priority -3" in page.inner_text("#status")
+    page.click("button:has-text('Run now')")  # the confirmation is accepted
+    page.wait_for_selector("text=Due now")
+    page.wait_for_selector("#state [data-state]:text-is('succeeded')")
+    page.wait_for_selector("#result")
+    assert '"message": "final"' in page.inner_text("#result")
 
 
 def test_replay_a_failure_group(page: Any, stack: Stack) -> None:

@@ -13,7 +13,8 @@ import pytest
 from pydantic import BaseModel, Field, field_validator
 
 import chit
-from chit.queue import JobRequest, parse_payload
+from chit.checks import parse_payload
+from chit.queue import JobRequest
 from chit.settings import Settings
 
 

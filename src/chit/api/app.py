@@ -20,13 +20,14 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from chit.api import reference, routes, schedules, workflows
+from chit.api import changes, reference, routes, schedules, workflows
 from chit.api.auth import KEY_CACHE_SECONDS, Authenticator, parse_env_keys
 from chit.api.deps import ApiState
 from chit.api.errors import answer_exception
 from chit.api.events import POLL_INTERVAL, EventHub
 from chit.api.framing import RefuseAmbiguousLength
 from chit.api.tokens import EventTokens
+from chit.dashboard import job_page
 from chit.dashboard import routes as dashboard_routes
 from chit.queue import Queue
 from chit.settings import Settings
@@ -90,14 +91,18 @@ def lifespan(
     return run
 
 
+# The API's routers, in the order their routes are matched.
+ROUTERS = (routes.router, changes.router, workflows.router, schedules.router)
+DASHBOARD_ROUTERS = (dashboard_routes.router, job_page.router)
+
+
 def create_router(queue: Queue, *, dashboard: bool = True, **options: Any) -> APIRouter:
     """chit's routes with their lifespan, to include in an application's own app:
     `app.include_router(create_router(queue), prefix="/chit")`. The dashboard
     comes along at `ui/` under that prefix unless `dashboard=False`."""
     router = APIRouter(lifespan=lifespan(queue, **options))
-    router.include_router(routes.router)
-    router.include_router(workflows.router)
-    router.include_router(schedules.router)
+    for part in ROUTERS:
+        router.include_router(part)
     if dashboard:
         _include_dashboard(router)
     return router
@@ -115,14 +120,13 @@ def create_app(queue: Queue, *, dashboard: bool = True, **options: Any) -> FastA
         docs_url=None,
         redoc_url=None,
     )
-    app.include_router(routes.router)
-    app.include_router(workflows.router)
-    app.include_router(schedules.router)
+    for part in ROUTERS:
+        app.include_router(part)
     # For 405's Allow (errors.allowed_methods).
-    app.state.routers = [("", routes.router), ("", workflows.router), ("", schedules.router)]
+    app.state.routers = [("", part) for part in ROUTERS]
     if dashboard:
         _include_dashboard(app)
-        app.state.routers.append((DASHBOARD_PREFIX, dashboard_routes.router))
+        app.state.routers += [(DASHBOARD_PREFIX, part) for part in DASHBOARD_ROUTERS]
     _add_reference(app)
     # Routing's own 404/405 and anything unexpected answer JSON like the routes do.
     app.add_exception_handler(HTTPException, answer_exception)
@@ -137,7 +141,7 @@ def create_app(queue: Queue, *, dashboard: bool = True, **options: Any) -> FastA
             CORSMiddleware,
             allow_origins=list(origins),
             allow_credentials=False,
-            allow_methods=["GET", "HEAD", "POST", "PUT", "DELETE"],
+            allow_methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
             allow_headers=CORS_REQUEST_HEADERS,
             expose_headers=["Location", "Retry-After", "ETag"],
             max_age=600,
@@ -164,7 +168,8 @@ def _add_reference(app: FastAPI) -> None:
 
 
 def _include_dashboard(target: FastAPI | APIRouter) -> None:
-    target.include_router(dashboard_routes.router, prefix=DASHBOARD_PREFIX)
+    for part in DASHBOARD_ROUTERS:
+        target.include_router(part, prefix=DASHBOARD_PREFIX)
 
 
 def _errors_as_json(schema: dict[str, Any]) -> None:

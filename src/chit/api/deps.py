@@ -8,12 +8,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
+from fastapi import Depends
+from fastapi.security import HTTPBearer
 from starlette.requests import Request
+from starlette.responses import Response
 
-from chit.api.auth import Authenticator, Principal
+from chit.api.auth import Authenticator, Principal, require_every_tenant, require_scope
 from chit.api.events import EventHub
 from chit.api.schemas import JobStatus
 from chit.api.tokens import EventTokens
@@ -80,3 +83,56 @@ def job_status(request: Request, job: Job, traceback: bool) -> JobStatus:
 
 def render_status(request: Request, job: Job, traceback: bool) -> str:
     return job_status(request, job, traceback).model_dump_json()
+
+
+bearer = HTTPBearer(
+    auto_error=False,
+    description="An API key from CHIT_API_KEYS or `chit keys create`",
+)
+
+
+def caller(scope: str, every_tenant: bool = False) -> Callable[..., Any]:
+    async def authenticated(request: Request, _: Annotated[Any, Depends(bearer)]) -> Principal:
+        principal = await authenticate(request, request.headers.get("authorization"))
+        require_scope(principal, scope)
+        if every_tenant:
+            require_every_tenant(principal)
+        return principal
+
+    return authenticated
+
+
+Submitter = Annotated[Principal, Depends(caller("submit"))]
+Reader = Annotated[Principal, Depends(caller("read"))]
+Admin = Annotated[Principal, Depends(caller("admin"))]
+# Limits and pauses hold for every tenant: only a key of every tenant sets them.
+Operator = Annotated[Principal, Depends(caller("admin", every_tenant=True))]
+
+
+# One Server-Sent Event, as OpenAPI 3.2's `itemSchema` describes each item of a
+# stream; `data` is a job status as JSON (for `gone` and `error`, a message).
+# No `schema` for the whole stream: generated clients then hand back the text
+# (with an object schema, openapi-python-client parsed the stream as JSON).
+SSE_EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"enum": ["state", "progress", "gone", "error"]},
+        "id": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+        "retry": {"type": "integer"},
+    },
+    "required": ["event", "data"],
+}
+
+
+async def answer_job(
+    request: Request, job_id: str, principal: Principal, status: int = 200
+) -> Response:
+    job = await load_job(request, job_id, principal)
+    body = render_status(request, job, shows_traceback(principal))
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def shows_traceback(principal: Principal) -> bool:
+    # A traceback shows the server's paths and code: for admin keys only.
+    return principal.allows("admin")

@@ -8,27 +8,33 @@ import dataclasses
 import functools
 import hashlib
 import math
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-from fastapi.security import HTTPBearer
 from pydantic import AfterValidator
 from starlette.convertors import Convertor, register_url_convertor
 
 from chit import bounds
 from chit.api import events, metrics
-from chit.api.auth import Principal, require_every_tenant, require_scope
+from chit.api.auth import Principal
 from chit.api.body import read_body
 from chit.api.deps import (
+    SSE_EVENT,
+    Admin,
+    Operator,
+    Reader,
+    Submitter,
+    answer_job,
     api_state,
-    authenticate,
+    bearer,
     blocking,
+    caller,
     job_status,
     load_job,
     render_status,
+    shows_traceback,
 )
 from chit.api.errors import STORE_RETRY_AFTER, ApiProblem, ChitRoute, documented
 from chit.api.schemas import (
@@ -75,28 +81,6 @@ WRITABLE_WITHIN = 1.0
 # Operation ids are the routes' names (`submit_job`, `get_job`): what generated
 # clients call their methods, rather than FastAPI's `submit_job_jobs_post`.
 router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
-_bearer = HTTPBearer(
-    auto_error=False,
-    description="An API key from CHIT_API_KEYS or `chit keys create`",
-)
-
-
-def caller(scope: str, every_tenant: bool = False) -> Callable[..., Any]:
-    async def authenticated(request: Request, _: Annotated[Any, Depends(_bearer)]) -> Principal:
-        principal = await authenticate(request, request.headers.get("authorization"))
-        require_scope(principal, scope)
-        if every_tenant:
-            require_every_tenant(principal)
-        return principal
-
-    return authenticated
-
-
-Submitter = Annotated[Principal, Depends(caller("submit"))]
-Reader = Annotated[Principal, Depends(caller("read"))]
-Admin = Annotated[Principal, Depends(caller("admin"))]
-# Limits and pauses hold for every tenant: only a key of every tenant sets them.
-Operator = Annotated[Principal, Depends(caller("admin", every_tenant=True))]
 
 
 class _Name(Convertor[str]):
@@ -223,7 +207,7 @@ async def _status(
     head: bool = False,
 ) -> Response:
     job = await load_job(request, job_id, principal)
-    body = render_status(request, job, _traceback(principal)).encode()
+    body = render_status(request, job, shows_traceback(principal)).encode()
     etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if not job.state.terminal:
@@ -300,7 +284,7 @@ async def list_jobs(
     where = JobFilter(state=state, kind=kind, queue=queue, since=since, tenant=principal.tenant)
     page = await blocking(api_state(request).store.list, where, limit, cursor)
     answer = JobList(
-        jobs=[job_status(request, job, _traceback(principal)) for job in page.jobs],
+        jobs=[job_status(request, job, shows_traceback(principal)) for job in page.jobs],
         next_cursor=page.next_cursor,
     )
     return Response(answer.model_dump_json(), media_type="application/json")
@@ -309,7 +293,7 @@ async def list_jobs(
 async def _events_caller(
     request: Request,
     job_id: str,
-    _: Annotated[Any, Depends(_bearer)],
+    _: Annotated[Any, Depends(bearer)],
     token: Annotated[
         str | None,
         Query(
@@ -329,29 +313,13 @@ async def _events_caller(
 EventsReader = Annotated[Principal, Depends(_events_caller)]
 
 
-# One Server-Sent Event, as OpenAPI 3.2's `itemSchema` describes each item of a
-# stream; `data` is a job status as JSON (for `gone` and `error`, a message).
-# No `schema` for the whole stream: generated clients then hand back the text
-# (with an object schema, openapi-python-client parsed the stream as JSON).
-_SSE_EVENT = {
-    "type": "object",
-    "properties": {
-        "event": {"enum": ["state", "progress", "gone", "error"]},
-        "id": {"type": "string"},
-        "data": {"type": "string", "contentMediaType": "application/json"},
-        "retry": {"type": "integer"},
-    },
-    "required": ["event", "data"],
-}
-
-
 @router.get(
     "/jobs/{job_id}/events",
     summary="Server-Sent Events: progress and state changes until the job finishes",
     response_class=StreamingResponse,
     responses={
         200: {
-            "content": {"text/event-stream": {"itemSchema": _SSE_EVENT}},
+            "content": {"text/event-stream": {"itemSchema": SSE_EVENT}},
             "description": "events `state` and `progress`, data a job status; ends after "
             "the terminal state",
         },
@@ -373,7 +341,7 @@ async def stream_job_events(
         job,
         principal.tenant,
         last_event_id,
-        lambda j: render_status(request, j, _traceback(principal)),
+        lambda j: render_status(request, j, shows_traceback(principal)),
     )
 
 
@@ -421,7 +389,7 @@ async def retry_job(request: Request, job_id: str, principal: Admin) -> Response
         raise InvalidTransition(
             f"job {job.id} is {now.state.value}: only failed or cancelled jobs can be retried"
         )
-    return await _answer(request, job_id, principal)
+    return await answer_job(request, job_id, principal)
 
 
 @router.post(
@@ -445,7 +413,7 @@ async def cancel_job(request: Request, job_id: str, principal: Admin) -> Respons
     if result is CancelResult.ALREADY_FINISHED:
         job = await load_job(request, job_id, principal)
         raise InvalidTransition(f"job {job_id} already {job.state.value}: nothing to cancel")
-    return await _answer(
+    return await answer_job(
         request, job_id, principal, 202 if result is CancelResult.REQUESTED else 200
     )
 
@@ -676,19 +644,6 @@ def retry_after(job: Job, now: datetime) -> int:
     if job.state is State.QUEUED and job.run_at > now:
         return max(RUNNING_RETRY_AFTER, math.ceil((job.run_at - now).total_seconds()))
     return RUNNING_RETRY_AFTER
-
-
-async def _answer(
-    request: Request, job_id: str, principal: Principal, status: int = 200
-) -> Response:
-    job = await load_job(request, job_id, principal)
-    body = render_status(request, job, _traceback(principal))
-    return Response(body, status_code=status, media_type="application/json")
-
-
-def _traceback(principal: Principal) -> bool:
-    # A traceback shows the server's paths and code: for admin keys only.
-    return principal.allows("admin")
 
 
 def _path(request: Request, route: str, job_id: str) -> str:

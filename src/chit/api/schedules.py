@@ -14,9 +14,8 @@ from fastapi import APIRouter, Depends, Path, Request
 
 from chit.api.auth import Principal
 from chit.api.body import read_body
-from chit.api.deps import api_state, blocking
+from chit.api.deps import Operator, api_state, blocking, caller
 from chit.api.errors import ApiProblem, ChitRoute, documented
-from chit.api.routes import Operator, caller
 from chit.api.schemas import (
     PutSchedule,
     ScheduleOut,

@@ -77,6 +77,12 @@ Moment = Annotated[
     AfterValidator(_in_range),
     Field(json_schema_extra={"pattern": bounds.YEAR_PATTERN}),
 ]
+# Strict: `true` or `1.5` is a slip, not priority 1.
+Priority = Annotated[
+    int,
+    Field(strict=True, ge=-bounds.PRIORITY_LIMIT, le=bounds.PRIORITY_LIMIT),
+    BeforeValidator(_whole),
+]
 Name = Annotated[str, Field(min_length=1, max_length=bounds.NAME_MAX), AfterValidator(no_nul)]
 ConcurrencyKey = Annotated[
     str,
@@ -154,14 +160,7 @@ class SubmitJob(BaseModel):
     kind: Name
     payload: Any = Field(default=None, description="JSON; checked against the task's payload model")
     queue: Name | None = None
-    # Strict: `true` or `1.5` is a slip, not priority 1.
-    priority: Annotated[int | None, BeforeValidator(_whole)] = Field(
-        default=None,
-        strict=True,
-        ge=-bounds.PRIORITY_LIMIT,
-        le=bounds.PRIORITY_LIMIT,
-        description="smaller runs first; default 0",
-    )
+    priority: Priority | None = Field(default=None, description="smaller runs first; default 0")
     run_at: Moment | None = Field(default=None, description="not before this time")
     max_attempts: Annotated[int | None, BeforeValidator(_whole)] = Field(
         default=None, strict=True, ge=1, le=bounds.MAX_ATTEMPTS
@@ -229,6 +228,19 @@ class SubmitJob(BaseModel):
             expires_in=self.expires_in,
             unique_key=self.unique_key,
         )
+
+
+class EditJob(BaseModel):
+    """`PATCH /jobs/{job_id}`: what to change of a job that has not started;
+    each field given replaces the stored one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_at: Moment | None = Field(default=None, description="not before this time")
+    priority: Priority | None = Field(default=None, description="smaller runs first")
+    payload: Any = Field(
+        default=None, description="JSON; checked against the task's payload model, as at submit"
+    )
 
 
 class Submitted(BaseModel):

@@ -17,9 +17,17 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from chit import bounds
 from chit.api import events
 from chit.api.body import read_body
-from chit.api.deps import api_state, blocking, render_status
+from chit.api.deps import (
+    SSE_EVENT,
+    Admin,
+    Reader,
+    Submitter,
+    api_state,
+    blocking,
+    render_status,
+    shows_traceback,
+)
 from chit.api.errors import ApiProblem, ChitRoute, documented
-from chit.api.routes import _SSE_EVENT, Admin, Reader, Submitter, _traceback
 from chit.api.schemas import (
     SubmitWorkflow,
     WorkflowCancelled,
@@ -140,7 +148,7 @@ async def cancel_workflow(
     response_class=StreamingResponse,
     responses={
         200: {
-            "content": {"text/event-stream": {"itemSchema": _SSE_EVENT}},
+            "content": {"text/event-stream": {"itemSchema": SSE_EVENT}},
             "description": "first each job's status (event `state`), then events `state` and "
             "`progress`, data a job status; ends once every job has finished",
         },
@@ -163,7 +171,7 @@ async def stream_workflow_events(
         jobs,
         principal.tenant,
         last_event_id,
-        lambda j: render_status(request, j, _traceback(principal)),
+        lambda j: render_status(request, j, shows_traceback(principal)),
     )
 
 

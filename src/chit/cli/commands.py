@@ -153,11 +153,7 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
         payload = json.loads(args.payload)
     except json.JSONDecodeError as e:
         raise InvalidRequest(f"payload is not valid JSON: {e}") from None
-    run_at = None
-    if args.delay is not None:
-        run_at = datetime.now(UTC) + timedelta(seconds=durations.duration(args.delay))
-    if args.run_at is not None:
-        run_at = durations.moment(args.run_at)
+    run_at = _run_at(args)
     expires_in = None if args.expires_in is None else durations.duration(args.expires_in)
     if args.url:
         from chit.cli.remote import submit_remote
@@ -369,6 +365,40 @@ def cancel(args: argparse.Namespace, setup: Setup) -> int:
             }[result]
         )
     return 0
+
+
+def update(args: argparse.Namespace, setup: Setup) -> int:
+    payload = None
+    if args.payload is not None:
+        try:
+            payload = json.loads(args.payload)
+        except json.JSONDecodeError as e:
+            raise InvalidRequest(f"--payload is not valid JSON: {e}") from None
+    job = setup.queue().update(
+        args.id, run_at=_run_at(args), priority=args.priority, payload=payload
+    )
+    return _changed(args, job)
+
+
+def run_now(args: argparse.Namespace, setup: Setup) -> int:
+    return _changed(args, setup.queue().run_now(args.id))
+
+
+def _changed(args: argparse.Namespace, job: Job) -> int:
+    if args.json:
+        output.print_json(output.to_json(job))
+    else:
+        due = output.when(job.run_at)
+        print(f"{job.id} {job.state.value}: priority {job.priority}, due {due} UTC")
+    return 0
+
+
+def _run_at(args: argparse.Namespace) -> datetime | None:
+    if args.delay is not None:
+        return datetime.now(UTC) + timedelta(seconds=durations.duration(args.delay))
+    if args.run_at is not None:
+        return durations.moment(args.run_at)
+    return None
 
 
 def prune(args: argparse.Namespace, setup: Setup) -> int:

@@ -176,6 +176,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("cancel", commands.cancel, "cancel a queued job, or ask a running one to stop")
     p.add_argument("id")
 
+    p = command(
+        "update", commands.update, "change a queued or waiting job: its start, priority, payload"
+    )
+    p.add_argument("id")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--delay", help="run after this long from now, e.g. 30s, 5m")
+    when.add_argument("--run-at", help="run at this ISO 8601 time")
+    p.add_argument("--priority", type=int, help="smaller runs first")
+    p.add_argument("--payload", metavar="JSON", help="a new payload, checked as at submit")
+
+    p = command("run-now", commands.run_now, "make a delayed job due at once")
+    p.add_argument("id")
+
     p = command("prune", commands.prune, "delete finished jobs older than a duration")
     p.add_argument("--older-than", default="7d", help="e.g. 12h, 7d (default 7d)")
 

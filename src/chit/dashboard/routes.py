@@ -28,9 +28,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 
 from chit import bounds
-from chit.api import events
 from chit.api.auth import Principal, hash_key
-from chit.api.deps import ApiState, api_state, blocking, load_job, render_status
+from chit.api.deps import ApiState, api_state, blocking
 from chit.api.deps import authenticate as authenticate_header
 from chit.api.errors import ApiProblem, to_problem
 from chit.api.schemas import ScheduleRun
@@ -39,7 +38,6 @@ from chit.dashboard.session import Session
 from chit.encoding import one_line
 from chit.ids import is_job_id
 from chit.jobs import (
-    CancelResult,
     Job,
     JobFilter,
     KindLastHour,
@@ -322,7 +320,7 @@ def _safe_next(request: Request, target: str) -> str:
     return target
 
 
-async def read_form(request: Request) -> dict[str, str]:
+async def read_form(request: Request, limit: int = MAX_FORM_BYTES) -> dict[str, str]:
     """An urlencoded form, as the dashboard's pages send it."""
     if request.headers.get("content-type", "").split(";")[0].strip() != (
         "application/x-www-form-urlencoded"
@@ -331,7 +329,7 @@ async def read_form(request: Request) -> dict[str, str]:
     body = b""
     async for chunk in request.stream():
         body += chunk
-        if len(body) > MAX_FORM_BYTES:
+        if len(body) > limit:
             raise ApiProblem(413, "body_too_large", "This form is too large.")
     try:
         pairs = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
@@ -340,13 +338,15 @@ async def read_form(request: Request) -> dict[str, str]:
     return dict(pairs)
 
 
-async def checked_form(request: Request, *, admin: bool = False) -> tuple[Session, dict[str, str]]:
+async def checked_form(
+    request: Request, *, admin: bool = False, limit: int = MAX_FORM_BYTES
+) -> tuple[Session, dict[str, str]]:
     """The session and form of a POST that the dashboard itself sent; anything
     else (no session, a missing or wrong token, another site) is refused."""
     current = await current_session(request, required=False)
     if current is None:
         raise ApiProblem(403, "forbidden", "Sign in to the dashboard first.")
-    form = await read_form(request)
+    form = await read_form(request, limit)
     if not session.same_origin(request) or not session.token_matches(
         current.csrf_token, form.get("csrf_token")
     ):
@@ -358,7 +358,9 @@ async def checked_form(request: Request, *, admin: bool = False) -> tuple[Sessio
         )
     if admin and not current.can_act:
         raise ApiProblem(
-            403, "forbidden", "This key is read-only: retry, cancel and replay need an admin key."
+            403,
+            "forbidden",
+            "This key is read-only: retry, cancel, edit and replay need an admin key.",
         )
     return current, form
 
@@ -488,25 +490,7 @@ async def jobs(
     )
 
 
-# One job
-
-
-async def _job(request: Request, job_id: str, principal: Principal) -> Job:
-    job = None
-    if is_job_id(job_id):
-        job = await blocking(api_state(request).store.get, job_id, principal.tenant)
-    if job is None:
-        raise ApiProblem(404, "job_not_found", f"No job {job_id[:100]!r} here.")
-    return job
-
-
-NOTICES = {
-    "retried": "Queued again, attempts reset: a worker will pick it up.",
-    "cancelled": "Cancelled.",
-    "cancel_requested": "Cancellation requested: the worker stops it at its next heartbeat.",
-    "not_retried": "Not retried: only failed or cancelled jobs can be retried.",
-    "not_cancelled": "Not cancelled: the job had already finished.",
-}
+# Workflows
 
 
 @router.get("/workflows/{workflow_id}", name="ui_workflow")
@@ -533,106 +517,6 @@ async def workflow_page(request: Request, workflow_id: str) -> Response:
         names={j.id: j.ref for j in view.jobs if j.ref},
         graph=graph.svg(view.jobs, job_href),
         grouped=len(view.jobs) > graph.NODE_LIMIT,
-    )
-
-
-@router.get("/jobs/{job_id}", name="ui_job")
-async def job_page(request: Request, job_id: str, notice: str = "") -> Response:
-    current = await current_session(request)
-    assert current is not None
-    job = await _job(request, job_id, current.principal)
-    attempts = await blocking(api_state(request).store.attempts, job.id)
-    steps = await blocking(api_state(request).store.steps, job.id)
-    dependents = await blocking(api_state(request).store.dependents, job.id, job.tenant)
-    held, applying = await blocking(_held_back, request, job, current.principal.tenant is None)
-    return render(
-        request,
-        "job.html",
-        current,
-        page="jobs",
-        job=job,
-        attempts=attempts,
-        steps=steps,
-        dependents=dependents,
-        held=held,
-        applying=applying,
-        notice=NOTICES.get(notice, ""),
-        can_retry=job.state in (State.FAILED, State.CANCELLED),
-        can_cancel=job.state in (State.QUEUED, State.RUNNING) and not job.cancel_requested,
-    )
-
-
-def _held_back(request: Request, job: Job, every_tenant: bool) -> tuple[list[str], str]:
-    """Why a queued job waits (a pause, a full concurrency limit) and the
-    limits of its kind in words; nothing is read for a job that is not queued."""
-    if job.state is not State.QUEUED:
-        return [], ""
-    store = api_state(request).store
-    now = datetime.now(UTC)
-    limits = store.limits(now)
-    held = flow.waiting_on(job, limits, store.pauses(), now, every_tenant)
-    mine = next((k for k in limits if k.kind == job.kind), None)
-    return held, "" if mine is None else flow.applying(mine.effective)
-
-
-@router.get("/jobs/{job_id}/result", name="ui_job_result")
-async def job_result(request: Request, job_id: str) -> Response:
-    current = await current_session(request)
-    assert current is not None
-    job = await _job(request, job_id, current.principal)
-    found, result = await blocking(
-        api_state(request).store.get_result, job.id, current.principal.tenant
-    )
-    if not found or job.state is not State.SUCCEEDED:
-        raise ApiProblem(404, "job_not_found", f"Job {job.id} has no result.")
-    return Response(
-        json.dumps(result, indent=2, ensure_ascii=False),
-        media_type="application/json",
-        headers={"Content-Disposition": f'inline; filename="{job.id}-result.json"'},
-    )
-
-
-@router.get("/jobs/{job_id}/events", name="ui_job_events")
-async def job_events(request: Request, job_id: str) -> Response:
-    """The API's event stream for this job, for a signed-in browser (EventSource
-    cannot send an Authorization header; it sends the session cookie)."""
-    current = await current_session(request, required=False)
-    if current is None:
-        raise ApiProblem(401, "unauthorized", "Sign in to the dashboard first.")
-    state = api_state(request)
-    job = await load_job(request, job_id, current.principal)
-    return events.response(
-        state.hub,
-        state.store,
-        job,
-        current.principal.tenant,
-        request.headers.get("last-event-id"),
-        lambda j: render_status(request, j, traceback=True),  # operators see it whole
-    )
-
-
-@router.post("/jobs/{job_id}/retry", name="ui_job_retry")
-async def retry(request: Request, job_id: str) -> Response:
-    current, _ = await checked_form(request, admin=True)
-    job = await _job(request, job_id, current.principal)
-    done = await blocking(api_state(request).store.retry, job.id, current.principal.tenant)
-    notice = "retried" if done else "not_retried"
-    return RedirectResponse(
-        f"{request.url_for('ui_job', job_id=job.id).path}?notice={notice}", status_code=303
-    )
-
-
-@router.post("/jobs/{job_id}/cancel", name="ui_job_cancel")
-async def cancel(request: Request, job_id: str) -> Response:
-    current, _ = await checked_form(request, admin=True)
-    job = await _job(request, job_id, current.principal)
-    result = await blocking(api_state(request).store.cancel, job.id, current.principal.tenant)
-    notice = {
-        CancelResult.CANCELLED: "cancelled",
-        CancelResult.REQUESTED: "cancel_requested",
-    }.get(result, "not_cancelled")
-    return RedirectResponse(
-        f"{request.url_for('ui_job', job_id=job.id).path}?notice={notice}", status_code=303
     )
 
 

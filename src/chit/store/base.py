@@ -28,11 +28,13 @@ from typing import Any
 from chit.jobs import (
     Beat,
     CancelResult,
+    ChangeResult,
     ClaimedJob,
     DependencyInfo,
     Enqueued,
     HeartbeatResult,
     Job,
+    JobChange,
     NewJob,
     Outcome,
     Progress,
@@ -250,6 +252,12 @@ class Store(abc.ABC):
         it (all the way down; `run_on=finished` ones are counted down). Running:
         cancellation requested (the worker sees it at its next heartbeat).
         Terminal: unchanged."""
+
+    @abc.abstractmethod
+    def update(self, job_id: str, change: JobChange, tenant: str | None = None) -> ChangeResult:
+        """Apply `change` to a `queued` or `waiting` job, in one atomic step
+        against a claim: CHANGED, or STARTED when the job is running or
+        finished (nothing changed), or NOT_FOUND."""
 
     def retry(self, job_id: str, tenant: str | None = None) -> bool:
         """A failed or cancelled job back to `queued`, attempts 0 (`waiting`

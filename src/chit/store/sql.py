@@ -34,6 +34,7 @@ from chit.jobs import (
     AttemptStats,
     Beat,
     CancelResult,
+    ChangeResult,
     ClaimedJob,
     DependencyCounts,
     DependencyInfo,
@@ -41,6 +42,7 @@ from chit.jobs import (
     FailureGroup,
     HeartbeatResult,
     Job,
+    JobChange,
     MinuteCount,
     NewApiKey,
     NewJob,
@@ -845,6 +847,22 @@ class SQLStore(FullStore):
                 return result
             exists = conn.execute(self.Q["job_state"], params).fetchone()
         return CancelResult.ALREADY_FINISHED if exists else CancelResult.NOT_FOUND
+
+    def update(self, job_id: str, change: JobChange, tenant: str | None = None) -> ChangeResult:
+        params = {
+            "id": job_id,
+            "tenant": tenant,
+            "now": self.d.now(None),
+            "run_now": change.run_now,
+            "run_at": None if change.run_at is None else self.d.time(change.run_at),
+            "priority": change.priority,
+            "payload": change.payload_json,
+        }
+        with self._tx() as conn:
+            if conn.execute(self.Q["update_job"], params).fetchone() is not None:
+                return ChangeResult.CHANGED
+            exists = conn.execute(self.Q["job_state"], params).fetchone()
+        return ChangeResult.STARTED if exists else ChangeResult.NOT_FOUND
 
     def replay(self, selector: ReplaySelector) -> int:
         tenant = selector.tenant

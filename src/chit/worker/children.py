@@ -52,11 +52,12 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from chit import tracing
+from chit.checks import parse_payload
 from chit.context import JobContext
 from chit.encoding import storable_json_error
 from chit.errors import ConfigError, PermanentError, Snooze, StoreError
 from chit.jobs import ClaimedJob, DependencyInfo, Progress
-from chit.queue import Queue, parse_payload
+from chit.queue import Queue
 from chit.worker.execute import (
     Call,
     Free,

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chit import backoff, tracing
+from chit.checks import parse_payload
 from chit.context import JobContext, timed_out
 from chit.encoding import storable_json_error, storable_text
 from chit.errors import PermanentError, Snooze
 from chit.jobs import Cancelled, ClaimedJob, Failed, Outcome, Released, Snoozed, Succeeded
 from chit.logs import job_fields
-from chit.queue import Queue, Task, parse_payload
+from chit.queue import Queue, Task
 from chit.settings import Settings
 
 log = logging.getLogger("chit.worker")

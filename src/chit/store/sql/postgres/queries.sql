@@ -725,6 +725,21 @@ WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::te
 RETURNING CASE state WHEN 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result,
           dependents IS NOT NULL AS has_dependents
 
+-- name: update_job
+-- An edit of a job not yet started (Store.update): each of run_at, priority
+-- and payload given replaces the stored one; run_now makes it due now, or
+-- leaves it where it stands in line when it was due already.
+UPDATE chit_jobs
+SET run_at = CASE WHEN %(run_now)s::boolean
+                  THEN least(run_at, coalesce(%(now)s::timestamptz, now()))
+                  ELSE coalesce(%(run_at)s::timestamptz, run_at) END,
+    priority = coalesce(%(priority)s::integer, priority),
+    payload = coalesce(%(payload)s::jsonb, payload),
+    updated_at = coalesce(%(now)s::timestamptz, now())
+WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND state IN ('queued', 'waiting')
+RETURNING id
+
 -- name: job_state
 SELECT state FROM chit_jobs
 WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)

@@ -574,6 +574,20 @@ WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant)
 RETURNING CASE state WHEN 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result,
           dependents IS NOT NULL AS has_dependents
 
+-- name: update_job
+-- An edit of a job not yet started (Store.update): each of run_at, priority
+-- and payload given replaces the stored one; run_now makes it due now, or
+-- leaves it where it stands in line when it was due already.
+UPDATE chit_jobs
+SET run_at = CASE WHEN :run_now THEN min(run_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now))
+                  ELSE coalesce(:run_at, run_at) END,
+    priority = coalesce(:priority, priority),
+    payload = coalesce(:payload, payload),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant)
+  AND state IN ('queued', 'waiting')
+RETURNING id
+
 -- name: job_state
 SELECT state FROM chit_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant)
 
