@@ -227,6 +227,8 @@ def markdown(res: Results) -> str:
 
     if any(run["step"] in ("aenqueue", "api-submit") for run in res.runs):
         add(async_markdown(res))
+    if any(run["step"] == "debounce" for run in res.runs):
+        add(debounce_markdown(res))
 
     lim = meta.get("limits", {})
     if lim:
@@ -534,6 +536,30 @@ def async_markdown(res: Results) -> str:
         out.append(
             f"| {INFO[s].backend} | {res.cell(s, 'aenqueue', _rate)} | {sync} "
             f"| {res.cell(s, 'api-submit', _rate)} | {p99} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def debounce_markdown(res: Results) -> str:
+    """Issue 26's step: a debounced enqueue against a plain one, one at a time."""
+    out = [
+        "## Debounce (issue 26)\n",
+        "One at a time (bench/debounce_bench.py): a plain enqueue; a debounced one whose "
+        "key is new (a job stored with its key); one whose key's job is still waiting (its "
+        "payload and start replaced). Jobs/s, the best of the step's runs, and the ratio "
+        "to plain.\n",
+        "| store | plain | debounced, new key | debounced into a waiting job |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for s in ("chit-sqlite", "chit-postgres"):
+        best = res.get(s, "debounce")
+        if best is None:
+            continue
+        plain = best["jobs_per_s"]
+        new, same = best["new_key_per_s"], best["same_key_per_s"]
+        out.append(
+            f"| {INFO[s].backend} | {plain:,.0f} | {new:,.0f} ({new / plain:.2f}x) "
+            f"| {same:,.0f} ({same / plain:.2f}x) |"
         )
     return "\n".join(out) + "\n"
 

@@ -196,6 +196,8 @@ def steps(sizes: Sizes) -> list[Step]:
         ),
         # Issue 15: aenqueue is newer than any baseline, POST /jobs is not.
         Step("aenqueue", "aenqueue", seconds, 60, only=CHIT, script="aenqueue_bench.py"),
+        # Issue 26: a debounced enqueue against a plain one (newer than any baseline).
+        Step("debounce", "debounce", seconds, 60, only=CHIT, script="debounce_bench.py"),
         Step(
             "api-submit",
             "api-submit",
@@ -380,7 +382,7 @@ class Bench:
         flow_only = set(chosen) <= set(FLOW_STEPS)
         # These steps alone leave docs/ alone (workflows.md in the results for
         # workflows; the tables printed for aenqueue and api-submit).
-        workflows_only = set(chosen) <= {"workflows", "aenqueue", "api-submit"}
+        workflows_only = set(chosen) <= {"workflows", "aenqueue", "api-submit", "debounce"}
         workflow_systems = [s for s in workflows.SYSTEMS if s in wanted] or list(workflows.SYSTEMS)
 
         backends = {INFO[base_name(s)].backend for s in wanted}
@@ -731,6 +733,11 @@ def line(run: Run) -> str:
             f"at most {r['most_overlapping']} handlers at once{busy}"
         )
     extra = f"  seeded in {r['seed_seconds']:.0f} s" if "seed_seconds" in r else ""
+    if "same_key_per_s" in r:
+        extra = (
+            f" plain; debounced with a new key {r['new_key_per_s']:,.0f}, into a waiting job"
+            f" {r['same_key_per_s']:,.0f}"
+        )
     if "sync_jobs_per_s" in r:
         extra = f" with aenqueue, {r['sync_jobs_per_s']:,.0f} with sync enqueue"
     if "p99_ms" in r:
@@ -762,7 +769,7 @@ def main() -> None:
     parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, features-on, "
                         "process2, "
                         "latency, growth-empty, growth, growth-analyze, limits, flow-concurrency, "
-                        "flow-rate, flow-claim, aenqueue, api-submit, pools, workflows, "
+                        "flow-rate, flow-claim, aenqueue, api-submit, debounce, pools, workflows, "
                         "schedules; flow for the three flow steps")  # fmt: skip
     parser.add_argument(
         "--repeat", type=int, help="runs of each process and growth step (2; 1 with --quick)"

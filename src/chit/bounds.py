@@ -30,6 +30,13 @@ SNOOZE_MAX = 30 * 86400
 # to year 9998). A unique key (DESIGN.md "Time"): as long as an idempotency key.
 EXPIRES_IN_MAX = 10 * 365 * 86400
 UNIQUE_KEY_MAX = 255
+# Debounce: a key as long as a unique key; a delay from a millisecond (SQLite
+# reads the seconds as a modifier, which takes no exponent) to 30 days, and the
+# bound on moving the start at most ten years after the first enqueue.
+DEBOUNCE_KEY_MAX = 255
+DEBOUNCE_MIN = 0.001
+DEBOUNCE_MAX = 30 * 86400
+DEBOUNCE_BOUND_MAX = EXPIRES_IN_MAX
 # A durable step's name (JobContext.step): 1 to this many characters.
 STEP_NAME_MAX = 200
 # The default of CHIT_MAX_PAYLOAD_BYTES and CHIT_MAX_BODY_BYTES.

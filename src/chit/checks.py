@@ -13,6 +13,10 @@ import pydantic
 from chit import bounds
 from chit.bounds import (
     CONCURRENCY_KEY_MAX,
+    DEBOUNCE_BOUND_MAX,
+    DEBOUNCE_KEY_MAX,
+    DEBOUNCE_MAX,
+    DEBOUNCE_MIN,
     EXPIRES_IN_MAX,
     IDEMPOTENCY_KEY_MAX,
     PRIORITY_LIMIT,
@@ -160,6 +164,47 @@ def check_unique_key(key: Any) -> None:
         or not key.isascii()
     ):
         raise InvalidRequest(f"unique key must be 1 to {UNIQUE_KEY_MAX} printable ASCII characters")
+
+
+def check_debounce(request: Any) -> tuple[str | None, float | None, float | None]:
+    """A JobRequest's debounce: the key, its delay and bound in seconds (the
+    bound 10 x the delay unless given), or all None. A debounced job is one the
+    next enqueue of its key may change: an idempotency or unique key, a start
+    time, an expiry or dependencies would each say otherwise, so they are refused."""
+    key, delay, bound = request.debounce_key, request.debounce, request.debounce_max
+    if key is None:
+        if delay is not None or bound is not None:
+            raise InvalidRequest("debounce needs a debounce_key: the job later enqueues replace")
+        return None, None, None
+    if (
+        not isinstance(key, str)
+        or not 1 <= len(key) <= DEBOUNCE_KEY_MAX
+        or not (key.isprintable() and key.isascii())
+    ):
+        raise InvalidRequest(
+            f"debounce key must be 1 to {DEBOUNCE_KEY_MAX} printable ASCII characters"
+        )
+    if delay is None:
+        raise InvalidRequest("a debounce_key needs debounce: the seconds to wait for another")
+    delay = _seconds("debounce", delay, DEBOUNCE_MIN, DEBOUNCE_MAX)
+    if bound is None:
+        bound = 10 * delay
+    bound = _seconds("debounce_max", bound, delay, DEBOUNCE_BOUND_MAX)
+    for name in ("idempotency_key", "unique_key", "run_at", "expires_at", "expires_in", "ref"):
+        if getattr(request, name) is not None:
+            raise InvalidRequest(f"a debounced job takes no {name}: debounce sets its start")
+    if request.depends_on:
+        raise InvalidRequest("a debounced job takes no depends_on: debounce sets its start")
+    return key, delay, bound
+
+
+def _seconds(name: str, value: Any, least: float, most: float) -> float:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not least <= value <= most:  # NaN fails the comparison too
+        raise InvalidRequest(
+            f"{name} must be a number of seconds from {least:g} to {most:,g}, not {value!r}"
+        )
+    return float(value)
 
 
 def check_concurrency_key(key: str) -> None:

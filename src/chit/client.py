@@ -521,12 +521,17 @@ class Client:
         expires_at: datetime | None = None,
         expires_in: float | None = None,
         unique_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max: float | None = None,
     ) -> Submitted:
         """`depends_on` (job ids): the job waits until each has succeeded;
         `run_on="finished"`: until each has ended, whatever the outcome.
         `expires_at` or `expires_in` (seconds): not started by then, the job
         ends cancelled, "expired before it started". `unique_key`: while a job
-        with that key is waiting, queued or running, answers it (`created` false)."""
+        with that key is waiting, queued or running, answers it (`created` false).
+        `debounce_key` with `debounce` (seconds): while the key's job has not
+        started, replaces its payload and moves its start (`debounced` true)."""
         return self._send(
             _submit(
                 kind,
@@ -540,7 +545,14 @@ class Client:
                 depends_on,
                 ref,
                 run_on,
-                {"expires_at": expires_at, "expires_in": expires_in, "unique_key": unique_key},
+                {
+                    "expires_at": expires_at,
+                    "expires_in": expires_in,
+                    "unique_key": unique_key,
+                    "debounce_key": debounce_key,
+                    "debounce": debounce,
+                    "debounce_max": debounce_max,
+                },
             )
         )
 
@@ -794,6 +806,9 @@ class AsyncClient:
         expires_at: datetime | None = None,
         expires_in: float | None = None,
         unique_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max: float | None = None,
     ) -> Submitted:
         return await self._send(
             _submit(
@@ -808,7 +823,14 @@ class AsyncClient:
                 depends_on,
                 ref,
                 run_on,
-                {"expires_at": expires_at, "expires_in": expires_in, "unique_key": unique_key},
+                {
+                    "expires_at": expires_at,
+                    "expires_in": expires_in,
+                    "unique_key": unique_key,
+                    "debounce_key": debounce_key,
+                    "debounce": debounce,
+                    "debounce_max": debounce_max,
+                },
             )
         )
 

@@ -88,6 +88,12 @@ class NewJob:
     unique_key: str | None = None
     # The W3C traceparent of the enqueue's producer span (chit.tracing), if any.
     traceparent: str | None = None
+    # Debounce: while the job of this key (and tenant) has not started, another
+    # enqueue of the key replaces its payload and moves its start to `debounce`
+    # seconds from then, never past `debounce_max` seconds after it was stored.
+    debounce_key: str | None = None
+    debounce: float | None = None
+    debounce_max: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +108,8 @@ class Enqueued:
     # created is False because the unique key matched an active job (whatever
     # its request: the key decides), not because of an idempotency key.
     unique: bool = False
+    # created is False because the debounce key's job took this payload and start.
+    debounced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +169,7 @@ class Job:
     dependencies: DependencyCounts | None = None  # None: the job has none
     expires_at: datetime | None = None  # not started by then: cancelled; None: never
     unique_key: str | None = None
+    debounce_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from chit.bounds import (
 )
 from chit.checks import (
     check_concurrency_key,
+    check_debounce,
     check_expiry,
     check_idempotency_key,
     check_timeout,
@@ -126,6 +127,14 @@ class JobRequest:
     # The W3C traceparent of the span the job is enqueued under, when it is not
     # the current one (POST /jobs's header); one that is not valid is ignored.
     traceparent: str | None = None
+    # Debounce (DESIGN.md "Changing work already queued"): the job starts
+    # `debounce` seconds from now; while it has not started, another enqueue
+    # with the key (and tenant) replaces its payload and moves its start to
+    # `debounce` seconds from then, never past `debounce_max` (default 10 x
+    # `debounce`) seconds after the first. Answered created=False, debounced=True.
+    debounce_key: str | None = None
+    debounce: float | None = None
+    debounce_max: float | None = None
 
 
 class Queue:
@@ -241,6 +250,9 @@ class Queue:
         expires_at: datetime | None = None,
         expires_in: float | None = None,
         unique_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max: float | None = None,
         connection: Any = None,
     ) -> Enqueued:
         """Store a job and return `.id` and `.created` (False when the idempotency
@@ -259,6 +271,12 @@ class Queue:
         or running, enqueue stores nothing and returns that job with
         `created=False` (`.unique` True), whatever the payload; once it has
         finished the key is free. Idempotency keys, by contrast, hold for ever.
+
+        `debounce_key` with `debounce` (seconds): the job starts that long from
+        now; until it starts, another enqueue with the key replaces its payload
+        and moves its start to `debounce` seconds from then, never later than
+        `debounce_max` seconds (default 10 x `debounce`) after the first, and
+        returns it with `created=False` (`.debounced` True).
 
         With `connection` (your psycopg connection, or your sqlite3 connection to
         the same file) the job is inserted in the transaction open on it: it exists
@@ -295,6 +313,9 @@ class Queue:
         expires_at: datetime | None = None,
         expires_in: float | None = None,
         unique_key: str | None = None,
+        debounce_key: str | None = None,
+        debounce: float | None = None,
+        debounce_max: float | None = None,
         connection: Any = None,
     ) -> Enqueued:
         """`enqueue` for asyncio code: the same arguments, results and errors,
@@ -576,6 +597,7 @@ class Queue:
             check_idempotency_key(request.idempotency_key)
         if request.unique_key is not None:
             check_unique_key(request.unique_key)
+        debounce_key, debounce, debounce_max = check_debounce(request)
         max_attempts = request.max_attempts
         if max_attempts is None:  # not `or`: an explicit 0 is refused below, not replaced
             max_attempts = task.max_attempts or self.settings.max_attempts
@@ -609,6 +631,9 @@ class Queue:
             expires_at=expires_at,
             expires_in=expires_in,
             unique_key=request.unique_key,
+            debounce_key=debounce_key,
+            debounce=debounce,
+            debounce_max=debounce_max,
             traceparent=tracing.valid_traceparent(request.traceparent),
         )
         if job.idempotency_key is None:
@@ -628,7 +653,9 @@ def _checked(jobs: Sequence[NewJob], results: list[Enqueued]) -> list[Enqueued]:
     """The store's results, or IdempotencyConflict for a key that matched a
     stored job asked for differently."""
     for job, result in zip(jobs, results, strict=True):
-        if not result.created and not result.unique and result.request_hash != job.request_hash:
+        if result.created or result.unique or result.debounced:
+            continue
+        if result.request_hash != job.request_hash:
             assert job.idempotency_key is not None
             raise IdempotencyConflict(job.idempotency_key, result.id)
     return results

@@ -52,3 +52,34 @@ def test_a_payload_the_task_refuses_changes_nothing(
     assert_refused(cli("update", job_id, "--payload", '{"region": 5}'), 2, "region")
     assert_refused(cli("update", job_id, "--priority", "9999999"), 2, "priority must be")
     assert snapshot(db_path) == before
+
+
+def test_submit_with_a_debounce_key_twice_debounces_into_one_job(cli: Cli, app: chit.Queue) -> None:
+    flags = ["--debounce-key", "user:7", "--debounce", "1h", "--debounce-max", "2h"]
+    first = cli("submit", "report", '{"region": "emea"}', *flags)
+    assert first.code == 0, first.err
+    job_id = first.out.strip()
+    again = cli("submit", "report", '{"region": "apac"}', *flags, "--json")
+    assert again.json() == {"job_id": job_id, "created": False, "debounced": True}
+    text = cli("submit", "report", '{"region": "amer"}', *flags)
+    assert (
+        text.out.strip() == f"{job_id} (debounced: the key's job not started yet took this payload)"
+    )
+    job = app.get(job_id)
+    assert job.payload["region"] == "amer" and job.debounce_key == "user:7"
+    assert "debounce    user:7" in cli("status", job_id).out
+
+
+def test_a_bad_debounce_flag_is_refused_and_stores_nothing(cli: Cli, db_path: Path) -> None:
+    assert cli("stats").code == 0  # the database, made and migrated
+    before = snapshot(db_path)
+    cases = [
+        (["--debounce", "5s"], "debounce needs a debounce_key"),
+        (["--debounce-key", "k"], "needs debounce"),
+        (["--debounce-key", "k", "--debounce", "soon"], "'soon' is not a duration"),
+        (["--debounce-key", "k", "--debounce", "1m", "--debounce-max", "10s"], "debounce_max"),
+        (["--debounce-key", "k", "--debounce", "1m", "--unique-key", "u"], "takes no unique_key"),
+    ]
+    for flags, says in cases:
+        assert_refused(cli("submit", "echo", "{}", *flags), 2, says)
+    assert snapshot(db_path) == before

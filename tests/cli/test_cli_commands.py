@@ -44,7 +44,7 @@ def test_submit_json(cli: Cli, app: chit.Queue) -> None:
     result = cli("submit", "echo", '{"a": [1, 2]}', "--json")
     assert result.code == 0
     body = result.json()
-    assert body == {"job_id": body["job_id"], "created": True}
+    assert body == {"job_id": body["job_id"], "created": True, "debounced": False}
     assert get(app, body["job_id"]).payload == {"a": [1, 2]}
 
 
@@ -81,7 +81,7 @@ def test_submit_with_the_same_idempotency_key_returns_the_same_job(
     assert first.out == f"{job_id}\n"
     assert again.code == 0
     assert again.out == f"{job_id} (existing job, same key)\n"
-    assert cli(*args, "--json").json() == {"job_id": job_id, "created": False}
+    assert cli(*args, "--json").json() == {"job_id": job_id, "created": False, "debounced": False}
     # Key order in the JSON does not make it a different request.
     reordered = ("submit", "report", '{"seconds": 0, "region": "emea"}')
     assert cli(*reordered, "--idempotency-key", "emea-2026-q3").code == 0

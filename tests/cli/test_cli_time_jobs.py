@@ -35,7 +35,7 @@ def test_a_bad_expires_in_is_refused_and_nothing_is_stored(cli: Cli, app: chit.Q
 def test_submit_with_a_unique_key_returns_the_active_job(cli: Cli, app: chit.Queue) -> None:
     job_id = ok(cli("submit", "echo", "{}", "--unique-key", "nightly")).out.split()[0]
     again = ok(cli("submit", "echo", '{"other": 1}', "--unique-key", "nightly", "--json")).json()
-    assert again == {"job_id": job_id, "created": False}
+    assert again == {"job_id": job_id, "created": False, "debounced": False}
     assert "unique key  nightly" in ok(cli("status", job_id)).out
     assert ok(cli("status", job_id, "--json")).json()["unique_key"] == "nightly"
 

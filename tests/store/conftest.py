@@ -58,6 +58,12 @@ class Backend:
         Placeholders are `?` (translated for PostgreSQL)."""
         raise NotImplementedError
 
+    def copy_jobs_from(self, source: Backend) -> None:
+        """Every job and attempt of `source` (a location of the same kind,
+        migrated further) into this one, in the columns this one has: the jobs
+        a store of an older schema would have written, made by today's code."""
+        raise NotImplementedError
+
     def close(self) -> None:
         for store in self._opened:
             store.close()
@@ -83,6 +89,17 @@ class SQLiteBackend(Backend):
 
     def connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=30)
+
+    def copy_jobs_from(self, source: Backend) -> None:
+        assert isinstance(source, SQLiteBackend)
+        with closing(sqlite3.connect(self.path, timeout=30)) as conn, conn:
+            conn.execute("ATTACH DATABASE ? AS source", (str(source.path),))
+            for table in ("chit_jobs", "chit_edges", "chit_attempts", "chit_results"):
+                names = [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")]
+                columns = ", ".join(names)
+                conn.execute(
+                    f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM source.{table}"
+                )
 
     def execute(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with closing(sqlite3.connect(self.path, timeout=30)) as conn:
@@ -136,6 +153,31 @@ class PostgresBackend(Backend):
 
     def connect(self) -> psycopg.Connection:
         return psycopg.connect(self.url)
+
+    def copy_jobs_from(self, source: Backend) -> None:
+        assert isinstance(source, PostgresBackend) and source.schema and self.schema
+        for table in ("chit_jobs", "chit_attempts", "chit_results"):
+            names = [
+                r[0]
+                for r in self.admin.execute(
+                    "SELECT column_name FROM information_schema.columns"
+                    " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+                    (self.schema, table),
+                )
+            ]
+            columns = sql.SQL(", ").join(sql.Identifier(n) for n in names)
+            self.admin.execute(
+                sql.SQL(
+                    "INSERT INTO {}.{} ({}) OVERRIDING SYSTEM VALUE SELECT {} FROM {}.{}"
+                ).format(
+                    sql.Identifier(self.schema),
+                    sql.Identifier(table),
+                    columns,
+                    columns,
+                    sql.Identifier(source.schema),
+                    sql.Identifier(table),
+                )
+            )
 
     def execute(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         cursor = self.admin.execute(query.replace("?", "%s"), params)

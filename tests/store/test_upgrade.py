@@ -21,28 +21,35 @@ def test_the_newest_migration_upgrades_a_database_holding_jobs_in_every_state(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     every = queries.migrations(backend.name)
+    # Today's code makes the jobs, on today's schema; they are copied into a
+    # location of the version before, as that version's code would have left
+    # them (a migration may add columns today's statements need).
+    made = backend.fresh()
+    store = made.open()
+    ids = {
+        name: store.enqueue(NewJob("k", {"n": name}, max_attempts=1)).id
+        for name in ("succeeded", "failed", "running")
+    }
+    done, failed = store.claim("w", ["default"], 2, 30)
+    assert [done.id, failed.id] == [ids["succeeded"], ids["failed"]]
+    store.finish([Succeeded(done.id, done.lease_token, {"ok": 1})])
+    store.finish([Failed(failed.id, failed.lease_token, "Boom: for good")])
+    (running,) = store.claim("w", ["default"], 1, 30)
+    assert running.id == ids["running"]
+    ids["cancelled"] = store.enqueue(NewJob("k", {})).id
+    store.cancel(ids["cancelled"])
+    ids["queued"] = store.enqueue(NewJob("k", {})).id
+    ids["waiting"] = store.enqueue(NewJob("k", {}, depends_on=(running.id,))).id
+    before = {s: _listed(store, s) for s in State}
+
     location = backend.fresh()
     with monkeypatch.context() as old:
         old.setattr(queries, "migrations", lambda name: every[:-1])
-        store = location.open()
-        assert store.schema_version() == len(every) - 1
-        ids = {
-            name: store.enqueue(NewJob("k", {"n": name}, max_attempts=1)).id
-            for name in ("succeeded", "failed", "running")
-        }
-        done, failed = store.claim("w", ["default"], 2, 30)
-        assert [done.id, failed.id] == [ids["succeeded"], ids["failed"]]
-        store.finish([Succeeded(done.id, done.lease_token, {"ok": 1})])
-        store.finish([Failed(failed.id, failed.lease_token, "Boom: for good")])
-        (running,) = store.claim("w", ["default"], 1, 30)
-        assert running.id == ids["running"]
-        ids["cancelled"] = store.enqueue(NewJob("k", {})).id
-        store.cancel(ids["cancelled"])
-        ids["queued"] = store.enqueue(NewJob("k", {})).id
-        ids["waiting"] = store.enqueue(NewJob("k", {}, depends_on=(running.id,))).id
+        older = location.open()
+        assert older.schema_version() == len(every) - 1
+    location.copy_jobs_from(made)
 
-    before = {s: _listed(store, s) for s in State}
-    assert store.migrate() == len(every)
+    assert older.migrate() == len(every)
     upgraded = location.open()
     assert upgraded.schema_version() == len(every)
     # Every job is where it was, found by state (and by kind and tenant), and counted.

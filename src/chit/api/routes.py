@@ -151,7 +151,11 @@ async def submit_job(
     [result] = await state.queue.aenqueue_many([job])
     url = _path(request, "get_job", result.id)
     answer = Submitted(
-        job_id=result.id, status_url=url, created=result.created, workflow_id=result.workflow_id
+        job_id=result.id,
+        status_url=url,
+        created=result.created,
+        debounced=result.debounced,
+        workflow_id=result.workflow_id,
     )
     if principal.allows("read"):  # the token reads the job: only for who may
         token = await _events_token(request, result.id, principal.submit_tenant)

@@ -131,6 +131,16 @@ def _ascii_printable(value: str) -> str:
     return value
 
 
+DebounceKey = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=bounds.DEBOUNCE_KEY_MAX,
+        description="while the job of this key has not started, another submit with the key "
+        "replaces its payload and moves its start (created: false, debounced: true)",
+    ),
+    AfterValidator(_ascii_printable),
+]
 UniqueKey = Annotated[
     str,
     Field(
@@ -202,6 +212,25 @@ class SubmitJob(BaseModel):
     )
 
     unique_key: UniqueKey | None = None
+    debounce_key: DebounceKey | None = None
+    debounce: float | None = Field(
+        default=None,
+        strict=True,
+        ge=bounds.DEBOUNCE_MIN,
+        le=bounds.DEBOUNCE_MAX,
+        allow_inf_nan=False,
+        description="with debounce_key: seconds to wait for another submit of the key before "
+        "the job starts; each one moves the start to this long after it",
+    )
+    debounce_max: float | None = Field(
+        default=None,
+        strict=True,
+        ge=bounds.DEBOUNCE_MIN,
+        le=bounds.DEBOUNCE_BOUND_MAX,
+        allow_inf_nan=False,
+        description="seconds after the first submit that the start never moves past; "
+        "default 10 x debounce",
+    )
 
     @model_validator(mode="after")
     def _one_expiry(self) -> SubmitJob:
@@ -227,6 +256,9 @@ class SubmitJob(BaseModel):
             expires_at=self.expires_at,
             expires_in=self.expires_in,
             unique_key=self.unique_key,
+            debounce_key=self.debounce_key,
+            debounce=self.debounce,
+            debounce_max=self.debounce_max,
         )
 
 
@@ -247,8 +279,12 @@ class Submitted(BaseModel):
     job_id: str
     status_url: str
     created: bool = Field(
-        description="false: the Idempotency-Key matched an existing job, or the unique_key "
-        "an active one"
+        description="false: the Idempotency-Key matched an existing job, the unique_key "
+        "an active one, or the debounce_key one not started (then debounced is true)"
+    )
+    debounced: bool = Field(
+        default=False,
+        description="true: the debounce_key's job, not started yet, took this payload and start",
     )
     workflow_id: str | None = Field(
         default=None, description="the workflow the job joined (one with dependencies)"
@@ -394,6 +430,7 @@ class JobStatus(BaseModel):
         default=None, description="not started by then, it ends cancelled; null: never"
     )
     unique_key: str | None = Field(default=None, description="null: none")
+    debounce_key: str | None = Field(default=None, description="null: none")
 
     @classmethod
     def of(cls, job: Job, result_url: str, traceback: bool = False) -> JobStatus:
@@ -439,6 +476,7 @@ class JobStatus(BaseModel):
             ),
             expires_at=job.expires_at,
             unique_key=job.unique_key,
+            debounce_key=job.debounce_key,
         )
 
 

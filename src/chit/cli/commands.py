@@ -155,6 +155,8 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
         raise InvalidRequest(f"payload is not valid JSON: {e}") from None
     run_at = _run_at(args)
     expires_in = None if args.expires_in is None else durations.duration(args.expires_in)
+    debounce = None if args.debounce is None else durations.duration(args.debounce)
+    debounce_max = None if args.debounce_max is None else durations.duration(args.debounce_max)
     if args.url:
         from chit.cli.remote import submit_remote
 
@@ -173,6 +175,9 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
             run_on=args.run_on,
             expires_in=expires_in,
             unique_key=args.unique_key,
+            debounce_key=args.debounce_key,
+            debounce=debounce,
+            debounce_max=debounce_max,
             wait=args.wait,
             timeout=args.timeout,
             as_json=args.json,
@@ -191,12 +196,16 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
         run_on=args.run_on,
         expires_in=expires_in,
         unique_key=args.unique_key,
+        debounce_key=args.debounce_key,
+        debounce=debounce,
+        debounce_max=debounce_max,
     )
     if not args.wait:
         if args.json:
-            output.print_json({"job_id": result.id, "created": result.created})
+            answer = {"job_id": result.id, "created": result.created}
+            output.print_json(answer | {"debounced": result.debounced})
         else:
-            print(result.id if result.created else f"{result.id} (existing job, same key)")
+            print(output.submitted_line(result.id, result.created, result.debounced))
         return 0
     if not args.json:
         print(result.id, file=sys.stderr)
@@ -481,6 +490,8 @@ def _describe(job: Job) -> str:
         lines.append(f"expires     {output.when(job.expires_at)}")
     if job.unique_key is not None:
         lines.append(f"unique key  {job.unique_key}")
+    if job.debounce_key is not None:
+        lines.append(f"debounce    {job.debounce_key}")
     if job.worker:
         lines.append(f"worker      {job.worker}")
     if job.state is State.SUCCEEDED:

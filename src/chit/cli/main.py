@@ -134,6 +134,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--unique-key",
         help="while a job with this key is waiting, queued or running, return it instead",
     )
+    p.add_argument(
+        "--debounce-key",
+        help="while this key's job has not started, replace its payload and move its start",
+    )
+    p.add_argument(
+        "--debounce",
+        metavar="DURATION",
+        help="with --debounce-key: start this long after the last submit (e.g. 5s)",
+    )
+    p.add_argument(
+        "--debounce-max",
+        metavar="DURATION",
+        help="never start later than this long after the first (default 10 x --debounce)",
+    )
     p.add_argument("--wait", action="store_true", help="wait for the result")
     p.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
     remote_flags(p)

@@ -30,6 +30,15 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+def submitted_line(job_id: str, created: bool, debounced: bool) -> str:
+    """What `chit submit` prints of the job it stored, or found by its key."""
+    if created:
+        return job_id
+    if debounced:
+        return f"{job_id} (debounced: the key's job not started yet took this payload)"
+    return f"{job_id} (existing job, same key)"
+
+
 def when(value: datetime | None) -> str:
     return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
 

@@ -36,6 +36,9 @@ def submit_remote(
     run_on: str | None = None,
     expires_in: float | None = None,
     unique_key: str | None = None,
+    debounce_key: str | None = None,
+    debounce: float | None = None,
+    debounce_max: float | None = None,
     wait: bool = False,
     timeout: float | None = None,
     as_json: bool = False,
@@ -54,14 +57,23 @@ def submit_remote(
             run_on=None if not depends_on else run_on,
             expires_in=expires_in,
             unique_key=unique_key,
+            debounce_key=debounce_key,
+            debounce=debounce,
+            debounce_max=debounce_max,
         )
         if not wait:
             if as_json:
-                output.print_json({"job_id": submitted.job_id, "created": submitted.created})
-            elif submitted.created:
-                print(submitted.job_id)
+                output.print_json(
+                    {
+                        "job_id": submitted.job_id,
+                        "created": submitted.created,
+                        "debounced": submitted.debounced,
+                    }
+                )
             else:
-                print(f"{submitted.job_id} (existing job, same key)")
+                print(
+                    output.submitted_line(submitted.job_id, submitted.created, submitted.debounced)
+                )
             return 0
         if not as_json:
             print(submitted.job_id, file=sys.stderr)

@@ -339,7 +339,7 @@ class PostgresStore(SQLStore):
             return self._copy_jobs(conn, jobs)
         # A workflow takes several statements (the application's connection
         # is in its own transaction already: psycopg's transaction() would commit it).
-        several = connection.autocommit and graph.is_graph(jobs)
+        several = connection.autocommit and _several_statements(jobs)
         with connection.transaction() if several else nullcontext():
             return self._insert_jobs(conn, new_job_ids(len(jobs)), jobs)
 
@@ -370,7 +370,7 @@ class PostgresStore(SQLStore):
             raise self._error(e) from e
 
     async def _ainsert_jobs(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> list[Enqueued]:
-        several = conn.autocommit and graph.is_graph(jobs)  # several statements: one transaction
+        several = conn.autocommit and _several_statements(jobs)
         steps = self._inserting(new_job_ids(len(jobs)), jobs)
         async with (
             conn.transaction() if several else nullcontext(),
@@ -397,8 +397,8 @@ class PostgresStore(SQLStore):
     def _copy_jobs(
         self, conn: Connection | psycopg.Cursor[Any], jobs: Sequence[NewJob]
     ) -> list[Enqueued]:
-        """COPY the jobs without an idempotency or unique key (nothing to conflict with) in,
-        then insert the others. Call inside a transaction."""
+        """COPY the jobs without an idempotency, unique or debounce key (nothing to
+        conflict with) in, then insert the others. Call inside a transaction."""
         now = scalar(conn.execute(Q["clock"], {"now": None}))
         ids = new_job_ids(len(jobs))
         out = [Enqueued(job_id, True) for job_id in ids]
@@ -410,7 +410,8 @@ class PostgresStore(SQLStore):
             for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True)):
                 if job.depends_on or job.ref is not None:
                     raise _GraphFound  # a workflow: inserted as JSON (_insert_graph)
-                if job.idempotency_key is not None or job.unique_key is not None:
+                keys = (job.idempotency_key, job.unique_key, job.debounce_key)
+                if keys != (None, None, None):
                     keyed.append(n)
                     continue
                 run_at = now if job.run_at is None else _utc(job.run_at)
@@ -648,6 +649,15 @@ def _rest(deadline: float, stop: threading.Event | None) -> None:
         time.sleep(left)
     else:
         stop.wait(left)
+
+
+def _several_statements(jobs: Sequence[NewJob]) -> bool:
+    """Whether inserting `jobs` may take statements that must commit together: a
+    workflow's, or a batch whose debounce step may refuse a job after others
+    were inserted (a key held by another kind)."""
+    if graph.is_graph(jobs):
+        return True
+    return len(jobs) > 1 and any(job.debounce_key is not None for job in jobs)
 
 
 class _GraphFound(Exception):

@@ -117,13 +117,13 @@ class Dialect:
 # A job's columns that are read as they come, in both dialects.
 _AS_THEY_ARE: tuple[str, ...] = ("id", "kind", "queue", "priority", "attempts", "max_attempts")
 _AS_THEY_ARE += ("tenant", "idempotency_key", "worker", "error", "concurrency_key", "timeout")
-_AS_THEY_ARE += ("workflow_id", "ref", "unique_key")
+_AS_THEY_ARE += ("workflow_id", "ref", "unique_key", "debounce_key")
 
 
 # A new job's fields that `enqueue` sends as they are.
 _NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "payload", "tenant", "idempotency_key")
 _NEW_JOB += ("request_hash", "max_attempts", "concurrency_key", "timeout", "expires_in")
-_NEW_JOB += ("unique_key", "traceparent")
+_NEW_JOB += ("unique_key", "traceparent", "debounce_key", "debounce", "debounce_max")
 
 # How often an enqueue inserts again a job whose unique key it found taken
 # but could not find the holder of (it finished in between: the key is free).
@@ -361,8 +361,9 @@ class SQLStore(FullStore):
         self, taken: list[dict[str, Any]]
     ) -> Generator[QueryStep, Any, dict[str, Enqueued]]:
         """For each item `enqueue` did not insert, by its id: the stored job its
-        idempotency key names, else the active job holding its unique key."""
-        found: dict[str, Enqueued] = {}
+        idempotency key names, else the active job holding its unique key, else
+        the job not started holding its debounce key (given its payload and start)."""
+        found = yield from self._debouncing([item for item in taken if item["debounce_key"]])
         keyed = [item for item in taken if item["idempotency_key"] is not None]
         if keyed:
             rows = yield QueryStep(self.Q["find_by_idempotency_key"], {"jobs": dumps(keyed)})
@@ -379,6 +380,35 @@ class SQLStore(FullStore):
                 holder = holders.get((item["tenant"], item["unique_key"]))
                 if holder is not None and holder != item["id"]:
                     found[item["id"]] = Enqueued(holder, False, unique=True)
+        return found
+
+    def _debouncing(
+        self, items: list[dict[str, Any]]
+    ) -> Generator[QueryStep, Any, dict[str, Enqueued]]:
+        if not items:
+            return {}
+        # The last item of each key is the one its holder keeps (each enqueue
+        # replaces the payload before it); the others debounced into it too.
+        last = {(item["tenant"], item["debounce_key"]): item for item in items}
+        sent = [
+            {name: item[name] for name in ("kind", "tenant", "debounce_key", "payload")}
+            | {"debounce": item["debounce"]}
+            for item in last.values()
+        ]
+        params = {"jobs": dumps(sent), "now": self.d.now(None)}
+        rows = yield QueryStep(self.Q["debounce"], params)
+        holders = {(r["tenant"], r["debounce_key"]): r for r in rows}
+        found: dict[str, Enqueued] = {}
+        for item in items:
+            holder = holders.get((item["tenant"], item["debounce_key"]))
+            if holder is None:  # started in between: the key is free, insert again
+                continue
+            if holder["kind"] != item["kind"]:
+                raise InvalidRequest(
+                    f"debounce key {item['debounce_key']!r} is held by job {holder['id']} of"
+                    f" kind {holder['kind']!r}, not started yet: a key debounces one kind"
+                )
+            found[item["id"]] = Enqueued(holder["id"], False, debounced=True)
         return found
 
     def _inserting_graph(

@@ -250,8 +250,9 @@ class SQLiteStore(SQLStore):
         inserted = set()
         for item in batch:
             params = _NO_WORKFLOW | item | {"payload": dumps(item["payload"]), "now": "now"}
-            if item["expires_in"] is not None:
-                params["expires_in"] = _offset(item["expires_in"])
+            for name in ("expires_in", "debounce", "debounce_max"):  # as modifiers
+                if item[name] is not None:
+                    params[name] = _offset(item[name])
             if item.get("dependents") is not None:  # a workflow's job: its edges as JSON arrays
                 params["dependents"] = dumps(item["dependents"])
             if conn.execute(Q["enqueue"], params).rowcount:

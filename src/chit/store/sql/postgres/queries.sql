@@ -33,7 +33,7 @@ j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempt
 j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,
 j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,
 j.error, j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
-j.workflow_id, j.ref, j.run_on, j.depends_on, j.expires_at, j.unique_key,
+j.workflow_id, j.ref, j.run_on, j.depends_on, j.expires_at, j.unique_key, j.debounce_key,
 j.state = 'running' AND j.lease_expires_at < now() AS stale
 
 -- name: replay_reset
@@ -45,7 +45,7 @@ state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
     error = NULL, result = NULL, result_external = false, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = false,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
-    expires_at = NULL,
+    expires_at = NULL, debounce_key = NULL,
     updated_at = now()
 
 -- name: unexpired
@@ -94,11 +94,13 @@ INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, run_at, created_at, updated_at, concurrency_key, timeout,
     state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at,
-    expires_at, unique_key, traceparent
+    expires_at, unique_key, traceparent, debounce_key, debounce_until
 )
 SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key,
        j.request_hash, j.max_attempts,
-       coalesce(j.run_at, coalesce(%(now)s::timestamptz, now())),
+       coalesce(j.run_at,
+                coalesce(%(now)s::timestamptz, now()) + make_interval(secs => j.debounce),
+                coalesce(%(now)s::timestamptz, now())),
        coalesce(%(now)s::timestamptz, now()),
        coalesce(%(now)s::timestamptz, now()),
        j.concurrency_key, j.timeout,
@@ -109,18 +111,22 @@ SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key
        coalesce(j.expires_at,
                 coalesce(%(now)s::timestamptz, now()) + make_interval(secs => j.expires_in)),
        j.unique_key,
-       j.traceparent
+       j.traceparent,
+       j.debounce_key,
+       coalesce(%(now)s::timestamptz, now()) + make_interval(secs => j.debounce_max)
 FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(
     n integer, id text, kind text, queue text, priority integer, payload jsonb, tenant text,
     idempotency_key text, request_hash text, max_attempts integer, run_at timestamptz,
     concurrency_key text, timeout double precision, state text, workflow_id text, ref text,
     run_on text, depends_on text[], dependents text[], deps_pending integer, error text,
     expires_at timestamptz, expires_in double precision, unique_key text,
-    traceparent text
+    traceparent text, debounce_key text, debounce double precision,
+    debounce_max double precision
 )
 ORDER BY j.n
--- Any key: the idempotency key (chit_jobs_idempotency) or the unique key of an
--- active job (chit_jobs_unique); the store then finds the job that holds it.
+-- Any key: the idempotency key (chit_jobs_idempotency), the unique key of an
+-- active job (chit_jobs_unique) or the debounce key of one not started
+-- (chit_jobs_debounce); the store then finds the job that holds it.
 ON CONFLICT DO NOTHING
 RETURNING id
 
@@ -155,6 +161,40 @@ WHERE (tenant, unique_key) IN (
     SELECT tenant, unique_key
     FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(tenant text, unique_key text)
 ) AND unique_key IS NOT NULL AND state IN ('waiting', 'queued', 'running')
+
+-- name: debounce
+-- The jobs of the batch `enqueue` did not insert for their debounce key: the
+-- holder takes each one's payload and start (bounded by its debounce_until),
+-- if it is of the same kind; its kind is returned either way, for the store
+-- to refuse a key held by another kind. One item a key (the store sends the
+-- last of each). A claim that took the holder first leaves nothing to update
+-- (its state is re-read once the claim commits): the store inserts again.
+UPDATE chit_jobs AS j
+SET payload = CASE WHEN j.kind = k.kind THEN k.payload ELSE j.payload END,
+    run_at = CASE WHEN j.kind = k.kind
+                  THEN least(coalesce(%(now)s::timestamptz, now())
+                             + make_interval(secs => k.debounce), j.debounce_until)
+                  ELSE j.run_at END,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM (
+    -- Each key sought on chit_jobs_debounce, once per item: a plain join the
+    -- planner hashes, reading every key in the index (LIMIT 1, which the
+    -- unique index holds anyway, keeps the subquery from being flattened).
+    SELECT holder.id, k.*
+    FROM jsonb_to_recordset(%(jobs)s::jsonb) AS k(
+        kind text, tenant text, debounce_key text, payload jsonb, debounce double precision
+    )
+    CROSS JOIN LATERAL (
+        SELECT h.id FROM chit_jobs AS h
+        WHERE h.tenant = k.tenant AND h.debounce_key = k.debounce_key
+          AND h.state = 'queued' AND h.started_at IS NULL
+        LIMIT 1
+    ) AS holder
+) AS k
+-- Again on the row updated: a claim that took it after the look above is
+-- waited for, and its running row no longer matches (read again as committed).
+WHERE j.id = k.id AND j.state = 'queued' AND j.started_at IS NULL
+RETURNING j.id, j.kind, j.tenant, j.debounce_key
 
 -- name: claim_due
 -- The CTEs every claim ends with (`claim`, `succeed_and_claim`, `claim_ids`):

@@ -10,7 +10,7 @@ j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempt
 j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at, j.worker,
 j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external, j.error,
 j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
-j.workflow_id, j.ref, j.run_on, j.expires_at, j.unique_key,
+j.workflow_id, j.ref, j.run_on, j.expires_at, j.unique_key, j.debounce_key,
 (SELECT e.depends_on FROM chit_edges AS e WHERE e.job_id = j.id) AS depends_on,
 j.state = 'running' AND j.lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
 
@@ -23,7 +23,7 @@ state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
     error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, cancel_requested = 0,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
-    expires_at = NULL,
+    expires_at = NULL, debounce_key = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 
 -- name: unexpired
@@ -68,11 +68,13 @@ INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, concurrency_key, timeout, run_at, created_at, updated_at,
     state, workflow_id, ref, run_on, dependents, deps_pending, error, finished_at,
-    expires_at, unique_key, traceparent
+    expires_at, unique_key, traceparent, debounce_key, debounce_until
 ) VALUES (
     :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
     :max_attempts, :concurrency_key, :timeout,
-    coalesce(:run_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
+    -- :debounce and :debounce_max are modifiers ('+5.000 seconds'), or NULL.
+    coalesce(:run_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now, :debounce),
+             strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     :state, :workflow_id, :ref, :run_on, :dependents, :deps_pending, :error,
@@ -81,10 +83,13 @@ INSERT INTO chit_jobs (
     CASE WHEN :expires_in IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now, :expires_in)
          ELSE :expires_at END,
     :unique_key,
-    :traceparent
+    :traceparent,
+    :debounce_key,
+    strftime('%Y-%m-%dT%H:%M:%fZ', :now, :debounce_max)
 )
--- Any key: the idempotency key (chit_jobs_idempotency) or the unique key of an
--- active job (chit_jobs_unique); the store then finds the job that holds it.
+-- Any key: the idempotency key (chit_jobs_idempotency), the unique key of an
+-- active job (chit_jobs_unique) or the debounce key of one not started
+-- (chit_jobs_debounce); the store then finds the job that holds it.
 ON CONFLICT DO NOTHING
 
 -- name: clock
@@ -108,6 +113,25 @@ FROM json_each(:jobs) AS k
 JOIN chit_jobs AS j
   ON j.tenant = k.value ->> 'tenant' AND j.unique_key = k.value ->> 'unique_key'
 WHERE j.unique_key IS NOT NULL AND j.state IN ('waiting', 'queued', 'running')
+
+-- name: debounce
+-- The jobs of the batch `enqueue` did not insert for their debounce key: the
+-- holder takes each one's payload and start (bounded by its debounce_until),
+-- if it is of the same kind; its kind is returned either way, for the store
+-- to refuse a key held by another kind. One item a key (the store sends the
+-- last of each: SQLite would pick any of several).
+UPDATE chit_jobs AS j
+SET payload = CASE WHEN j.kind = k.value ->> 'kind' THEN k.value -> 'payload' ELSE j.payload END,
+    run_at = CASE WHEN j.kind = k.value ->> 'kind'
+                  THEN min(strftime('%Y-%m-%dT%H:%M:%fZ', :now,
+                                    (k.value ->> 'debounce') || ' seconds'),
+                           j.debounce_until)
+                  ELSE j.run_at END,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+FROM json_each(:jobs) AS k
+WHERE j.tenant = k.value ->> 'tenant' AND j.debounce_key = k.value ->> 'debounce_key'
+  AND j.state = 'queued' AND j.started_at IS NULL
+RETURNING id, kind, tenant, debounce_key
 
 -- name: has_due
 -- INDEXED BY: the same index and order the claim walks (without statistics SQLite
