@@ -25,6 +25,7 @@ from chit.bounds import (
 )
 from chit.encoding import canonical, has_nul
 from chit.errors import InvalidPayload, InvalidRequest, PayloadTooLarge
+from chit.jobs import Debounce
 
 
 class Task(Protocol):
@@ -166,16 +167,14 @@ def check_unique_key(key: Any) -> None:
         raise InvalidRequest(f"unique key must be 1 to {UNIQUE_KEY_MAX} printable ASCII characters")
 
 
-def check_debounce(request: Any) -> tuple[str | None, float | None, float | None]:
+def check_debounce(request: Any) -> Debounce:
     """A JobRequest's debounce: the key, its delay and bound in seconds (the
-    bound 10 x the delay unless given), or all None. A debounced job is one the
+    bound 10 x the delay unless given). A debounced job is one the
     next enqueue of its key may change: an idempotency or unique key, a start
     time, an expiry or dependencies would each say otherwise, so they are refused."""
     key, delay, bound = request.debounce_key, request.debounce, request.debounce_max
     if key is None:
-        if delay is not None or bound is not None:
-            raise InvalidRequest("debounce needs a debounce_key: the job later enqueues replace")
-        return None, None, None
+        raise InvalidRequest("debounce needs a debounce_key: the job later enqueues replace")
     if (
         not isinstance(key, str)
         or not 1 <= len(key) <= DEBOUNCE_KEY_MAX
@@ -195,7 +194,7 @@ def check_debounce(request: Any) -> tuple[str | None, float | None, float | None
             raise InvalidRequest(f"a debounced job takes no {name}: debounce sets its start")
     if request.depends_on:
         raise InvalidRequest("a debounced job takes no depends_on: debounce sets its start")
-    return key, delay, bound
+    return Debounce(key, delay, bound)
 
 
 def _seconds(name: str, value: Any, least: float, most: float) -> float:

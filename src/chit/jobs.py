@@ -52,6 +52,17 @@ class AttemptOutcome(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Debounce:
+    """While the job of this key (and tenant) has not started, another enqueue
+    of the key replaces its payload and moves its start to `delay` seconds from
+    then, never past `bound` seconds after the job was stored."""
+
+    key: str
+    delay: float
+    bound: float
+
+
+@dataclass(frozen=True, slots=True)
 class NewJob:
     """A job to insert. `run_at=None` means now (by the database clock)."""
 
@@ -88,12 +99,8 @@ class NewJob:
     unique_key: str | None = None
     # The W3C traceparent of the enqueue's producer span (chit.tracing), if any.
     traceparent: str | None = None
-    # Debounce: while the job of this key (and tenant) has not started, another
-    # enqueue of the key replaces its payload and moves its start to `debounce`
-    # seconds from then, never past `debounce_max` seconds after it was stored.
-    debounce_key: str | None = None
-    debounce: float | None = None
-    debounce_max: float | None = None
+    # Debounce (one field: each makes every NewJob slower to build).
+    debounce: Debounce | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -597,7 +597,6 @@ class Queue:
             check_idempotency_key(request.idempotency_key)
         if request.unique_key is not None:
             check_unique_key(request.unique_key)
-        debounce_key, debounce, debounce_max = check_debounce(request)
         max_attempts = request.max_attempts
         if max_attempts is None:  # not `or`: an explicit 0 is refused below, not replaced
             max_attempts = task.max_attempts or self.settings.max_attempts
@@ -612,6 +611,9 @@ class Queue:
         if concurrency_key is not None:
             check_concurrency_key(concurrency_key)
         timeout = task.timeout if request.timeout is None else check_timeout(request.timeout)
+        debounce = None
+        if (request.debounce_key, request.debounce, request.debounce_max) != (None, None, None):
+            debounce = check_debounce(request)
         expires_at, expires_in = check_expiry(request.expires_at, request.expires_in, run_at)
         job = NewJob(
             kind=request.kind,
@@ -631,9 +633,7 @@ class Queue:
             expires_at=expires_at,
             expires_in=expires_in,
             unique_key=request.unique_key,
-            debounce_key=debounce_key,
             debounce=debounce,
-            debounce_max=debounce_max,
             traceparent=tracing.valid_traceparent(request.traceparent),
         )
         if job.idempotency_key is None:

@@ -42,6 +42,7 @@ async def test_the_same_key_answers_the_same_job_with_the_last_payload(api: Api)
     ("fields", "says"),
     [
         ({"debounce_key": None}, "debounce needs a debounce_key"),
+        ({"debounce_key": None, "debounce": None, "debounce_max": 60}, "needs a debounce_key"),
         ({"debounce": None}, "needs debounce"),
         ({"debounce": 0}, "debounce"),
         ({"debounce": -1}, "debounce"),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from chit.errors import InvalidRequest
-from chit.jobs import Enqueued, Failed, NewJob, State, Succeeded
+from chit.jobs import Debounce, Enqueued, Failed, NewJob, State, Succeeded
 from chit.store.base import Store
 
 if TYPE_CHECKING:
@@ -21,9 +21,15 @@ if TYPE_CHECKING:
 LEASE = 30.0
 
 
-def debounced(n: int, key: str = "user:42", kind: str = "k", **fields: object) -> NewJob:
-    options: dict[str, object] = {"debounce": 60.0, "debounce_max": 600.0} | fields
-    return NewJob(kind, {"n": n}, debounce_key=key, **options)  # type: ignore[arg-type]
+def debounced(
+    n: int,
+    key: str = "user:42",
+    kind: str = "k",
+    debounce: float = 60.0,
+    debounce_max: float = 600.0,
+    tenant: str = "",
+) -> NewJob:
+    return NewJob(kind, {"n": n}, tenant=tenant, debounce=Debounce(key, debounce, debounce_max))
 
 
 def seconds_from_now(at: datetime) -> float:

@@ -410,7 +410,7 @@ class PostgresStore(SQLStore):
             for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True)):
                 if job.depends_on or job.ref is not None:
                     raise _GraphFound  # a workflow: inserted as JSON (_insert_graph)
-                keys = (job.idempotency_key, job.unique_key, job.debounce_key)
+                keys = (job.idempotency_key, job.unique_key, job.debounce)
                 if keys != (None, None, None):
                     keyed.append(n)
                     continue
@@ -657,7 +657,7 @@ def _several_statements(jobs: Sequence[NewJob]) -> bool:
     were inserted (a key held by another kind)."""
     if graph.is_graph(jobs):
         return True
-    return len(jobs) > 1 and any(job.debounce_key is not None for job in jobs)
+    return len(jobs) > 1 and any(job.debounce is not None for job in jobs)
 
 
 class _GraphFound(Exception):

@@ -123,7 +123,8 @@ _AS_THEY_ARE += ("workflow_id", "ref", "unique_key", "debounce_key")
 # A new job's fields that `enqueue` sends as they are.
 _NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "payload", "tenant", "idempotency_key")
 _NEW_JOB += ("request_hash", "max_attempts", "concurrency_key", "timeout", "expires_in")
-_NEW_JOB += ("unique_key", "traceparent", "debounce_key", "debounce", "debounce_max")
+_NEW_JOB += ("unique_key", "traceparent")
+_NO_DEBOUNCE: dict[str, Any] = {"debounce_key": None, "debounce": None, "debounce_max": None}
 
 # How often an enqueue inserts again a job whose unique key it found taken
 # but could not find the holder of (it finished in between: the key is free).
@@ -322,13 +323,8 @@ class SQLStore(FullStore):
         """`_insert_jobs` as steps, each statement yielded and its rows sent back,
         so that a driver on a sync or an async connection runs the same logic
         (`_insert_jobs`; PostgresStore.aenqueue_many)."""
-        time = self.d.time
-        batch = [
-            {name: getattr(job, name) for name in _NEW_JOB}
-            | {"n": n, "id": job_id, "run_at": None if job.run_at is None else time(job.run_at)}
-            | {"expires_at": None if job.expires_at is None else time(job.expires_at)}
-            for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True))
-        ]
+        pairs = enumerate(zip(ids, jobs, strict=True))
+        batch = [self._item(n, job_id, job) for n, (job_id, job) in pairs]
         if not graph.is_graph(jobs):
             inserted: set[str] = yield InsertStep(batch)
             workflow_id = None
@@ -356,6 +352,21 @@ class SQLStore(FullStore):
             else existing[job_id]
             for job_id in ids
         ]
+
+    def _item(self, n: int, job_id: str, job: NewJob) -> dict[str, Any]:
+        """A job as `enqueue` takes it: one dict filled in place (each copy of
+        one, a `|`, costs a bulk enqueue some 2 % a job)."""
+        item = {name: getattr(job, name) for name in _NEW_JOB}
+        item["n"], item["id"] = n, job_id
+        item["run_at"] = None if job.run_at is None else self.d.time(job.run_at)
+        item["expires_at"] = None if job.expires_at is None else self.d.time(job.expires_at)
+        debounce = job.debounce
+        if debounce is None:
+            item.update(_NO_DEBOUNCE)
+        else:
+            item["debounce_key"], item["debounce"] = debounce.key, debounce.delay
+            item["debounce_max"] = debounce.bound
+        return item
 
     def _finding_holders(
         self, taken: list[dict[str, Any]]

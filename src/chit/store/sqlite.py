@@ -249,10 +249,12 @@ class SQLiteStore(SQLStore):
     def _insert(self, conn: sqlite3.Connection | sqlite3.Cursor, batch: list[Any]) -> set[str]:
         inserted = set()
         for item in batch:
-            params = _NO_WORKFLOW | item | {"payload": dumps(item["payload"]), "now": "now"}
-            for name in ("expires_in", "debounce", "debounce_max"):  # as modifiers
-                if item[name] is not None:
-                    params[name] = _offset(item[name])
+            params = {**_NO_WORKFLOW, **item, "payload": dumps(item["payload"]), "now": "now"}
+            if item["expires_in"] is not None:  # seconds, as modifiers
+                params["expires_in"] = _offset(item["expires_in"])
+            if item["debounce"] is not None:
+                params["debounce"] = _offset(item["debounce"])
+                params["debounce_max"] = _offset(item["debounce_max"])
             if item.get("dependents") is not None:  # a workflow's job: its edges as JSON arrays
                 params["dependents"] = dumps(item["dependents"])
             if conn.execute(Q["enqueue"], params).rowcount:

@@ -72,9 +72,10 @@ INSERT INTO chit_jobs (
 ) VALUES (
     :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
     :max_attempts, :concurrency_key, :timeout,
-    -- :debounce and :debounce_max are modifiers ('+5.000 seconds'), or NULL.
-    coalesce(:run_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now, :debounce),
-             strftime('%Y-%m-%dT%H:%M:%fZ', :now)),
+    -- :debounce and :debounce_max are modifiers ('+5.000 seconds'), or NULL;
+    -- tested first, so a plain job computes no time it does not store.
+    CASE WHEN :debounce IS NULL THEN coalesce(:run_at, strftime('%Y-%m-%dT%H:%M:%fZ', :now))
+         ELSE strftime('%Y-%m-%dT%H:%M:%fZ', :now, :debounce) END,
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     :state, :workflow_id, :ref, :run_on, :dependents, :deps_pending, :error,
@@ -85,7 +86,7 @@ INSERT INTO chit_jobs (
     :unique_key,
     :traceparent,
     :debounce_key,
-    strftime('%Y-%m-%dT%H:%M:%fZ', :now, :debounce_max)
+    CASE WHEN :debounce_max IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now, :debounce_max) END
 )
 -- Any key: the idempotency key (chit_jobs_idempotency), the unique key of an
 -- active job (chit_jobs_unique) or the debounce key of one not started
