@@ -168,10 +168,13 @@ def check_unique_key(key: Any) -> None:
 
 
 def check_debounce(request: Any) -> Debounce:
-    """A JobRequest's debounce: the key, its delay and bound in seconds (the
-    bound 10 x the delay unless given). A debounced job is one the
-    next enqueue of its key may change: an idempotency or unique key, a start
-    time, an expiry or dependencies would each say otherwise, so they are refused."""
+    """A JobRequest's debounce: the key, its delay and its bound in seconds (10 x
+    the delay unless given; a bound below the delay shortens the first wait to
+    it: the start never passes the bound). A debounced job is one the next
+    enqueue of its key may change: a unique key, a start time, an expiry or
+    dependencies would each say otherwise, so they are refused. An idempotency
+    key is not: a retried request that stored the job answers it; one that
+    debounced into it debounces again, to the same payload."""
     key, delay, bound = request.debounce_key, request.debounce, request.debounce_max
     if key is None:
         raise InvalidRequest("debounce needs a debounce_key: the job later enqueues replace")
@@ -188,13 +191,13 @@ def check_debounce(request: Any) -> Debounce:
     delay = _seconds("debounce", delay, DEBOUNCE_MIN, DEBOUNCE_MAX)
     if bound is None:
         bound = 10 * delay
-    bound = _seconds("debounce_max", bound, delay, DEBOUNCE_BOUND_MAX)
-    for name in ("idempotency_key", "unique_key", "run_at", "expires_at", "expires_in", "ref"):
+    bound = _seconds("debounce_max", bound, DEBOUNCE_MIN, DEBOUNCE_BOUND_MAX)
+    for name in ("unique_key", "run_at", "expires_at", "expires_in", "ref"):
         if getattr(request, name) is not None:
             raise InvalidRequest(f"a debounced job takes no {name}: debounce sets its start")
     if request.depends_on:
         raise InvalidRequest("a debounced job takes no depends_on: debounce sets its start")
-    return Debounce(key, delay, bound)
+    return Debounce(key, min(delay, bound), bound)
 
 
 def _seconds(name: str, value: Any, least: float, most: float) -> float:

@@ -40,6 +40,7 @@ ROUTES = [
     ("GET", "/jobs/{id}/result", "read"),
     ("GET", "/jobs/{id}/events", "read"),
     ("GET", "/jobs", "read"),
+    ("GET", "/queues", "read"),
     ("POST", "/jobs/{id}/retry", "admin"),
     ("POST", "/jobs/{id}/cancel", "admin"),
     ("PATCH", "/jobs/{id}", "admin"),

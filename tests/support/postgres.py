@@ -123,7 +123,8 @@ def new_database(request: pytest.FixtureRequest, prefix: str = "chit_e2e") -> It
 
 def sqlite_or_emptied_postgres(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """For a fixture parametrized ["sqlite", "postgres"]: a temporary SQLite file,
-    or the session's PostgreSQL database with every job, key, limit, pause and schedule deleted."""
+    or the session's PostgreSQL database with every job, key, limit, pause,
+    schedule and worker deleted."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'chit.db'}"
     url: str = request.getfixturevalue("postgres_database")
@@ -131,6 +132,6 @@ def sqlite_or_emptied_postgres(request: pytest.FixtureRequest, tmp_path: Path) -
         if conn.execute("SELECT to_regclass('chit_jobs')").fetchone() != (None,):
             conn.execute(
                 "TRUNCATE chit_jobs, chit_attempts, chit_results, chit_api_keys, "
-                "chit_limits, chit_pauses, chit_sessions, chit_schedules"
+                "chit_limits, chit_pauses, chit_sessions, chit_schedules, chit_workers"
             )
     return url

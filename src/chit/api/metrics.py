@@ -26,7 +26,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from chit.api.queues import read_loads
 from chit.jobs import AttemptOutcome, State, last_hour_by_kind
+from chit.queue import Queue
 from chit.store import FullStore
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -39,10 +41,13 @@ FAILED_OUTCOMES = frozenset(
 
 
 class StoreCollector(Collector):
-    def __init__(self, store: FullStore, tenant: str | None, listeners: int = 0) -> None:
+    def __init__(
+        self, store: FullStore, tenant: str | None, listeners: int = 0, queue: Queue | None = None
+    ) -> None:
         self.store = store
         self.tenant = tenant
         self.listeners = listeners
+        self.queue = queue
 
     def collect(self) -> Iterator[Metric]:
         stats = self.store.stats(self.tenant)
@@ -63,6 +68,7 @@ class StoreCollector(Collector):
         )
 
         yield from self.last_hour()
+        yield from self.queues()
 
         claims = CounterMetricFamily("chit_claims", "Jobs claimed by workers", labels=["kind"])
         completions = CounterMetricFamily(
@@ -143,6 +149,39 @@ class StoreCollector(Collector):
         yield concurrency
         yield paused
 
+    def queues(self) -> Iterator[Metric]:
+        """GET /queues as gauges, for autoscaling on Prometheus (docs/autoscaling.md)."""
+        loads, workers = read_loads(self.store, self.queue, self.tenant)
+        families = {
+            "ready": GaugeMetricFamily(
+                "chit_queue_ready", "Queued jobs that can start now", labels=["queue"]
+            ),
+            "scheduled": GaugeMetricFamily(
+                "chit_queue_scheduled",
+                "Queued jobs due later (a delay, a retry's backoff)",
+                labels=["queue"],
+            ),
+            "running": GaugeMetricFamily(
+                "chit_queue_running", "Jobs a worker holds", labels=["queue"]
+            ),
+            "oldest_ready_seconds": GaugeMetricFamily(
+                "chit_queue_oldest_ready_seconds",
+                "How long the oldest ready job has waited (0: none)",
+                labels=["queue"],
+            ),
+        }
+        for load in loads:
+            for field, family in families.items():
+                family.add_metric([load.name], getattr(load, field))
+        yield from families.values()
+        yield GaugeMetricFamily("chit_workers", "Workers alive", value=workers.count)
+        yield GaugeMetricFamily(
+            "chit_worker_slots", "Handlers the live workers run at once", value=workers.slots
+        )
+        yield GaugeMetricFamily(
+            "chit_worker_slots_busy", "Slots running a job now", value=workers.busy
+        )
+
     def last_hour(self) -> Iterator[Metric]:
         """Rates to alert on, per kind: jobs that failed and succeeded in the last
         hour (read from an index of finish times) and the share that failed. A
@@ -170,10 +209,13 @@ class StoreCollector(Collector):
         yield rate
 
 
-def render(store: FullStore, tenant: str | None, listeners: int = 0) -> bytes:
-    """The metrics text (blocking: it queries the store)."""
+def render(
+    store: FullStore, tenant: str | None, listeners: int = 0, queue: Queue | None = None
+) -> bytes:
+    """The metrics text (blocking: it queries the store). `queue`: the app's,
+    whose tasks' queues are named at zero when empty."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(store, tenant, listeners))
+    registry.register(StoreCollector(store, tenant, listeners, queue))
     return generate_latest(registry)
 
 

@@ -506,7 +506,9 @@ async def get_stats(request: Request, principal: Admin) -> StatsOut:
 )
 async def get_metrics(request: Request, principal: Admin) -> Response:
     state = api_state(request)
-    text = await blocking(metrics.render, state.store, principal.tenant, state.hub.listeners)
+    text = await blocking(
+        metrics.render, state.store, principal.tenant, state.hub.listeners, state.queue
+    )
     return Response(text, media_type=metrics.CONTENT_TYPE)
 
 

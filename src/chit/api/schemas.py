@@ -15,6 +15,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    JsonValue,
     WithJsonSchema,
     model_validator,
 )
@@ -127,8 +128,11 @@ RunOnIn = Literal["succeeded", "finished"]
 
 def _ascii_printable(value: str) -> str:
     if not (value.isprintable() and value.isascii()):
-        raise ValueError("a unique key is printable ASCII: no NUL, control or non-ASCII characters")
+        raise ValueError("a key is printable ASCII: no NUL, control or non-ASCII characters")
     return value
+
+
+_PRINTABLE_ASCII = {"pattern": "^[ -~]*$"}
 
 
 DebounceKey = Annotated[
@@ -138,6 +142,7 @@ DebounceKey = Annotated[
         max_length=bounds.DEBOUNCE_KEY_MAX,
         description="while the job of this key has not started, another submit with the key "
         "replaces its payload and moves its start (created: false, debounced: true)",
+        json_schema_extra=_PRINTABLE_ASCII,
     ),
     AfterValidator(_ascii_printable),
 ]
@@ -148,22 +153,67 @@ UniqueKey = Annotated[
         max_length=bounds.UNIQUE_KEY_MAX,
         description="at most one job per key waiting, queued or running: another submit "
         "answers that job (created: false); free again once it has finished",
+        json_schema_extra=_PRINTABLE_ASCII,
     ),
     AfterValidator(_ascii_printable),
 ]
 
 
+_DEBOUNCED: dict[str, JsonValue] = {
+    "required": ["debounce_key"],
+    "properties": {"debounce_key": {"type": "string"}},
+}
+
+
 class SubmitJob(BaseModel):
     """`POST /jobs`. The payload is checked against the task's model."""
 
-    # The schema says what `_one_expiry` checks: not both expiries (a null is absent).
+    # The schema says what `_one_expiry` and the queue's check_debounce check (a
+    # null is absent): not both expiries; debounce and debounce_max only with a
+    # debounce_key, which needs debounce and leaves the start to it.
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "not": {
-                "required": ["expires_at", "expires_in"],
-                "properties": {"expires_at": {"type": "string"}, "expires_in": {"type": "number"}},
-            }
+            "allOf": [
+                {
+                    "not": {
+                        "required": ["expires_at", "expires_in"],
+                        "properties": {
+                            "expires_at": {"type": "string"},
+                            "expires_in": {"type": "number"},
+                        },
+                    }
+                },
+                {
+                    "if": {
+                        "anyOf": [
+                            {"required": [name], "properties": {name: {"type": "number"}}}
+                            for name in ("debounce", "debounce_max")
+                        ]
+                    },
+                    "then": _DEBOUNCED,
+                },
+                {
+                    "if": _DEBOUNCED,
+                    "then": {
+                        "required": ["debounce"],
+                        "properties": {
+                            "debounce": {"type": "number"},
+                            "depends_on": {"maxItems": 0},
+                            **{
+                                name: {"type": "null"}
+                                for name in (
+                                    "run_at",
+                                    "expires_at",
+                                    "expires_in",
+                                    "unique_key",
+                                    "ref",
+                                )
+                            },
+                        },
+                    },
+                },
+            ]
         },
     )
 

@@ -3,7 +3,7 @@ sessions, flow control (limits and pauses) and schedules: beside the lifecycle
 (`chit.store.base.Store`), not part of it. A worker needs none of this but
 `declare_limits` when it starts.
 
-`FullStore` is all five interfaces; the concrete stores are FullStores, and
+`FullStore` is all of these interfaces; the concrete stores are FullStores, and
 code that reads reports or keys asks for one.
 """
 
@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from chit.fleet import LiveWorker, QueueCounts, WorkerBeat
 from chit.jobs import (
     ApiKey,
     Attempt,
@@ -307,5 +308,34 @@ class Schedules(abc.ABC):
         """The jobs holding these idempotency keys (tenant ''), in any order."""
 
 
-class FullStore(Store, Reports, Workflows, ApiKeys, Sessions, FlowControl, Secrets, Schedules):
+class Fleet(abc.ABC):
+    """The workers and each queue's load (chit/fleet.py): what autoscalers read."""
+
+    @abc.abstractmethod
+    def beat_worker(
+        self, beat: WorkerBeat, stale_after: float, now: datetime | None = None
+    ) -> None:
+        """Record the worker alive, with what it says of itself, until
+        `stale_after` seconds from now; forget every worker past its own."""
+
+    @abc.abstractmethod
+    def forget_worker(self, worker_id: str) -> None:
+        """A worker that stopped: gone from `live_workers` at once."""
+
+    @abc.abstractmethod
+    def live_workers(self, now: datetime | None = None) -> builtins.list[LiveWorker]:
+        """The workers whose last beat has not gone stale, oldest first."""
+
+    @abc.abstractmethod
+    def queue_counts(
+        self, tenant: str | None = None, now: datetime | None = None
+    ) -> builtins.list[QueueCounts]:
+        """Each queue's ready, scheduled and running jobs and how long its oldest
+        ready one has waited; a queue may come in more than one row (summed by
+        fleet.queue_loads), a queue with no job in none."""
+
+
+class FullStore(
+    Store, Reports, Workflows, ApiKeys, Sessions, FlowControl, Secrets, Schedules, Fleet
+):
     """A store with its reports, keys and sessions: what `open_store` returns."""

@@ -71,6 +71,7 @@ from chit.store.flow import (
     read_flow,
 )
 from chit.store.reports import FullStore, NewSession, StoredSession
+from chit.store.sql_fleet import FleetSQL
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +166,7 @@ def progressed(progress: Progress | None) -> dict[str, Any]:
 SESSION_TOUCH_SLACK = 60.0
 
 
-class SQLStore(FullStore):
+class SQLStore(FleetSQL, FullStore):
     d: ClassVar[Dialect]
     Q: ClassVar[dict[str, str]]
     result_inline_bytes: int
@@ -372,9 +373,9 @@ class SQLStore(FullStore):
         self, taken: list[dict[str, Any]]
     ) -> Generator[QueryStep, Any, dict[str, Enqueued]]:
         """For each item `enqueue` did not insert, by its id: the stored job its
-        idempotency key names, else the active job holding its unique key, else
-        the job not started holding its debounce key (given its payload and start)."""
-        found = yield from self._debouncing([item for item in taken if item["debounce_key"]])
+        idempotency key names, else the job not started holding its debounce key
+        (given its payload and start), else the active job holding its unique key."""
+        found: dict[str, Enqueued] = {}
         keyed = [item for item in taken if item["idempotency_key"] is not None]
         if keyed:
             rows = yield QueryStep(self.Q["find_by_idempotency_key"], {"jobs": dumps(keyed)})
@@ -383,6 +384,9 @@ class SQLStore(FullStore):
                 r = by_key.get((item["tenant"], item["idempotency_key"]))
                 if r is not None:
                     found[item["id"]] = Enqueued(r["id"], False, r["request_hash"])
+        # A request retried with its idempotency key answers its job, as it was.
+        debounced = [i for i in taken if i["id"] not in found and i["debounce_key"] is not None]
+        found |= yield from self._debouncing(debounced)
         unique = [item for item in taken if item["id"] not in found and item["unique_key"]]
         if unique:
             rows = yield QueryStep(self.Q["find_by_unique_key"], {"jobs": dumps(unique)})

@@ -1,4 +1,5 @@
-"""Periodic upkeep a worker does for everyone: rescue jobs whose lease expired,
+"""Periodic upkeep a worker does for itself and for everyone: say it is alive
+(its beat: chit/fleet.py), rescue jobs whose lease expired,
 cancel jobs that expired before they started (expires_at), when
 `CHIT_RETENTION` is set delete finished jobs older than that, and enqueue the
 due slots of schedules (`scheduler.py`), waking for each slot."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 from chit.errors import StoreError
@@ -19,6 +21,8 @@ log = logging.getLogger("chit.worker")
 # How often a worker prunes when a retention is set. Every worker does it; the
 # delete of nothing-to-delete reads one index range, so extra workers cost little.
 PRUNE_EVERY_SECONDS = 300.0
+# A worker whose beat is this many upkeep intervals old is taken for dead.
+STALE_AFTER_UPKEEPS = 3
 
 
 class Maintenance:
@@ -30,12 +34,14 @@ class Maintenance:
         retention_seconds: float | None = None,
         prune_every: float = PRUNE_EVERY_SECONDS,
         scheduler: Scheduler | None = None,
+        beat: Callable[[float], None] | None = None,
     ) -> None:
         self.store = store
         self.interval = interval
         self.retention_seconds = retention_seconds
         self.prune_every = prune_every
         self.scheduler = scheduler
+        self.beat = beat
         self._last_prune: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chit-maintenance", daemon=True)
@@ -57,6 +63,11 @@ class Maintenance:
         return self.schedule(now)
 
     def upkeep(self, now: datetime | None = None) -> None:
+        if self.beat is not None:
+            try:  # alive until three upkeeps are missed
+                self.beat(STALE_AFTER_UPKEEPS * self.interval)
+            except StoreError as e:
+                log.warning("the worker's beat failed, will retry: %s", e)
         self.rescue(now)
         if self.retention_seconds is not None and (
             self._last_prune is None or time.monotonic() - self._last_prune >= self.prune_every

@@ -28,6 +28,7 @@ from typing import Literal
 
 from chit.context import JobContext
 from chit.errors import ConfigError, StoreError
+from chit.fleet import WorkerBeat
 from chit.jobs import Outcome
 from chit.queue import Queue
 from chit.store import FlowControl, FullStore, Store
@@ -138,7 +139,21 @@ class Worker:
             max(0.5, min(self.lease_seconds / 2, 15.0)),
             retention_seconds=self.settings.retention_seconds,
             scheduler=Scheduler(self._full_store(), queue) if queue.tasks else None,
+            beat=self._beat,
         )
+
+    def _beat(self, stale_after: float) -> None:
+        """Say this worker is alive, and what it takes and runs (chit/fleet.py)."""
+        beat = WorkerBeat(
+            self.id,
+            socket.gethostname(),
+            os.getpid(),
+            self.queues,
+            tuple(sorted(self.queue.tasks)),
+            self.concurrency,
+            self.slots.busy(),
+        )
+        self._full_store().beat_worker(beat, stale_after)
 
     def held(self) -> list[JobContext]:
         return self.slots.held()
@@ -300,6 +315,10 @@ class Worker:
         self.finisher.stop()
         self.heartbeat.stop()
         self.maintenance.stop()
+        try:  # gone from GET /queues at once, not when its beat goes stale
+            self._full_store().forget_worker(self.id)
+        except StoreError as e:
+            log.warning("could not unregister the worker (its beat goes stale): %s", e)
         log.info(
             "worker %s stopped after %d jobs",
             self.id,

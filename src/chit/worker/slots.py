@@ -68,6 +68,11 @@ class Slots:
         with self._lock:
             return list(self._active.values())
 
+    def busy(self) -> int:
+        """Handlers running now: at most `concurrency`."""
+        with self._lock:
+            return len(self._running)
+
     def count(self) -> int:
         """Jobs held, and slots taken by handlers past their recorded outcome."""
         with self._lock:

@@ -1347,3 +1347,49 @@ WHERE s.name = m.name AND s.next_at = m.seen AND NOT s.paused
 SELECT {columns}
 FROM chit_jobs AS j
 WHERE j.tenant = '' AND j.idempotency_key = ANY(%(keys)s::text[])
+
+-- name: beat_worker
+-- A worker's upkeep (chit/fleet.py): its row written, alive until stale_at.
+INSERT INTO chit_workers (
+    id, host, pid, queues, kinds, slots, busy, started_at, seen_at, stale_at
+) VALUES (
+    %(id)s::text, %(host)s::text, %(pid)s::integer, %(queues)s::jsonb, %(kinds)s::jsonb,
+    %(slots)s::integer, %(busy)s::integer,
+    coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()),
+    coalesce(%(now)s::timestamptz, now()) + %(stale_after)s::interval
+)
+ON CONFLICT (id) DO UPDATE SET
+    queues = excluded.queues, kinds = excluded.kinds, slots = excluded.slots,
+    busy = excluded.busy, seen_at = excluded.seen_at, stale_at = excluded.stale_at
+
+-- name: forget_dead_workers
+DELETE FROM chit_workers WHERE stale_at < coalesce(%(now)s::timestamptz, now())
+
+-- name: forget_worker
+DELETE FROM chit_workers WHERE id = %(id)s::text
+
+-- name: live_workers
+SELECT id, host, pid, queues, kinds, slots, busy, started_at, seen_at
+FROM chit_workers
+WHERE stale_at >= coalesce(%(now)s::timestamptz, now())
+ORDER BY started_at, id
+
+-- name: queue_counts
+-- Each queue's queued jobs by chit_jobs_claimable (ready: due now; scheduled:
+-- due later) and running ones by chit_jobs_leases. {tenant}: `true` or an
+-- equality on j.tenant.
+SELECT j.queue,
+       count(*) FILTER (WHERE j.run_at <= coalesce(%(now)s::timestamptz, now())) AS ready,
+       count(*) FILTER (WHERE j.run_at > coalesce(%(now)s::timestamptz, now())) AS scheduled,
+       0 AS running,
+       coalesce(extract(epoch FROM coalesce(%(now)s::timestamptz, now())
+                - min(j.run_at) FILTER (WHERE j.run_at <= coalesce(%(now)s::timestamptz, now()))),
+                0)::float8 AS oldest_ready_seconds
+FROM chit_jobs AS j
+WHERE j.state = 'queued' AND {tenant}
+GROUP BY j.queue
+UNION ALL
+SELECT j.queue, 0, 0, count(*), 0
+FROM chit_jobs AS j
+WHERE j.state = 'running' AND {tenant}
+GROUP BY j.queue

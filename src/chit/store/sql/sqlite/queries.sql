@@ -1182,3 +1182,48 @@ WHERE s.name = m.value ->> 'name' AND s.next_at = m.value ->> 'seen' AND s.pause
 SELECT {columns}
 FROM json_each(:keys) AS k
 JOIN chit_jobs AS j ON j.tenant = '' AND j.idempotency_key = k.value
+
+-- name: beat_worker
+-- A worker's upkeep (chit/fleet.py): its row written, alive until stale_at.
+INSERT INTO chit_workers (
+    id, host, pid, queues, kinds, slots, busy, started_at, seen_at, stale_at
+) VALUES (
+    :id, :host, :pid, :queues, :kinds, :slots, :busy,
+    strftime('%Y-%m-%dT%H:%M:%fZ', :now), strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    strftime('%Y-%m-%dT%H:%M:%fZ', :now, :stale_after)
+)
+ON CONFLICT (id) DO UPDATE SET
+    queues = excluded.queues, kinds = excluded.kinds, slots = excluded.slots,
+    busy = excluded.busy, seen_at = excluded.seen_at, stale_at = excluded.stale_at
+
+-- name: forget_dead_workers
+DELETE FROM chit_workers WHERE stale_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+
+-- name: forget_worker
+DELETE FROM chit_workers WHERE id = :id
+
+-- name: live_workers
+SELECT id, host, pid, queues, kinds, slots, busy, started_at, seen_at
+FROM chit_workers
+WHERE stale_at >= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+ORDER BY started_at, id
+
+-- name: queue_counts
+-- Each queue's queued jobs by chit_jobs_claimable (ready: due now; scheduled:
+-- due later) and running ones by chit_jobs_leases. {tenant}: `1` or an
+-- equality on j.tenant.
+SELECT j.queue,
+       sum(j.run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS ready,
+       sum(j.run_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now)) AS scheduled,
+       0 AS running,
+       coalesce((julianday(strftime('%Y-%m-%dT%H:%M:%fZ', :now))
+                 - julianday(min(CASE WHEN j.run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+                                      THEN j.run_at END))) * 86400.0, 0) AS oldest_ready_seconds
+FROM chit_jobs AS j INDEXED BY chit_jobs_claimable
+WHERE j.state = 'queued' AND {tenant}
+GROUP BY j.queue
+UNION ALL
+SELECT j.queue, 0, 0, count(*), 0
+FROM chit_jobs AS j INDEXED BY chit_jobs_leases
+WHERE j.state = 'running' AND {tenant}
+GROUP BY j.queue

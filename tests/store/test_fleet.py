@@ -1,0 +1,78 @@
+"""Workers' beats and each queue's load (chit/fleet.py), on every backend:
+what GET /queues and /metrics read for autoscalers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from chit.fleet import QueueCounts, WorkerBeat, fleet, queue_loads
+from chit.jobs import NewJob
+from chit.store.reports import FullStore
+
+
+def beat(worker_id: str, busy: int = 0, queues: tuple[str, ...] = ("default",)) -> WorkerBeat:
+    return WorkerBeat(worker_id, "host-a", 4242, queues, ("k", "m"), 8, busy)
+
+
+def test_a_worker_beats_is_seen_and_forgotten_when_it_stops(store: FullStore) -> None:
+    store.beat_worker(beat("w1", busy=3), stale_after=60)
+    store.beat_worker(beat("w2", queues=("emails", "default")), stale_after=60)
+    [one, two] = store.live_workers()
+    assert one.beat == beat("w1", busy=3) and two.beat.queues == ("emails", "default")
+    assert one.started_at <= one.seen_at <= datetime.now(UTC) + timedelta(seconds=1)
+    store.beat_worker(beat("w1", busy=5), stale_after=60)  # a later beat updates it
+    assert [w.beat.busy for w in store.live_workers()] == [5, 0]
+    assert fleet(store.live_workers()) == fleet(store.live_workers())
+    assert (f := fleet(store.live_workers())).count == 2 and (f.slots, f.busy) == (16, 5)
+    store.forget_worker("w1")
+    assert [w.beat.id for w in store.live_workers()] == ["w2"]
+    store.forget_worker("never-was")  # nothing to forget: no error
+
+
+def test_a_worker_that_stops_beating_is_left_out_then_deleted(store: FullStore) -> None:
+    now = datetime.now(UTC)
+    store.beat_worker(beat("dead"), stale_after=5, now=now)
+    assert [w.beat.id for w in store.live_workers(now=now + timedelta(seconds=4))] == ["dead"]
+    assert store.live_workers(now=now + timedelta(seconds=6)) == []
+    # The next beat of any worker deletes it: it does not come back at an earlier time.
+    store.beat_worker(beat("alive"), stale_after=5, now=now + timedelta(seconds=6))
+    assert [w.beat.id for w in store.live_workers(now=now)] == ["alive"]
+
+
+def test_queue_counts_split_ready_scheduled_and_running(store: FullStore) -> None:
+    now = datetime.now(UTC)
+    for n in range(3):
+        store.enqueue(NewJob("k", {"n": n}, queue="a", run_at=now - timedelta(seconds=10 + n)))
+    store.enqueue(NewJob("k", {}, queue="a", run_at=now + timedelta(hours=1)))
+    store.enqueue(NewJob("k", {}, queue="b", tenant="t", run_at=now - timedelta(seconds=1)))
+    [running] = store.claim("w", ["a"], 1, 30, now=now)
+    assert running.payload == {"n": 2}  # due longest ago (12 s), so claimed first
+    loads = {q.name: q for q in queue_loads(store.queue_counts(now=now), [], [])}
+    a = loads["a"]
+    assert (a.ready, a.scheduled, a.running) == (2, 1, 1)
+    assert 10.9 < a.oldest_ready_seconds < 11.1  # the oldest left: due 11 s ago
+    b = loads["b"]
+    assert (b.ready, b.scheduled, b.running) == (1, 0, 0)
+    only_t = queue_loads(store.queue_counts(tenant="t", now=now), [], [])
+    assert [(q.name, q.ready) for q in only_t] == [("b", 1)]
+    assert store.queue_counts(tenant="nobody", now=now) == []
+
+
+def test_loads_name_every_queue_watched_at_zero() -> None:
+    """A queue a worker takes, a paused one and a known one are in the answer
+    with no job in them: an autoscaler's path to them never breaks."""
+    from chit.fleet import LiveWorker
+    from chit.limits import Paused
+
+    now = datetime.now(UTC)
+    worker = LiveWorker(beat("w", queues=("mail",)), now, now)
+    paused = [Paused("reports", None, now), Paused(None, "k", now)]
+    loads = queue_loads(
+        [QueueCounts("a", running=1), QueueCounts("a", ready=2)], paused, [worker], ["default"]
+    )
+    assert [(q.name, q.ready, q.running, q.paused) for q in loads] == [
+        ("a", 2, 1, False),
+        ("default", 0, 0, False),
+        ("mail", 0, 0, False),
+        ("reports", 0, 0, True),
+    ]
