@@ -21,6 +21,7 @@ import platform
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -85,8 +86,11 @@ def versions(postgres: str | None) -> str:
     )
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def run_script(doc: str, title: str, measure: Callable[[str, str, float], dict[str, float]]) -> int:
+    """A bench script's command line (this one's, debounce_bench.py's): one
+    database with --database-url, else SQLite then --postgres; `measure(name,
+    url, seconds)` prints and returns the figures, the last one printed as JSON."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per run (default 3)")
     parser.add_argument("--postgres", default=PG_DEFAULT, help="a PostgreSQL database URL")
     parser.add_argument(
@@ -96,7 +100,7 @@ def main() -> int:
     args = parser.parse_args()
     only = args.database_url
     postgres = args.postgres if only is None else only if only.startswith("postgres") else None
-    print("aenqueue one at a time from one event loop (each awaited before the next)")
+    print(title)
     print(versions(postgres))
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     if only is not None:
@@ -109,6 +113,11 @@ def main() -> int:
     if args.json:
         print(json.dumps({"ok": True, **figures, "versions": versions(postgres)}))
     return 0
+
+
+def main() -> int:
+    title = "aenqueue one at a time from one event loop (each awaited before the next)"
+    return run_script(__doc__, title, measure)
 
 
 if __name__ == "__main__":

@@ -14,16 +14,11 @@ time), the figures as a last JSON line (--json).
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import chit
-from aenqueue_bench import PG_DEFAULT, make_queue, versions
+from aenqueue_bench import make_queue, run_script
 
 
 def rate(enqueue: Callable[[int], object], seconds: float) -> float:
@@ -59,28 +54,8 @@ def measure(name: str, url: str, seconds: float) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="per run (default 3)")
-    parser.add_argument("--postgres", default=PG_DEFAULT, help="a PostgreSQL database URL")
-    parser.add_argument(
-        "--database-url", help="measure only this database (default: SQLite, then --postgres)"
-    )
-    parser.add_argument("--json", action="store_true", help="the figures as a last JSON line")
-    args = parser.parse_args()
-    only = args.database_url
-    postgres = args.postgres if only is None else only if only.startswith("postgres") else None
-    print("enqueue one at a time: plain, debounced with a new key, debounced into a waiting job")
-    print(versions(postgres))
-    print(f"load average before: {os.getloadavg()[0]:.2f}")
-    if only is not None:
-        figures = measure("PostgreSQL" if postgres else "SQLite", only, args.seconds)
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            measure("SQLite", f"sqlite:///{Path(tmp) / 'bench.db'}", args.seconds)
-        figures = measure("PostgreSQL", args.postgres, args.seconds)
-    if args.json:
-        print(json.dumps({"ok": True, **figures, "versions": versions(postgres)}))
-    return 0
+    title = "enqueue one at a time: plain, debounced with a new key, debounced into a waiting job"
+    return run_script(__doc__, title, measure)
 
 
 if __name__ == "__main__":

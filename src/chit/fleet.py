@@ -104,6 +104,16 @@ def queue_loads(
     ]
 
 
+def unrun(kinds: Iterable[str], workers: Sequence[LiveWorker]) -> list[str]:
+    """Of `kinds`, those no live worker has code for: their jobs wait until one
+    that does starts (workers claim only their own kinds)."""
+    run = {kind for w in workers for kind in w.beat.kinds}
+    return sorted(set(kinds) - run)
+
+
+NO_WORKER = "waiting: no worker running now has code for kind {kind}"
+
+
 def fleet(workers: Sequence[LiveWorker]) -> Fleet:
     return Fleet(
         count=len(workers),

@@ -105,7 +105,9 @@ def test_stats_show_limits_and_pauses(cli: Cli, app: chit.Queue) -> None:
     lines = ok(cli("stats")).out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("kind  concurrency"))
     assert lines[header + 1].split() == ["echo", "4", "-", "-", "-", "0", "1", "operator"]
-    assert lines[-1].startswith("paused: queue nightly (since ")
+    assert lines[-3].startswith("paused: queue nightly (since ")
+    # No worker runs now: the queued kind waits for one (workers claim their own kinds).
+    assert lines[-1] == "waiting: no worker running now has code for kind echo (1 queued)"
     body = ok(cli("stats", "--json")).json()
     assert [(k["kind"], k["concurrency"], k["waiting"]) for k in body["limits"]] == [("echo", 4, 1)]
     assert [p["queue"] for p in body["paused"]] == ["nightly"]

@@ -169,3 +169,17 @@ async def test_a_jobs_page_shows_its_expiry_and_unique_key(dashboard: Browser) -
     page = (await dashboard.http.get(f"/ui/jobs/{job_id}")).text
     assert '<dd class="mono" id="unique-key">sync:9</dd>' in page
     assert 'id="expires"' in page and "cancelled if not started by then" in page
+
+
+async def test_a_queued_job_no_live_worker_runs_says_so(dashboard: Browser) -> None:
+    from chit.fleet import WorkerBeat
+
+    store = dashboard.queue.store
+    job_id = store.enqueue(NewJob("work", {"message": "x"}, queue="fc3")).id
+    await dashboard.sign_in(ROOT_KEY)
+    reason = "no worker running now has code for kind work"
+    assert reason in (await dashboard.http.get(f"/ui/jobs/{job_id}")).text
+    store.beat_worker(WorkerBeat("w-old", "h", 1, ("fc3",), ("report",), 4, 0), 60)
+    assert reason in (await dashboard.http.get(f"/ui/jobs/{job_id}")).text
+    store.beat_worker(WorkerBeat("w-new", "h", 2, ("fc3",), ("report", "work"), 4, 0), 60)
+    assert reason not in (await dashboard.http.get(f"/ui/jobs/{job_id}")).text

@@ -17,12 +17,13 @@ import pytest
 from chit.jobs import DependencyCounts, JobFilter, NewJob, ReplaySelector, State, Succeeded
 from chit.limits import Limits
 from chit.store import queries
-from chit.store.sql import held_term
+from chit.store.sql import kinds_term
 from chit.store.sqlite import Q, SQLiteStore
 
 PRIMARY_KEY = "sqlite_autoindex_chit_jobs_1 (id=?)"
-# A claim's {held}, as while another kind has a limit: the plan must not change.
-HELD = held_term(["limited-kind"])
+# A claim's {held} as a worker runs it (the kinds it has code for) while
+# another kind has a limit: the plan must not change.
+HELD = kinds_term(["limited-kind"], frozenset({"noop", "other-kind", "limited-kind"}))
 # Each hot query, the parameters it runs with, and the index it is written for.
 HOT_QUERIES: dict[str, tuple[dict[str, object], list[str]]] = {
     "has_due": ({"queue": "default", "now": "now"}, ["chit_jobs_claimable (queue=?)"]),

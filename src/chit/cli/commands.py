@@ -9,9 +9,10 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from chit import durations, logs
+from chit import durations, fleet, logs
 from chit.cli import output
 from chit.cli.flags import api_key
 from chit.cli.loading import Setup
@@ -20,6 +21,7 @@ from chit.cli.supervise import Child, Supervisor
 from chit.encoding import one_line
 from chit.errors import ConfigError, InvalidRequest, JobNotFound, StoreError
 from chit.extras import needs
+from chit.fleet import LiveWorker
 from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
 from chit.queue import Queue
 
@@ -49,7 +51,8 @@ def worker(args: argparse.Namespace, setup: Setup) -> int:
         queue = setup.queue()
     if not queue.tasks:
         print(
-            "chit: warning: no tasks registered; pass --app module:queue (or CHIT_APP)",
+            "chit: warning: no tasks registered, so this worker claims no job (it still "
+            "rescues expired leases); pass --app module:queue (or CHIT_APP)",
             file=sys.stderr,
         )
     _wait_for_server(queue)
@@ -221,7 +224,7 @@ def status(args: argparse.Namespace, setup: Setup) -> int:
         history = {"attempts_history": output.to_json(attempts), "steps": output.to_json(steps)}
         output.print_json(output.to_json(job) | history)
         return 0
-    print(_describe(job))
+    print(_describe(job, queue.store.live_workers()))
     if attempts:
         print("\nattempts:")
         rows = [
@@ -461,6 +464,9 @@ def stats(args: argparse.Namespace, setup: Setup) -> int:
     if pauses:
         print()
         print(flow.paused_lines(pauses))
+    queued = [kind for kind, states in s.by_kind.items() if states.get("queued")]
+    for kind in fleet.unrun(queued, queue.store.live_workers()):
+        print(f"\n{fleet.NO_WORKER.format(kind=kind)} ({s.by_kind[kind]['queued']:,} queued)")
     return 0
 
 
@@ -471,7 +477,7 @@ def _job(queue: Queue, job_id: str) -> Job:
     return job
 
 
-def _describe(job: Job) -> str:
+def _describe(job: Job, workers: Sequence[LiveWorker] = ()) -> str:
     lines = [
         f"id          {job.id}",
         f"kind        {job.kind} (queue {job.queue}, priority {job.priority})",
@@ -490,6 +496,9 @@ def _describe(job: Job) -> str:
         lines.append(f"expires     {output.when(job.expires_at)}")
     if job.unique_key is not None:
         lines.append(f"unique key  {job.unique_key}")
+    due = job.state is State.QUEUED and job.run_at <= datetime.now(UTC)
+    if due and fleet.unrun([job.kind], workers):
+        lines.append(f"held        {fleet.NO_WORKER.format(kind=job.kind)}")
     if job.debounce_key is not None:
         lines.append(f"debounce    {job.debounce_key}")
     if job.worker:

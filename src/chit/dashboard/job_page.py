@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
+from chit import fleet
 from chit.api import events
 from chit.api.auth import Principal
 from chit.api.deps import api_state, blocking, load_job, render_status
@@ -109,14 +110,17 @@ def _edit_form(job: Job) -> dict[str, str]:
 
 
 def _held_back(request: Request, job: Job, every_tenant: bool) -> tuple[list[str], str]:
-    """Why a queued job waits (a pause, a full concurrency limit) and the
-    limits of its kind in words; nothing is read for a job that is not queued."""
+    """Why a queued job waits (a pause, a full concurrency limit, no worker
+    with code for its kind) and the limits of its kind in words; nothing is
+    read for a job that is not queued."""
     if job.state is not State.QUEUED:
         return [], ""
     store = api_state(request).store
     now = datetime.now(UTC)
     limits = store.limits(now)
     held = flow.waiting_on(job, limits, store.pauses(), now, every_tenant)
+    if job.run_at <= now and fleet.unrun([job.kind], store.live_workers()):
+        held.append(fleet.NO_WORKER.format(kind=job.kind))
     mine = next((k for k in limits if k.kind == job.kind), None)
     return held, "" if mine is None else flow.applying(mine.effective)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -132,10 +132,13 @@ class Store(abc.ABC):
         limit: int,
         lease_seconds: float,
         now: datetime | None = None,
+        kinds: Collection[str] | None = None,
     ) -> list[ClaimedJob]:
         """Move up to `limit` due `queued` jobs to `running` for `worker`, in queue
         order, then priority (smaller first), then run_at. Each claim counts an
-        attempt, sets a fresh lease token and opens an attempt record."""
+        attempt, sets a fresh lease token and opens an attempt record. With
+        `kinds` (the kinds the worker has code for), jobs of other kinds are
+        left queued for workers that run them."""
 
     @abc.abstractmethod
     def heartbeat(
@@ -207,6 +210,7 @@ class Store(abc.ABC):
         limit: int,
         lease_seconds: float,
         now: datetime | None = None,
+        kinds: Collection[str] | None = None,
     ) -> tuple[list[bool], list[ClaimedJob]]:
         """`finish` then `claim`, in one transaction: a busy worker hands in its
         outcomes and takes the next jobs for the slots they free with one commit

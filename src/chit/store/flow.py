@@ -61,12 +61,14 @@ def row_limits(r: Any) -> Limits:
 
 
 class Claim(NamedTuple):
-    """A worker asking for up to `limit` due jobs of `queues`, leased for `lease_seconds`."""
+    """A worker asking for up to `limit` due jobs of `queues`, leased for
+    `lease_seconds`: of `kinds`, those it has code for (None: any kind)."""
 
     worker: str
     queues: Sequence[str]
     limit: int
     lease_seconds: float
+    kinds: frozenset[str] | None = None
 
 
 class ClaimingStore(Protocol):
@@ -185,9 +187,12 @@ class FlowClaim:
 
     def _kinds(self, queue: str) -> dict[str, tuple[str, str]]:
         """Each kind with queued jobs in the queue and its first group (tenant, key),
-        paused kinds left out."""
+        paused kinds and those the worker has no code for left out."""
         found: dict[str, tuple[str, str]] = {}
+        runnable = self.claim.kinds
         for r in self.conn.execute(self.Q["queued_kinds"], {"queue": queue}).fetchall():
+            if runnable is not None and r["kind"] not in runnable:
+                continue  # another worker's: left queued, no throttle
             if r["kind"] in self.paused_kinds:
                 self.throttled = True
             else:

@@ -53,7 +53,6 @@ from chit.store.sql import (
     InsertStep,
     SQLStore,
     dumps,
-    held_term,
     progressed,
     scalar,
 )
@@ -458,12 +457,13 @@ class PostgresStore(SQLStore):
         ):
             # The busy worker's path: one statement, one round trip, one commit.
             params = claim._asdict() | {
+                "kinds": None,  # in the statement's text (_claim_query), not a parameter
                 "items": _succeed_items(succeeded, encoded, set()),
                 "queue": claim.queues[0],
                 "lease": timedelta(seconds=claim.lease_seconds),
                 "now": now,
             }
-            query = DIALECT.query("succeed_and_claim", held=held_term(self._held_kinds()))
+            query = self._claim_query("succeed_and_claim", self._held_kinds(), claim.kinds)
             with self._conn() as conn:
                 rows = conn.execute(query, params).fetchall()
             done = set(rows[0]["finished"] or ())

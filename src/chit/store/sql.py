@@ -18,7 +18,7 @@ import itertools
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
@@ -143,14 +143,24 @@ def _claim_order(r: Any) -> tuple[Any, ...]:
     return (r["priority"], r["run_at"], r["id"])
 
 
-def held_term(kinds: Sequence[str]) -> str:
-    """A one-statement claim's `{held}`: it leaves these kinds' jobs queued. As
+def kinds_term(held: Sequence[str], runnable: frozenset[str] | None) -> str:
+    """A one-statement claim's `{held}`: it leaves the `held` kinds' jobs queued,
+    and, when the worker says which kinds it runs, every other kind's. As
     literals, not a parameter: PostgreSQL's generic plan, blind to a parameter's
     value, takes `kind <> ALL($n)` for one that excludes nearly every row and
     sorts the backlog instead of walking chit_jobs_claimable."""
-    if not kinds:
-        return "true"
-    return "kind NOT IN (" + ", ".join("'" + k.replace("'", "''") + "'" for k in kinds) + ")"
+    if runnable is not None:
+        allowed = sorted(runnable - set(held))
+        return f"kind IN ({_literals(allowed)})" if allowed else "false"
+    return f"kind NOT IN ({_literals(held)})" if held else "true"
+
+
+def _runnable(kinds: Collection[str] | None) -> frozenset[str] | None:
+    return None if kinds is None else frozenset(kinds)
+
+
+def _literals(kinds: Sequence[str]) -> str:
+    return ", ".join("'" + k.replace("'", "''") + "'" for k in kinds)
 
 
 def progressed(progress: Progress | None) -> dict[str, Any]:
@@ -477,10 +487,12 @@ class SQLStore(FleetSQL, FullStore):
         limit: int,
         lease_seconds: float,
         now: datetime | None = None,
+        kinds: Collection[str] | None = None,
     ) -> list[ClaimedJob]:
         if limit <= 0 or not queues:
             return []
-        return self._claim(Claim(worker, queues, limit, lease_seconds), self.d.now(now))
+        claim = Claim(worker, queues, limit, lease_seconds, _runnable(kinds))
+        return self._claim(claim, self.d.now(now))
 
     def _claim(self, claim: Claim, now: Any) -> list[ClaimedJob]:
         flow = self._flow_for(claim)
@@ -500,7 +512,7 @@ class SQLStore(FleetSQL, FullStore):
             return FlowClaim(self, conn, claim, self._fixed_clock(conn, now), flow).run()
         claimed: list[ClaimedJob] = []
         held = self._held_kinds()
-        query = self.d.query("claim", held=held_term(held))
+        query = self._claim_query("claim", held, claim.kinds)
         for queue in claim.queues:
             params = {"queue": queue, "limit": claim.limit - len(claimed), "now": now}
             # In claim order: SQLite's UPDATE ... RETURNING gives rows in no order.
@@ -542,12 +554,13 @@ class SQLStore(FleetSQL, FullStore):
         limit: int,
         lease_seconds: float,
         now: datetime | None = None,
+        kinds: Collection[str] | None = None,
     ) -> tuple[list[bool], list[ClaimedJob]]:
         if not outcomes:
-            return [], self.claim(worker, queues, limit, lease_seconds, now)
+            return [], self.claim(worker, queues, limit, lease_seconds, now, kinds)
         if limit <= 0 or not queues:
             return self.finish(outcomes, now), []
-        claim = Claim(worker, queues, limit, lease_seconds)
+        claim = Claim(worker, queues, limit, lease_seconds, _runnable(kinds))
         return self._finish_and_claim(outcomes, claim, self.d.now(now))
 
     def _finish_and_claim(
@@ -602,10 +615,26 @@ class SQLStore(FleetSQL, FullStore):
                 return flow
         return None
 
-    def _held_kinds(self) -> list[str]:
+    def _held_kinds(self) -> tuple[str, ...]:
         """Kinds only a flow claim may take: limited or paused."""
         flow = self._flow
-        return sorted(flow.limits.keys() | flow.paused_kinds)
+        return tuple(sorted(flow.limits.keys() | flow.paused_kinds))
+
+    def _claim_query(
+        self, name: str, held: tuple[str, ...], runnable: frozenset[str] | None
+    ) -> Any:
+        """A claim statement with its kinds (`kinds_term`), rendered once for each."""
+        key = (name, held, runnable)
+        query = self._claim_queries.get(key)
+        if query is None:
+            if len(self._claim_queries) > 64:  # limits and pauses came and went
+                self._claim_queries.clear()
+            query = self._claim_queries[key] = self.d.query(name, held=kinds_term(held, runnable))
+        return query
+
+    @cached_property
+    def _claim_queries(self) -> dict[tuple[str, tuple[str, ...], frozenset[str] | None], Any]:
+        return {}
 
     def _shape(self, queue: str) -> tuple[bool, str | None]:
         """Whether the queue's queued jobs are of more than one kind, tenant or

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from chit.context import JobContext
@@ -32,12 +33,14 @@ class Finisher:
         *,
         worker_id: str,
         queues: tuple[str, ...],
+        kinds: Callable[[], frozenset[str]] | None = None,
         lease_seconds: float,
     ) -> None:
         self.store = store
         self.slots = slots
         self.worker_id = worker_id
         self.queues = queues
+        self.kinds = kinds
         self.lease_seconds = lease_seconds
         self.processed = 0
         # Past this (monotonic) time, outcomes the database will not take are
@@ -104,7 +107,12 @@ class Finisher:
         if free > 0:
             try:
                 recorded = self.store.finish_and_claim(
-                    batch, self.worker_id, self.queues, free, self.lease_seconds
+                    batch,
+                    self.worker_id,
+                    self.queues,
+                    free,
+                    self.lease_seconds,
+                    kinds=None if self.kinds is None else self.kinds(),
                 )
             except Exception as e:  # all or nothing: nothing was recorded
                 log.debug("recording %d outcomes with a claim failed: %s", len(batch), e)

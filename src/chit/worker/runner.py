@@ -97,6 +97,7 @@ class Worker:
         self.prefetch = self.settings.prefetch
         self.queues = self.settings.queues
         self.lease_seconds = self.settings.lease_seconds
+        self._kinds: frozenset[str] = frozenset()
 
         self._stopping = threading.Event()
         self._idle_wait = FIRST_IDLE_WAIT
@@ -131,6 +132,7 @@ class Worker:
             self.slots,
             worker_id=self.id,
             queues=self.queues,
+            kinds=lambda: self.kinds,
             lease_seconds=self.lease_seconds,
         )
         self.heartbeat = Heartbeat(self.store, self.slots.held, self.lease_seconds)
@@ -142,6 +144,15 @@ class Worker:
             beat=self._beat,
         )
 
+    @property
+    def kinds(self) -> frozenset[str]:
+        """The kinds it has code for: it claims no other (a rolling deploy's new
+        kind, another app's job in the same queue), leaving them queued. Read
+        from the queue's tasks, which only grow, again when one is added."""
+        if len(self._kinds) != len(self.queue.tasks):
+            self._kinds = frozenset(self.queue.tasks)
+        return self._kinds
+
     def _beat(self, stale_after: float) -> None:
         """Say this worker is alive, and what it takes and runs (chit/fleet.py)."""
         beat = WorkerBeat(
@@ -149,7 +160,7 @@ class Worker:
             socket.gethostname(),
             os.getpid(),
             self.queues,
-            tuple(sorted(self.queue.tasks)),
+            tuple(sorted(self.kinds)),
             self.concurrency,
             self.slots.busy(),
         )
@@ -204,7 +215,9 @@ class Worker:
         if free <= 0:
             return 0
         try:
-            claimed = self.store.claim(self.id, self.queues, free, self.lease_seconds)
+            claimed = self.store.claim(
+                self.id, self.queues, free, self.lease_seconds, kinds=self.kinds
+            )
         except BaseException:
             self.slots.hold([], free)
             raise

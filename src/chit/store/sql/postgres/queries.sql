@@ -243,7 +243,7 @@ started AS (
 -- name: claim
 -- One statement: pick (skipping rows another claimer holds), move to running,
 -- open the attempt records. {held} leaves the limited and paused kinds to the
--- flow claim (SQLStore._flow_for, held_term).
+-- flow claim (SQLStore._flow_for, kinds_term).
 WITH due AS (
     SELECT id FROM chit_jobs
     WHERE state = 'queued' AND queue = %(queue)s::text

@@ -161,7 +161,7 @@ WHERE id IN (
     WHERE state = 'queued' AND queue = :queue
       AND +run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now) AND {unexpired}
       -- {held} leaves the limited and paused kinds to the flow claim
-      -- (SQLStore._flow_for, held_term).
+      -- (SQLStore._flow_for, kinds_term).
       AND {held}
     ORDER BY priority, run_at, id
     LIMIT :limit
