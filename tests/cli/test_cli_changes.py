@@ -71,7 +71,7 @@ def test_submit_with_a_debounce_key_twice_debounces_into_one_job(cli: Cli, app: 
 
 
 def test_a_bad_debounce_flag_is_refused_and_stores_nothing(cli: Cli, db_path: Path) -> None:
-    assert cli("stats").code == 0  # the database, made and migrated
+    assert cli("migrate").code == 0  # the database, made
     before = snapshot(db_path)
     cases = [
         (["--debounce", "5s"], "debounce needs a debounce_key"),

@@ -287,6 +287,7 @@ def test_failures_groups_by_kind_and_first_error_line(
 
 
 def test_failures_with_none(cli: Cli) -> None:
+    assert cli("migrate").code == 0
     assert cli("failures").out == "no failed jobs\n"
     assert cli("failures", "--json").json() == {"failures": []}
 
@@ -410,6 +411,7 @@ def test_stats_counts_by_state_and_kind(
 
 
 def test_stats_of_an_empty_database(cli: Cli) -> None:
+    assert cli("migrate").code == 0
     body = cli("stats", "--json").json()
     assert set(body["by_state"].values()) == {0}
     assert body["failure_rate"] is None

@@ -248,13 +248,12 @@ def test_bad_worker_flag_is_refused_naming_the_flag(
     assert snapshot(seeded) == before
 
 
-@pytest.mark.parametrize("command", [["list"], ["status", "01x"], ["submit", "echo", "{}"]])
 def test_database_in_a_missing_directory_is_refused_and_not_created(
-    cli: Cli, tmp_path: Path, command: list[str]
+    cli: Cli, tmp_path: Path
 ) -> None:
     missing = tmp_path / "nonexistent" / "dir"
     line = assert_refused(
-        cli(*command, "--database-url", f"sqlite:///{missing}/x.db"),
+        cli("submit", "echo", "{}", "--database-url", f"sqlite:///{missing}/x.db"),
         3,
         "cannot open SQLite database",
         str(missing / "x.db"),
@@ -263,8 +262,36 @@ def test_database_in_a_missing_directory_is_refused_and_not_created(
     assert not (tmp_path / "nonexistent").exists()
 
 
+READERS = [
+    ["list"],
+    ["status", "01x"],
+    ["stats"],
+    ["failures"],
+    ["wait", "01x"],
+    ["workflow", "01x"],
+    ["cancel", "01x"],
+    ["run-now", "01x"],
+    ["replay", "--all"],
+    ["prune"],
+]
+
+
+@pytest.mark.parametrize("command", READERS, ids=" ".join)
+def test_a_command_on_stored_jobs_names_a_missing_database_and_makes_none(
+    cli: Cli, tmp_path: Path, command: list[str]
+) -> None:
+    """Run where no chit.db is (another directory): it says which database it
+    looked for, rather than making an empty one and answering with nothing."""
+    for url, path in (
+        ("sqlite:///elsewhere.db", tmp_path / "elsewhere.db"),
+        (f"sqlite:///{tmp_path}/missing/dir/x.db", tmp_path / "missing"),
+    ):
+        assert_refused(cli(*command, "--database-url", url), 2, "no job database at", f"({url})")
+        assert not path.exists()
+
+
 def test_database_url_naming_an_absolute_missing_directory_is_refused(cli: Cli) -> None:
-    assert_refused(cli("list", "--database-url", "sqlite:////nonexistent/dir/x.db"), 3)
+    assert_refused(cli("list", "--database-url", "sqlite:////nonexistent/dir/x.db"), 2)
     assert not Path("/nonexistent").exists()
 
 

@@ -114,9 +114,9 @@ ERRORS = {
         2,
         "the limit is 100 bytes",
     ),
-    "unknown job": (["status", "01nosuchjob"], {}, 2, "no job with id '01nosuchjob'"),
+    "no database to read": (["status", "01nosuchjob"], {}, 2, "no job database at "),
     "database in a missing directory": (
-        ["list", "--database-url", "sqlite:////nonexistent/dir/x.db"],
+        ["submit", "echo", "{}", "--database-url", "sqlite:////nonexistent/dir/x.db"],
         {},
         3,
         "cannot open SQLite database '/nonexistent/dir/x.db'",

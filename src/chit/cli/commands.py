@@ -216,7 +216,7 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
 
 
 def status(args: argparse.Namespace, setup: Setup) -> int:
-    queue = setup.queue()
+    queue = setup.stored_queue()
     job = _job(queue, args.id)
     attempts = queue.store.attempts(job.id)
     steps = queue.store.steps(job.id)
@@ -254,7 +254,7 @@ def workflow(args: argparse.Namespace, setup: Setup) -> int:
 
         jobs = workflow_remote(args.url, api_key(args), args.id)
     else:
-        view = setup.queue().workflow(args.id)
+        view = setup.stored_queue().workflow(args.id)
         jobs = [
             output.WorkflowRow(j.id, j.ref, j.kind, j.state.value, list(j.depends_on), j.run_on)
             for j in view.jobs
@@ -273,7 +273,7 @@ def wait(args: argparse.Namespace, setup: Setup) -> int:
         return wait_remote(
             args.url, api_key(args), args.id, timeout=args.timeout, as_json=args.json
         )
-    queue = setup.queue()
+    queue = setup.stored_queue()
     return _wait(queue, args.id, args.timeout, args.json)
 
 
@@ -297,7 +297,7 @@ def _wait(queue: Queue, job_id: str, timeout: float | None, as_json: bool) -> in
 
 
 def list_jobs(args: argparse.Namespace, setup: Setup) -> int:
-    queue = setup.queue()
+    queue = setup.stored_queue()
     page = queue.store.list(
         JobFilter(state=args.state, kind=args.kind, queue=args.queue), args.limit, args.cursor
     )
@@ -323,7 +323,7 @@ def list_jobs(args: argparse.Namespace, setup: Setup) -> int:
 
 
 def failures(args: argparse.Namespace, setup: Setup) -> int:
-    queue = setup.queue()
+    queue = setup.stored_queue()
     groups = queue.store.failures()
     if args.json:
         output.print_json({"failures": groups})
@@ -341,7 +341,7 @@ def failures(args: argparse.Namespace, setup: Setup) -> int:
 
 
 def replay(args: argparse.Namespace, setup: Setup) -> int:
-    queue = setup.queue()
+    queue = setup.stored_queue()
     if not (args.ids or args.kind or args.error or args.since or args.all):
         raise InvalidRequest(
             "say what to replay: job ids, or --kind/--error/--since, or --all for every failed job"
@@ -361,7 +361,7 @@ def replay(args: argparse.Namespace, setup: Setup) -> int:
 
 
 def cancel(args: argparse.Namespace, setup: Setup) -> int:
-    queue = setup.queue()
+    queue = setup.stored_queue()
     result = queue.store.cancel(args.id)
     if result is CancelResult.NOT_FOUND:
         raise JobNotFound(args.id)
@@ -386,14 +386,14 @@ def update(args: argparse.Namespace, setup: Setup) -> int:
             payload = json.loads(args.payload)
         except json.JSONDecodeError as e:
             raise InvalidRequest(f"--payload is not valid JSON: {e}") from None
-    job = setup.queue().update(
+    job = setup.stored_queue().update(
         args.id, run_at=_run_at(args), priority=args.priority, payload=payload
     )
     return _changed(args, job)
 
 
 def run_now(args: argparse.Namespace, setup: Setup) -> int:
-    return _changed(args, setup.queue().run_now(args.id))
+    return _changed(args, setup.stored_queue().run_now(args.id))
 
 
 def _changed(args: argparse.Namespace, job: Job) -> int:
@@ -414,7 +414,7 @@ def _run_at(args: argparse.Namespace) -> datetime | None:
 
 
 def prune(args: argparse.Namespace, setup: Setup) -> int:
-    queue = setup.queue()
+    queue = setup.stored_queue()
     seconds = durations.duration(args.older_than)
     count = queue.store.prune(seconds)
     if args.json:
@@ -430,7 +430,7 @@ def stats(args: argparse.Namespace, setup: Setup) -> int:
     from chit.api.schemas import LimitsOut
     from chit.cli import flow
 
-    queue = setup.queue()
+    queue = setup.stored_queue()
     s = queue.store.stats()
     kinds, pauses = queue.store.limits(), queue.store.pauses()
     summary = {

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from chit.errors import ConfigError
@@ -55,6 +56,22 @@ class Setup:
             flags["queues"] = tuple(q.strip() for q in flags["queues"].split(",") if q.strip())
         _check_flags(flags)
         return cls(Settings.from_env(environ, **flags), flags)
+
+    def stored_queue(self) -> Queue:
+        """`queue()` for a command that reads or changes jobs already stored: a
+        SQLite file that is not there is named, not made (an empty database
+        would answer every such command with nothing)."""
+        url = self.settings.database_url
+        if url.startswith("sqlite:"):
+            from chit.store.sqlite import path_from_url
+
+            path = Path(path_from_url(url))
+            if not path.exists():
+                raise ConfigError(
+                    f"no job database at {path.absolute()} ({url}): run this where your "
+                    "app's database is, or name it with --database-url or CHIT_DATABASE_URL"
+                )
+        return self.queue()
 
     def queue(self) -> Queue:
         """The app's Queue with the flags applied; a plain Queue with no tasks
