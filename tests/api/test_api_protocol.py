@@ -101,6 +101,18 @@ def test_a_one_megabyte_url_is_answered_not_reset(server: str) -> None:
     assert answer.split(b" ", 2)[1] in (b"414", b"431"), answer[:200]
 
 
+def test_one_header_past_the_limit_is_431_even_when_it_arrives_whole(server: str) -> None:
+    """h11 measures a head only while it is incomplete: one that arrives whole in
+    a single read was let through at any size (a 100,000-byte header: 200)."""
+    big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n"
+    answer = raw(server, big)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    assert b"headers are too long" in answer
+    # Under the limit (64 KiB), a large header is served.
+    fits = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 60_000 + b"\r\n\r\n"
+    assert raw(server, fits).startswith(b"HTTP/1.1 200 ")
+
+
 @pytest.mark.slow
 def test_a_request_whose_headers_never_end_is_timed_out(server: str) -> None:
     host, port = server.removeprefix("http://").split(":")

@@ -7,12 +7,15 @@
   own hint) instead of uvicorn's 400, and the connection closes gracefully:
   the rest of what the client sends is read and dropped for a moment, so the
   kernel does not reset the connection before the client reads the answer.
+  h11 measures only a head still incomplete: one that arrives whole in a
+  single read (a 100 KB header) is measured here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -21,6 +24,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 HEAD_TIMEOUT = 10.0
 # Seconds to read and drop the rest of a refused request before closing.
 LINGER_SECONDS = 2.0
+# Where a request's head ends, as h11 finds it (a blank line, CR optional).
+_HEAD_END = re.compile(rb"\n\r?\n")
 
 
 class ChitH11Protocol(H11Protocol):
@@ -38,6 +43,9 @@ class ChitH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self._lingering:
             return  # the answer is sent: what else comes is dropped
+        if self.conn.their_state is h11.IDLE and self._head_too_long(data):
+            self._refuse(431, "the request line or headers are too long")
+            return
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             self._cancel_head_timer()  # the head arrived; the route's limits apply
@@ -45,6 +53,14 @@ class ChitH11Protocol(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._arm_head_timer()  # a kept-alive connection's next request has as long
+
+    def _head_too_long(self, data: bytes) -> bool:
+        """Whether the head of the request starting in what is buffered and
+        `data` runs past h11's limit: its end is looked for only that far."""
+        limit = self.conn._max_incomplete_event_size
+        pending = self.conn.trailing_data[0]
+        head = bytes(pending) + data if pending else data
+        return len(head) > limit and _HEAD_END.search(head, 0, limit + 3) is None
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this on any h11.RemoteProtocolError, the error gone by now:
