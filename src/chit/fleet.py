@@ -90,18 +90,12 @@ def queue_loads(
     names = set(by_queue) | paused | set(known)
     for w in workers:
         names |= set(w.beat.queues)
-    return [
-        QueueLoad(
-            name,
-            c.ready,
-            c.scheduled,
-            c.running,
-            round(c.oldest_ready_seconds, 3),
-            name in paused,
-        )
-        for name in sorted(names)
-        for c in [by_queue.get(name, QueueCounts(name))]
-    ]
+    loads = []
+    for name in sorted(names):
+        c = by_queue.get(name, QueueCounts(name))
+        oldest = round(c.oldest_ready_seconds, 3)
+        loads.append(QueueLoad(name, c.ready, c.scheduled, c.running, oldest, name in paused))
+    return loads
 
 
 def unrun(kinds: Iterable[str], workers: Sequence[LiveWorker]) -> list[str]:

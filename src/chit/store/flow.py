@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any, ClassVar, NamedTuple, Protocol
 
 from chit.jobs import ClaimedJob
@@ -110,6 +111,12 @@ class Flow:
     @property
     def paused_kinds(self) -> frozenset[str]:
         return frozenset(p.kind for p in self.paused if p.kind is not None)
+
+    @cached_property
+    def held_kinds(self) -> tuple[str, ...]:
+        """Kinds only a flow claim may take: limited or paused. Read by every
+        claim, so worked out once per reading of the flow."""
+        return tuple(sorted(self.limits.keys() | self.paused_kinds))
 
 
 def read_flow(store: ClaimingStore, conn: Any) -> Flow:

@@ -617,8 +617,7 @@ class SQLStore(FleetSQL, FullStore):
 
     def _held_kinds(self) -> tuple[str, ...]:
         """Kinds only a flow claim may take: limited or paused."""
-        flow = self._flow
-        return tuple(sorted(flow.limits.keys() | flow.paused_kinds))
+        return self._flow.held_kinds
 
     def _claim_query(
         self, name: str, held: tuple[str, ...], runnable: frozenset[str] | None
