@@ -7,6 +7,8 @@ payloads, results and checkpoints are already-decoded Python values.
 from __future__ import annotations
 
 import enum
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -199,6 +201,18 @@ class ClaimedJob:
     # The W3C traceparent stored at enqueue (chit.tracing): the attempt's span's
     # parent on the first attempt, a link on later ones.
     traceparent: str | None = None
+
+
+class Claimed(list[ClaimedJob]):
+    """What a claim took, in claim order, and when a limit or a pause held jobs
+    back from it: the time.monotonic() at which they may have room, when the
+    claimer should look again even if nothing wakes it (-inf: nothing held back)."""
+
+    __slots__ = ("look_again_at",)
+
+    def __init__(self, jobs: Iterable[ClaimedJob] = (), look_again_at: float = -math.inf):
+        super().__init__(jobs)
+        self.look_again_at = look_again_at
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from chit.jobs import NewJob, Succeeded
+from chit.jobs import Claimed, NewJob, Succeeded
 from chit.limits import Limits, Rate
 from chit.store.reports import FullStore
 
@@ -25,7 +25,7 @@ def jobs(kind: str, n: int, **fields: object) -> list[NewJob]:
     return [NewJob(kind, {"i": i}, **fields) for i in range(n)]  # type: ignore[arg-type]
 
 
-def claim(store: FullStore, n: int, now: datetime, worker: str = "w1") -> list:
+def claim(store: FullStore, n: int, now: datetime, worker: str = "w1") -> Claimed:
     return store.claim(worker, ["default"], n, LEASE, now=now)
 
 
@@ -178,13 +178,16 @@ def test_a_throttled_claim_says_when_to_look_again(store: FullStore) -> None:
     store.declare_limits({"k": Limits(rate=Rate(2, 60.0))})
     store.enqueue_many(jobs("k", 3))
     now = t0()
-    assert len(claim(store, 10, now)) == 2
-    assert store.throttled_until == float("-inf")  # it took all it could
+    first = claim(store, 10, now)
+    assert len(first) == 2
+    assert first.look_again_at == float("-inf")  # it took all it could
     before = time.monotonic()
-    assert claim(store, 10, now + timedelta(seconds=59.95)) == []
+    held = claim(store, 10, now + timedelta(seconds=59.95))
     after = time.monotonic()
+    assert held == []
     # The oldest start leaves the window 0.05 s later: sooner than the usual poll.
     # Read against the claim's own span, so a busy machine's slow claim cannot fail it.
-    assert before + 0.04 <= store.throttled_until <= after + 0.06
-    assert len(claim(store, 10, now + timedelta(seconds=60.01))) == 1
-    assert store.throttled_until == float("-inf")
+    assert before + 0.04 <= held.look_again_at <= after + 0.06
+    last = claim(store, 10, now + timedelta(seconds=60.01))
+    assert len(last) == 1
+    assert last.look_again_at == float("-inf")

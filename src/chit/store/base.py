@@ -29,7 +29,7 @@ from chit.jobs import (
     Beat,
     CancelResult,
     ChangeResult,
-    ClaimedJob,
+    Claimed,
     DependencyInfo,
     Enqueued,
     HeartbeatResult,
@@ -52,11 +52,6 @@ class Store(abc.ABC):
     # Whether two writes from one process run at once (PostgreSQL: two
     # connections) or queue on one lock (SQLite: one writer per file).
     concurrent_writes: bool = False
-    # After a claim that left jobs queued because of a limit or a pause, the
-    # time.monotonic() at which to look again (when a rate window frees, or soon
-    # for a slot, which frees without a write that would wake an idle worker);
-    # -inf after a claim that was not held back.
-    throttled_until: float = float("-inf")
 
     # Schema
 
@@ -133,12 +128,15 @@ class Store(abc.ABC):
         lease_seconds: float,
         now: datetime | None = None,
         kinds: Collection[str] | None = None,
-    ) -> list[ClaimedJob]:
+    ) -> Claimed:
         """Move up to `limit` due `queued` jobs to `running` for `worker`, in queue
         order, then priority (smaller first), then run_at. Each claim counts an
         attempt, sets a fresh lease token and opens an attempt record. With
         `kinds` (the kinds the worker has code for), jobs of other kinds are
-        left queued for workers that run them."""
+        left queued for workers that run them. When a limit or a pause left
+        jobs queued, the answer says when to look again (`look_again_at`: when
+        a rate window frees, or soon for a slot, which frees without a write
+        that would wake an idle worker)."""
 
     @abc.abstractmethod
     def heartbeat(
@@ -211,7 +209,7 @@ class Store(abc.ABC):
         lease_seconds: float,
         now: datetime | None = None,
         kinds: Collection[str] | None = None,
-    ) -> tuple[list[bool], list[ClaimedJob]]:
+    ) -> tuple[list[bool], Claimed]:
         """`finish` then `claim`, in one transaction: a busy worker hands in its
         outcomes and takes the next jobs for the slots they free with one commit
         (and, on PostgreSQL, one round trip) instead of two. All or nothing: if

@@ -1,64 +1,49 @@
 """Flow control inside the claim (DESIGN.md, "Flow control"), written once for
-both backends over the named queries of `queries.sql`.
+every store as a sans-IO routine: `FlowClaim.run` yields the reads it needs
+(`QueuedKinds`, `InUse`, `LockKinds`, `NextGroup`, `GroupJobs`) and the claim
+it decides on (`ClaimIds`), and is sent each answer; a store answers them with
+its own statements (SQL: `chit.store.sql.flow`).
 
-A claim takes the backend's one-statement path while nothing here applies: no
-limit and no pause exists and each queue it claims from holds a single group of
-queued jobs. What holds is read at most once a `FLOW_SECONDS`, so an operator's
-change reaches every claim within about a second. Otherwise `claim` runs, in the
-claim's transaction:
+A claim takes a store's fast path while nothing here applies: no limit and no
+pause exists and each queue it claims from holds a single group of queued jobs.
+What holds is read at most once a `FLOW_SECONDS`, so an operator's change
+reaches every claim within about a second. Otherwise, inside the claim's
+transaction:
 
-1. Each queue's kinds with queued jobs, one index seek a kind (`queued_kinds`,
-   a loose scan of `chit_jobs_groups`): a paused kind, or a kind at its limit, is stepped over
+1. Each queue's kinds with queued jobs and each one's first group
+   (`QueuedKinds`): a paused kind, or a kind at its limit, is stepped over
    whatever its backlog, which no claim scans.
 2. For each limited kind: what is left of its limit, counted from the jobs and
-   attempts themselves (`kind_in_use`), so no counter can drift; an outcome
-   frees its slot in its own transaction, an expired lease at its expiry. On
-   PostgreSQL a per-kind transaction lock, taken in kind order, makes claims of
-   a limited kind count and claim one after another (`lock_kinds`); SQLite's
-   write lock already does.
+   attempts themselves (`InUse`), so no counter can drift; an outcome frees
+   its slot in its own transaction, an expired lease at its expiry. A store
+   that runs claims side by side makes claims of a limited kind count and
+   claim one after another (`LockKinds`).
 3. Groups of a kind (tenant, concurrency key) in turn, from where the last claim
-   left off, and each group's first due jobs (`group_jobs`); a key's own limit
-   caps its group (`key_in_use`).
+   left off (`NextGroup`), and each group's first due jobs (`GroupJobs`); a
+   key's own limit caps its group (`InUse` with the key).
 4. The candidates merged: tenants in turn, keys in turn within a tenant,
-   priority order within a key; claimed with SKIP LOCKED (`claim_ids`).
+   priority order within a key; claimed (`ClaimIds`), skipping any another
+   claim took meanwhile.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import defaultdict, deque
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import cached_property
-from typing import Any, ClassVar, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
-from chit.jobs import ClaimedJob
-from chit.limits import KindLimits, Limits, Paused, Rate
+from chit.jobs import Claimed
+from chit.limits import KindLimits, Limits, Paused
 
 # How old the store's view of limits, pauses and groups may be.
 FLOW_SECONDS = 1.0
 # How soon a worker held back by a limit looks again, unless a rate window
 # frees sooner: another worker's outcome frees a slot without waking it.
 THROTTLED_POLL = 0.1
-
-
-def limit_params(kind: str, limits: Limits) -> dict[str, Any]:
-    """A chit_limits row's parameters: each rate as its count and its `_seconds`."""
-    params: dict[str, Any] = {"kind": kind, "concurrency": limits.concurrency}
-    params["key_concurrency"] = limits.key_concurrency
-    for name, rate in (("rate", limits.rate), ("key_rate", limits.key_rate)):
-        params[name] = None if rate is None else rate.count
-        params[f"{name}_seconds"] = None if rate is None else rate.seconds
-    return params
-
-
-def row_limits(r: Any) -> Limits:
-    def rate(name: str) -> Rate | None:
-        count, seconds = r[name], r[f"{name}_seconds"]
-        return None if count is None or seconds is None else Rate(count, float(seconds))
-
-    return Limits(r["concurrency"], rate("rate"), r["key_concurrency"], rate("key_rate"))
 
 
 class Claim(NamedTuple):
@@ -70,26 +55,6 @@ class Claim(NamedTuple):
     limit: int
     lease_seconds: float
     kinds: frozenset[str] | None = None
-
-
-class ClaimingStore(Protocol):
-    """What flow control uses of `chit.store.sql.SQLStore`."""
-
-    Q: ClassVar[dict[str, str]]
-    d: ClassVar[Any]  # its Dialect
-    throttled_until: float
-
-    @property
-    def _cursors(self) -> dict[tuple[str, str], tuple[str, str]]: ...
-
-    @property
-    def _turns(self) -> Mapping[str, Iterator[int]]: ...
-
-    def _lock_kinds(self, conn: Any, kinds: Sequence[str]) -> bool: ...
-
-    def _claim_ids(
-        self, conn: Any, claim: Claim, ids: Sequence[str], now: Any
-    ) -> list[ClaimedJob]: ...
 
 
 @dataclass(frozen=True)
@@ -119,32 +84,84 @@ class Flow:
         return tuple(sorted(self.limits.keys() | self.paused_kinds))
 
 
-def read_flow(store: ClaimingStore, conn: Any) -> Flow:
-    declared: dict[str, Limits] = {}
-    override: dict[str, Limits] = {}
-    updated: dict[str, datetime | None] = {}
-    for r in conn.execute(store.Q["flow_limits"]).fetchall():
-        (declared if r["source"] == "code" else override)[r["kind"]] = row_limits(r)
-        when = store.d.when(r["updated_at"])
-        updated[r["kind"]] = max(filter(None, (updated.get(r["kind"]), when)), default=None)
-    kinds = {
-        kind: KindLimits(
-            kind,
-            declared=declared.get(kind, Limits()),
-            override=override.get(kind, Limits()),
-            updated_at=updated[kind],
-        )
-        for kind in sorted(updated)
-    }
-    paused = [
-        Paused(
-            queue=r["name"] if r["scope"] == "queue" else None,
-            kind=r["name"] if r["scope"] == "kind" else None,
-            paused_at=store.d.when(r["paused_at"]),
-        )
-        for r in conn.execute(store.Q["flow_pauses"]).fetchall()
-    ]
-    return Flow(time.monotonic(), kinds, paused)
+# The reads a flow claim asks of its store, each answered as its comment says.
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedKinds:
+    """Each kind with queued jobs in `queue` and its first group in group
+    order: a list of (kind, tenant, concurrency key)."""
+
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class InUse:
+    """A limited kind's (or, with `key`, one key's) use: its running jobs, the
+    starts within the last `window` seconds (0 without a window), and the
+    seconds until the oldest of those leaves the window (None without one)."""
+
+    kind: str
+    key: str | None
+    window: float | None
+
+
+class Usage(NamedTuple):
+    running: int
+    started: int
+    frees_in: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LockKinds:
+    """Make claims of these limited kinds wait for each other until this claim
+    commits, where claims run side by side: whether the store locked."""
+
+    kinds: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NextGroup:
+    """The group (tenant, key) of the kind's queued jobs after `after`, in
+    group order; None after the last."""
+
+    queue: str
+    kind: str
+    after: tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupJobs:
+    """Up to `limit` due queued jobs of one group in claim order, each as
+    (id, its claim order: (priority, run_at, id))."""
+
+    queue: str
+    kind: str
+    tenant: str
+    key: str
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimIds:
+    """Claim these queued jobs, in this order, skipping any no longer queued:
+    the ClaimedJobs."""
+
+    ids: tuple[str, ...]
+
+
+FlowRead = QueuedKinds | InUse | LockKinds | NextGroup | GroupJobs | ClaimIds
+Claiming = Generator[FlowRead, Any, Claimed]
+
+
+class Turns:
+    """Where the turns of one store's flow claims stand, kept between claims."""
+
+    def __init__(self) -> None:
+        # Per queue and kind, the group (tenant, key) the last claim ended on.
+        self.cursors: dict[tuple[str, str], tuple[str, str]] = {}
+        # Per queue, a count of the flow claims (each starts one kind further on).
+        self.counts: defaultdict[str, Iterator[int]] = defaultdict(itertools.count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,11 +174,10 @@ class Candidate:
 
 
 class FlowClaim:
-    """One claim under flow control, on a connection inside the claim's transaction."""
+    """One claim under flow control: `run()` is the routine."""
 
-    def __init__(self, store: ClaimingStore, conn: Any, claim: Claim, now: Any, flow: Flow):
-        self.store, self.conn, self.claim, self.now = store, conn, claim, now
-        self.Q = store.Q
+    def __init__(self, claim: Claim, flow: Flow, turns: Turns):
+        self.claim, self.turns = claim, turns
         self.limits = flow.limits
         self.paused_kinds = flow.paused_kinds
         self.paused_queues = flow.paused_queues
@@ -172,89 +188,96 @@ class FlowClaim:
         self.throttled = False
         self.frees_in = THROTTLED_POLL  # seconds until a full rate window has room
 
-    def run(self) -> list[ClaimedJob]:
-        firsts = {q: self._kinds(q) for q in self.claim.queues if q not in self.paused_queues}
-        if len(firsts) < len(self.claim.queues):
-            self.throttled = True
+    def run(self) -> Claiming:
+        firsts: dict[str, dict[str, tuple[str, str]]] = {}
+        for queue in self.claim.queues:
+            if queue in self.paused_queues:
+                self.throttled = True
+            else:
+                firsts[queue] = self._kinds(queue, (yield QueuedKinds(queue)))
         limited = sorted({k for kinds in firsts.values() for k in kinds if k in self.limits})
-        self._count(limited)
-        claimed: list[ClaimedJob] = []
+        yield from self._count(limited)
+        claimed = Claimed()
         for queue, kinds in firsts.items():
             want = self.claim.limit - len(claimed)
             if want <= 0:
                 break
-            picked = self._pick(queue, kinds, want)
+            picked = yield from self._pick(queue, kinds, want)
             if picked:
-                claimed += self.store._claim_ids(self.conn, self.claim, picked, self.now)
+                claimed += yield ClaimIds(tuple(picked))
         if self.throttled:
-            self.store.throttled_until = time.monotonic() + max(0.0, self.frees_in)
+            claimed.look_again_at = time.monotonic() + max(0.0, self.frees_in)
         return claimed
 
     # 1. Kinds
 
-    def _kinds(self, queue: str) -> dict[str, tuple[str, str]]:
+    def _kinds(
+        self, queue: str, found: Iterable[tuple[str, str, str]]
+    ) -> dict[str, tuple[str, str]]:
         """Each kind with queued jobs in the queue and its first group (tenant, key),
         paused kinds and those the worker has no code for left out."""
-        found: dict[str, tuple[str, str]] = {}
+        kinds: dict[str, tuple[str, str]] = {}
         runnable = self.claim.kinds
-        for r in self.conn.execute(self.Q["queued_kinds"], {"queue": queue}).fetchall():
-            if runnable is not None and r["kind"] not in runnable:
+        for kind, tenant, key in found:
+            if runnable is not None and kind not in runnable:
                 continue  # another worker's: left queued, no throttle
-            if r["kind"] in self.paused_kinds:
+            if kind in self.paused_kinds:
                 self.throttled = True
             else:
-                found[r["kind"]] = (r["tenant"], r["concurrency_key"])
-        return found
+                kinds[kind] = (tenant, key)
+        return kinds
 
     # 2. What each limited kind has left
 
-    def _count(self, kinds: Sequence[str]) -> None:
-        self.room = {k: self._left(k) for k in kinds}
+    def _count(self, kinds: Sequence[str]) -> Generator[FlowRead, Any, None]:
+        for kind in kinds:
+            self.room[kind] = yield from self._left(kind)
         # A kind found full before the lock is left alone: its slots free only by
         # later commits, which a later claim sees. The others are counted again
         # under the lock, which may have waited for claims that took their room.
-        open_ = [k for k in kinds if self.room[k] > 0]
-        if open_ and self.store._lock_kinds(self.conn, open_):
-            self.room |= {k: self._left(k) for k in open_}
+        open_ = tuple(k for k in kinds if self.room[k] > 0)
+        if open_ and (yield LockKinds(open_)):
+            for kind in open_:
+                self.room[kind] = yield from self._left(kind)
         if any(left <= 0 for left in self.room.values()):
             self.throttled = True
 
-    def _left(self, kind: str, key: str | None = None) -> int:
+    def _left(self, kind: str, key: str | None = None) -> Generator[FlowRead, Any, int]:
         """What is left of a limited kind's concurrency and rate, or of one key's of it."""
         limits = self.limits[kind]
         concurrency = limits.concurrency if key is None else limits.key_concurrency
         rate = limits.rate if key is None else limits.key_rate
-        window = None if rate is None else self.store.d.interval(-rate.seconds)
-        params = {"kind": kind, "now": self.now, "window": window, "key": key}
-        query = "kind_in_use" if key is None else "key_in_use"
-        r = self.conn.execute(self.Q[query], params).fetchone()
+        usage: Usage = yield InUse(kind, key, None if rate is None else rate.seconds)
         left = self.claim.limit
         if concurrency is not None:
-            left = min(left, concurrency - r["running"])
+            left = min(left, concurrency - usage.running)
         if rate is not None:
-            left = min(left, rate.count - r["started"])
-            if left <= 0 and r["frees_in"] is not None:
-                self.frees_in = min(self.frees_in, r["frees_in"])
+            left = min(left, rate.count - usage.started)
+            if left <= 0 and usage.frees_in is not None:
+                self.frees_in = min(self.frees_in, usage.frees_in)
         return left
 
     # 3. Groups in turn, and their jobs
 
-    def _pick(self, queue: str, kinds: Mapping[str, tuple[str, str]], want: int) -> list[str]:
+    def _pick(
+        self, queue: str, kinds: Mapping[str, tuple[str, str]], want: int
+    ) -> Generator[FlowRead, Any, list[str]]:
         open_kinds = [k for k in kinds if self.room.get(k, want) > 0]
         if not open_kinds:
             return []
         # Kinds in turn too: each claim starts one kind further on.
-        turn = next(self.store._turns[queue]) % len(open_kinds)
+        turn = next(self.turns.counts[queue]) % len(open_kinds)
         candidates: list[Candidate] = []
         # Every kind's next group, so that priority orders kinds as before; more
         # groups (tenants, keys) up to what a claim can take one job from each.
         groups_left = max(want, 2)
         visited: dict[str, list[tuple[str, str]]] = {}
         for kind in open_kinds[turn:] + open_kinds[:turn]:
-            groups = visited[kind] = self._groups(queue, kind, kinds[kind], max(1, groups_left))
+            groups = yield from self._groups(queue, kind, kinds[kind], max(1, groups_left))
+            visited[kind] = groups
             groups_left -= len(groups)
             for tenant, key in groups:
-                candidates += self._jobs(queue, kind, tenant, key, want)
+                candidates += yield from self._jobs(queue, kind, tenant, key, want)
         picked = self._merge(candidates, want)
         # The next claim starts after the last group served (or, if none was,
         # after the last one looked at), so every group comes first in turn.
@@ -262,46 +285,41 @@ class FlowClaim:
         served = {(c.kind, c.tenant, c.key) for c in candidates if c.id in chosen}
         for kind, groups in visited.items():
             ended = [g for g in groups if (kind, *g) in served] or groups
-            self.store._cursors[queue, kind] = ended[-1]
+            self.turns.cursors[queue, kind] = ended[-1]
         return picked
 
     def _groups(
         self, queue: str, kind: str, first: tuple[str, str], most: int
-    ) -> list[tuple[str, str]]:
+    ) -> Generator[FlowRead, Any, list[tuple[str, str]]]:
         """Up to `most` groups of the kind, starting after the one the last claim
         of this queue and kind ended on (`_pick` moves it on), and wrapping around."""
-        cursor = self.store._cursors.get((queue, kind))
-        start = first if cursor is None else (self._next_group(queue, kind, cursor) or first)
+        cursor = self.turns.cursors.get((queue, kind))
+        start = first
+        if cursor is not None:
+            start = (yield NextGroup(queue, kind, cursor)) or first
         groups = [start]
         while len(groups) < most:
-            following = self._next_group(queue, kind, groups[-1]) or first
+            following = (yield NextGroup(queue, kind, groups[-1])) or first
             if following == start:
                 break
             groups.append(following)
         return groups
 
-    def _next_group(self, queue: str, kind: str, after: tuple[str, str]) -> tuple[str, str] | None:
-        params = {"queue": queue, "kind": kind, "tenant": after[0], "key": after[1]}
-        r = self.conn.execute(self.Q["next_group"], params).fetchone()
-        return None if r is None else (r["tenant"], r["concurrency_key"])
-
-    def _jobs(self, queue: str, kind: str, tenant: str, key: str, want: int) -> list[Candidate]:
+    def _jobs(
+        self, queue: str, kind: str, tenant: str, key: str, want: int
+    ) -> Generator[FlowRead, Any, list[Candidate]]:
         most = min(want, self.room.get(kind, want))
         limits = self.limits.get(kind)
         if key and limits is not None and (limits.key_concurrency or limits.key_rate):
             if (kind, key) not in self.key_room:
-                self.key_room[kind, key] = self._left(kind, key)
+                self.key_room[kind, key] = yield from self._left(kind, key)
             if self.key_room[kind, key] < most:
                 self.throttled = True
             most = min(most, self.key_room[kind, key])
         if most <= 0:
             return []
-        params: dict[str, Any] = {"queue": queue, "kind": kind, "tenant": tenant, "key": key}
-        params |= {"now": self.now, "limit": most}
-        return [
-            Candidate(r["id"], kind, tenant, key, (r["priority"], r["run_at"], r["id"]))
-            for r in self.conn.execute(self.Q["group_jobs"], params).fetchall()
-        ]
+        found = yield GroupJobs(queue, kind, tenant, key, most)
+        return [Candidate(job_id, kind, tenant, key, order) for job_id, order in found]
 
     # 4. The merge
 

@@ -1,7 +1,7 @@
 """The PostgreSQL store: workers on many machines, one database.
 
 Connections: a `psycopg_pool.ConnectionPool` of autocommit connections, each
-checked before it is handed out (`_check_connection`), so that after a server
+checked before it is handed out (`check_connection`), so that after a server
 restart the first call gets a fresh connection, not a dead one. A single
 statement runs on its own, several in one explicit transaction; psycopg
 prepares a statement after a few executions of the same text.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -34,7 +33,7 @@ from chit.extras import needs
 from chit.ids import new_job_ids
 from chit.jobs import (
     Cancelled,
-    ClaimedJob,
+    Claimed,
     Enqueued,
     Failed,
     JobFilter,
@@ -47,8 +46,16 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import graph, queries
+from chit.store.flow import Claim
+from chit.store.postgres_connections import (
+    REACH_SECONDS,
+    acheck_connection,
+    check_connection,
+    describe_url,
+    reach,
+    store_error,
+)
 from chit.store.sql import (
-    Claim,
     Dialect,
     InsertStep,
     SQLStore,
@@ -60,7 +67,6 @@ from chit.store.sql import (
 # An extra (chit[postgres]): without it, importing this module says which to install.
 with needs("postgres", "a postgresql:// database needs psycopg"):
     import psycopg
-    import psycopg.conninfo
     import psycopg.errors
     from psycopg import sql
     from psycopg.rows import dict_row
@@ -84,25 +90,6 @@ Connection = psycopg.Connection[dict[str, Any]]
 AsyncConnection = psycopg.AsyncConnection[dict[str, Any]]
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
-
-
-def describe_url(url: str) -> str:
-    """The server a URL names, for messages: its host and port, never the user,
-    password or database (messages reach logs and terminals; issue 16)."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.Error:
-        return "PostgreSQL (unparsable URL)"
-    host = info.get("host") or "localhost"
-    port = f":{info['port']}" if info.get("port") else ""
-    return f"PostgreSQL at {host}{port}"
-
-
-def _summary(e: psycopg.Error) -> str:
-    """The server's one-line message, without the SQL text or context lines
-    psycopg's own message carries."""
-    lines = str(e).strip().splitlines()
-    return e.diag.message_primary or (lines[0] if lines else type(e).__name__)
 
 
 def _text(value: str) -> str:
@@ -145,36 +132,6 @@ DIALECT = Dialect(
     prune_batch=lambda: PRUNE_BATCH,
     text=_text,
 )
-
-
-# How long a new store tries to reach its server before saying it cannot: a
-# server that is starting refuses for a moment; one that is not there would
-# otherwise hold the caller for the pool's whole timeout, behind multi-line
-# warnings from the pool's background connector.
-REACH_SECONDS = 3.0
-
-
-def _reach(url: str, where: str, seconds: float) -> None:
-    """One direct connection, retried for `seconds`; StoreError in one line
-    (psycopg's own message's first line, never the password) if none succeeds."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            # connect_timeout is whole seconds, at least 2 for libpq to honour it.
-            psycopg.connect(url, connect_timeout=max(2, round(seconds))).close()
-            return
-        except psycopg.Error as e:
-            if time.monotonic() + 0.25 < deadline:
-                time.sleep(0.25)
-                continue
-            reason = (str(e).strip().splitlines() or ["no answer"])[0]
-            password = psycopg.conninfo.conninfo_to_dict(url).get("password")
-            if password:
-                reason = reason.replace(str(password), "***")
-            raise StoreError(
-                f"cannot connect to {where}: {reason}; is the server running and the URL "
-                "(host, port, user, database) right?"
-            ) from None
 
 
 # A finish that found a dependent enqueued after its snapshot, or two finishes
@@ -225,9 +182,9 @@ class PostgresStore(SQLStore):
         # aenqueue_many's pool, opened on its first call on the loop it runs on.
         self._async_pool: AsyncConnectionPool[AsyncConnection] | None = None
         self._async_loop: asyncio.AbstractEventLoop | None = None
-        _reach(url, self.where, min(connect_timeout, REACH_SECONDS))
+        reach(url, self.where, min(connect_timeout, REACH_SECONDS))
         self._pool: ConnectionPool[Connection] = ConnectionPool(
-            url, **self._pool_options(_check_connection, "chit")
+            url, **self._pool_options(check_connection, "chit")
         )
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
@@ -263,18 +220,7 @@ class PostgresStore(SQLStore):
             raise self._error(e) from e
 
     def _error(self, e: PoolClosed | PoolTimeout | psycopg.Error) -> StoreError:
-        if isinstance(e, PoolClosed):
-            return StoreError(f"this store for {self.where} is closed")
-        if isinstance(e, PoolTimeout):
-            return StoreError(
-                f"no connection to {self.where}: the server is unreachable or every pooled"
-                f" connection is busy ({e})"
-            )
-        if isinstance(e, psycopg.OperationalError):
-            return StoreError(f"lost the connection to {self.where}: {_summary(e)}")
-        if isinstance(e, psycopg.DataError):  # this value can never be stored: not worth a retry
-            return StoreError(f"{self.where}: {_summary(e)}", transient=False)
-        return StoreError(f"{self.where}: {_summary(e)}")
+        return store_error(self.where, e)
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
@@ -358,7 +304,7 @@ class PostgresStore(SQLStore):
         if pool is None or self._async_loop is not asyncio.get_running_loop():
             # An async pool lives on one event loop: a new loop (asyncio.run again)
             # gets its own.
-            options = self._pool_options(_acheck_connection, "chit-async")
+            options = self._pool_options(acheck_connection, "chit-async")
             pool = self._async_pool = AsyncConnectionPool(self.url, **options)
             self._async_loop = asyncio.get_running_loop()
         try:
@@ -446,7 +392,7 @@ class PostgresStore(SQLStore):
     @_retried
     def _finish_and_claim(
         self, outcomes: Sequence[Outcome], claim: Claim, now: datetime | None
-    ) -> tuple[list[bool], list[ClaimedJob]]:
+    ) -> tuple[list[bool], Claimed]:
         encoded = _encode_results(outcomes)
         succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
         if (
@@ -467,7 +413,7 @@ class PostgresStore(SQLStore):
             with self._conn() as conn:
                 rows = conn.execute(query, params).fetchall()
             done = set(rows[0]["finished"] or ())
-            claimed = [self._claimed(r) for r in rows if r["id"] is not None]
+            claimed = Claimed(self._claimed(r) for r in rows if r["id"] is not None)
             return [o.job_id in done for o in outcomes], claimed
         with self._tx() as conn:
             applied = self._finish(conn, outcomes, now, encoded)
@@ -662,34 +608,6 @@ def _several_statements(jobs: Sequence[NewJob]) -> bool:
 
 class _GraphFound(Exception):
     """A COPY batch holds a workflow's job: insert the batch as JSON instead."""
-
-
-def _check_connection(conn: Connection) -> None:
-    """Raise if a pooled connection is dead, so the pool replaces it.
-
-    An idle connection has nothing to read unless the server has spoken (a
-    server that shuts down or ends the backend sends an error and closes the
-    socket): so one with nothing to read is alive, with no round trip on the hot
-    path, and one with something to read gets an empty query. A server that
-    silently vanished is not caught here: the call fails with StoreError and the
-    pool discards the connection."""
-    if _has_spoken(conn):
-        ConnectionPool.check_connection(conn)
-
-
-async def _acheck_connection(conn: AsyncConnection) -> None:
-    """`_check_connection` for aenqueue's async pool: no round trip on the hot path."""
-    if _has_spoken(conn):
-        await AsyncConnectionPool.check_connection(conn)
-
-
-def _has_spoken(conn: Connection | AsyncConnection) -> bool:
-    """Whether an idle connection has something to read (a select that never waits);
-    OperationalError when it is closed or broken."""
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("connection is closed")
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    return bool(readable)
 
 
 # The predicate of the list indexes (migration 006).

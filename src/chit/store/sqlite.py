@@ -31,7 +31,7 @@ from chit.errors import StoreError
 from chit.ids import new_job_ids
 from chit.jobs import (
     Cancelled,
-    ClaimedJob,
+    Claimed,
     Enqueued,
     Failed,
     JobFilter,
@@ -44,7 +44,8 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
-from chit.store.sql import Claim, Dialect, SQLStore, dumps, progressed, scalar
+from chit.store.flow import Claim
+from chit.store.sql import Dialect, SQLStore, dumps, progressed, scalar
 
 Q = queries.load("sqlite")
 BUSY_TIMEOUT_MS = 30_000
@@ -266,7 +267,7 @@ class SQLiteStore(SQLStore):
 
     # Working
 
-    def _claim(self, claim: Claim, now: str) -> list[ClaimedJob]:
+    def _claim(self, claim: Claim, now: str) -> Claimed:
         with self._read() as conn:
             # A read costs no write lock: idle workers must not queue on the writer.
             due = [
@@ -274,7 +275,7 @@ class SQLiteStore(SQLStore):
                 for q in claim.queues
                 if conn.execute(Q["has_due"], {"queue": q, "now": now}).fetchone()
             ]
-        return super()._claim(claim._replace(queues=due), now) if due else []
+        return super()._claim(claim._replace(queues=due), now) if due else Claimed()
 
     def _opened(self, conn: sqlite3.Connection, claim: Claim, rows: list[Any], clock: str) -> None:
         if not rows:

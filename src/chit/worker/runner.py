@@ -102,6 +102,8 @@ class Worker:
         self._stopping = threading.Event()
         self._idle_wait = FIRST_IDLE_WAIT
         self._error_wait = FIRST_ERROR_WAIT
+        # From the last claim: when jobs a limit or a pause held back may have room.
+        self._look_again_at = float("-inf")
         self._limits_declared = False
         for schedule in queue.schedules.values():  # refused at start, not at the first tick
             if schedule.kind not in queue.tasks:
@@ -222,6 +224,7 @@ class Worker:
             self.slots.hold([], free)
             raise
         self.slots.hold(claimed, free)
+        self._look_again_at = claimed.look_again_at
         return len(claimed)
 
     def declare_limits(self) -> None:
@@ -257,9 +260,8 @@ class Worker:
             self._idle_wait = FIRST_IDLE_WAIT
             return Pause("now")
         wait = self._idle_wait
-        held_back_until = self.store.throttled_until
-        if held_back_until > float("-inf"):  # by a limit: look again when room may be free
-            wait = min(wait, max(0.001, held_back_until - time.monotonic()))
+        if self._look_again_at > float("-inf"):  # by a limit: look again when room may be free
+            wait = min(wait, max(0.001, self._look_again_at - time.monotonic()))
         pause = Pause("jobs", wait)
         self._idle_wait = min(self._idle_wait * 2, self.settings.poll_interval)
         return pause

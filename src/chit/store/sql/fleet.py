@@ -4,26 +4,13 @@ counts, in the statements of each dialect's queries.sql."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
 
 from chit.fleet import LiveWorker, QueueCounts, WorkerBeat
+from chit.store.sql.base import SQLBase
 
 
-class FleetSQL:
-    """Mixed into SQLStore, whose connections, dialect and statements it uses."""
-
-    if TYPE_CHECKING:
-        Q: ClassVar[dict[str, str]]
-        d: ClassVar[Any]
-
-        def _tx(self) -> AbstractContextManager[Any]: ...
-        def _rows(self, query: Any, params: Mapping[str, Any], write: bool = False) -> Any: ...
-        def _changed(self, query: str, params: Mapping[str, Any], flow: bool = False) -> int: ...
-        def _at(self, value: Any) -> datetime: ...
-
+class FleetSQL(SQLBase):
     def beat_worker(
         self, beat: WorkerBeat, stale_after: float, now: datetime | None = None
     ) -> None:
