@@ -1,195 +1,55 @@
-"""The backends the store suite runs on: every test that takes `store` or
-`backend` runs once on SQLite (a temporary file) and once on PostgreSQL (the
-session database, emptied before each test)."""
+"""The backends the conformance suite runs on. Every test that takes `store`,
+`backend` or `inspect` runs once on each entry of BACKENDS; the files named
+for SQL (test_sql_*) take `sql_backend` and run on the entries that speak it;
+test_sqlite_* and test_postgres* are about one store alone.
+
+A new store joins by adding one entry: how to build its Backend (which opens
+its stores, empties its place between tests, and builds its inspection, see
+support/store_backends.py and support/store_inspection.py).
+"""
 
 from __future__ import annotations
 
-import secrets
-import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import closing
-from pathlib import Path
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import TypeVar
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from chit.store.base import Store
 from chit.store.postgres import PostgresStore
-from chit.store.sqlite import SQLiteStore
 from support.postgres import postgres_url
+from support.store_backends import Backend, PostgresBackend, SQLBackend, SQLiteBackend
+from support.store_inspection import StoreInspection
 
-B = TypeVar("B", bound="Backend")
-
-
-class Backend:
-    """One place a store lives: opens store objects on it, empties it, runs raw SQL."""
-
-    name: str
-
-    def __init__(self) -> None:
-        self._opened: list[Store] = []
-
-    def open(self, **options: Any) -> Store:
-        """A new store object on the same database (its own connections)."""
-        store = self._open(**options)
-        self._opened.append(store)
-        return store
-
-    def _open(self, **options: Any) -> Store:
-        raise NotImplementedError
-
-    def fresh(self) -> Backend:
-        """Another, empty location of the same kind (not migrated)."""
-        raise NotImplementedError
-
-    def reset(self) -> None:
-        """Delete every job, attempt and result; keep the schema."""
-        raise NotImplementedError
-
-    def connect(self) -> Any:
-        """A connection of the application's own, in its driver's default
-        (transactional) mode, for enqueue inside the application's transaction."""
-        raise NotImplementedError
-
-    def execute(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Raw SQL outside the store, for checks the contract does not expose.
-        Placeholders are `?` (translated for PostgreSQL)."""
-        raise NotImplementedError
-
-    def copy_jobs_from(self, source: Backend) -> None:
-        """Every job and attempt of `source` (a location of the same kind,
-        migrated further) into this one, in the columns this one has: the jobs
-        a store of an older schema would have written, made by today's code."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        for store in self._opened:
-            store.close()
-        self._opened.clear()
+B = TypeVar("B", bound=Backend)
 
 
-class SQLiteBackend(Backend):
-    name = "sqlite"
-
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = path
-
-    def _open(self, **options: Any) -> Store:
-        return SQLiteStore(self.path, **options)
-
-    def fresh(self) -> Backend:
-        return SQLiteBackend(self.path.with_name(f"fresh-{secrets.token_hex(4)}.db"))
-
-    def reset(self) -> None:
-        if self.path.exists():
-            self.execute("DELETE FROM chit_jobs")  # attempts and results cascade
-
-    def connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30)
-
-    def copy_jobs_from(self, source: Backend) -> None:
-        assert isinstance(source, SQLiteBackend)
-        with closing(sqlite3.connect(self.path, timeout=30)) as conn, conn:
-            conn.execute("ATTACH DATABASE ? AS source", (str(source.path),))
-            for table in ("chit_jobs", "chit_edges", "chit_attempts", "chit_results"):
-                names = [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")]
-                columns = ", ".join(names)
-                conn.execute(
-                    f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM source.{table}"
-                )
-
-    def execute(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with closing(sqlite3.connect(self.path, timeout=30)) as conn:
-            conn.execute("PRAGMA foreign_keys = ON")
-            with conn:
-                return conn.execute(query, params).fetchall()
+@dataclass(frozen=True)
+class Entry:
+    make: Callable[[pytest.FixtureRequest], Backend]
+    speaks_sql: bool
 
 
-class PostgresBackend(Backend):
-    name = "postgres"
+def _sqlite(request: pytest.FixtureRequest) -> SQLiteBackend:
+    return SQLiteBackend(request.getfixturevalue("tmp_path") / "chit.db")
 
-    def __init__(
-        self,
-        url: str,
-        admin: psycopg.Connection,
-        url_for: Callable[..., str],
-        schema: str | None = None,
-    ) -> None:
-        super().__init__()
-        self.url = url
-        self.url_for = url_for
-        self.admin = admin  # autocommit, on the same database and search_path
-        self.schema = schema
 
-    def _open(self, **options: Any) -> Store:
-        options.setdefault("pool_size", 4)
-        return PostgresStore(self.url, **options)
+def _postgres(request: pytest.FixtureRequest) -> PostgresBackend:
+    """The session database, migrated once, emptied before each test."""
+    return PostgresBackend(
+        request.getfixturevalue("postgres_database"),
+        request.getfixturevalue("postgres_admin_connection"),
+        postgres_url,
+    )
 
-    def fresh(self) -> Backend:
-        """An empty schema in the session database, dropped at teardown."""
-        schema = f"fresh_{secrets.token_hex(4)}"
-        self.admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        database = self.admin.info.dbname
-        url = self.url_for(database, search_path=schema)
-        return PostgresBackend(url, psycopg.connect(url, autocommit=True), self.url_for, schema)
 
-    def reset(self) -> None:
-        tables = [
-            r[0]
-            for r in self.admin.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-                " AND tablename LIKE 'chit%%' AND tablename <> 'chit_schema_migrations'"
-            )
-        ]
-        if tables:
-            self.admin.execute(
-                sql.SQL("TRUNCATE {} CASCADE").format(
-                    sql.SQL(", ").join(sql.Identifier(t) for t in tables)
-                )
-            )
-
-    def connect(self) -> psycopg.Connection:
-        return psycopg.connect(self.url)
-
-    def copy_jobs_from(self, source: Backend) -> None:
-        assert isinstance(source, PostgresBackend) and source.schema and self.schema
-        for table in ("chit_jobs", "chit_attempts", "chit_results"):
-            names = [
-                r[0]
-                for r in self.admin.execute(
-                    "SELECT column_name FROM information_schema.columns"
-                    " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
-                    (self.schema, table),
-                )
-            ]
-            columns = sql.SQL(", ").join(sql.Identifier(n) for n in names)
-            self.admin.execute(
-                sql.SQL(
-                    "INSERT INTO {}.{} ({}) OVERRIDING SYSTEM VALUE SELECT {} FROM {}.{}"
-                ).format(
-                    sql.Identifier(self.schema),
-                    sql.Identifier(table),
-                    columns,
-                    columns,
-                    sql.Identifier(source.schema),
-                    sql.Identifier(table),
-                )
-            )
-
-    def execute(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        cursor = self.admin.execute(query.replace("?", "%s"), params)
-        return cursor.fetchall() if cursor.description else []
-
-    def close(self) -> None:
-        super().close()
-        if self.schema is not None:
-            self.admin.execute(
-                sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema))
-            )
-            self.admin.close()
+# The test ids are these names: test_x[sqlite], test_x[postgres].
+BACKENDS: dict[str, Entry] = {
+    "sqlite": Entry(_sqlite, speaks_sql=True),
+    "postgres": Entry(_postgres, speaks_sql=True),
+}
 
 
 @pytest.fixture(scope="session")
@@ -200,33 +60,27 @@ def postgres_admin_connection(postgres_database: str) -> Iterator[psycopg.Connec
         yield conn
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    chosen: Backend
-    if request.param == "sqlite":
-        chosen = SQLiteBackend(tmp_path / "chit.db")
-    else:
-        chosen = _postgres_backend(request)
+@pytest.fixture(params=list(BACKENDS))
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    yield from _managed(BACKENDS[request.param].make(request))
+
+
+@pytest.fixture(params=[name for name, entry in BACKENDS.items() if entry.speaks_sql])
+def sql_backend(request: pytest.FixtureRequest) -> Iterator[SQLBackend]:
+    """A backend of an SQL store, for what only they have (test_sql_*)."""
+    chosen = BACKENDS[request.param].make(request)
+    assert isinstance(chosen, SQLBackend)
     yield from _managed(chosen)
 
 
 @pytest.fixture
 def pg(request: pytest.FixtureRequest) -> Iterator[PostgresBackend]:
     """PostgreSQL alone, for tests of what only it has."""
-    backend = _postgres_backend(request)
-    yield from _managed(backend)
-
-
-def _postgres_backend(request: pytest.FixtureRequest) -> PostgresBackend:
-    return PostgresBackend(
-        request.getfixturevalue("postgres_database"),
-        request.getfixturevalue("postgres_admin_connection"),
-        postgres_url,
-    )
+    yield from _managed(_postgres(request))
 
 
 def _managed(chosen: B) -> Iterator[B]:
-    """Empty before the test; close every store and fresh location after it."""
+    """Empty before the test; close every store and fresh place after it."""
     chosen.reset()
     fresh: list[Backend] = []
     chosen.fresh = _tracking(chosen.fresh, fresh)  # type: ignore[method-assign]
@@ -250,3 +104,9 @@ def _tracking(make: Callable[[], Backend], made: list[Backend]) -> Callable[[], 
 @pytest.fixture
 def store(backend: Backend) -> Store:
     return backend.open()
+
+
+@pytest.fixture
+def inspect(backend: Backend) -> StoreInspection:
+    """What the test reads or arranges beside the store's own calls."""
+    return backend.inspect

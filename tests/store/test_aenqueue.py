@@ -1,16 +1,14 @@
-"""`Queue.aenqueue` and `aenqueue_many` on both backends: the same results and
-errors as the sync calls, the application's own async connection, and an event
-loop that keeps running while the database makes the call wait."""
+"""`Queue.aenqueue` and `aenqueue_many` on every backend: the same results and
+errors as the sync calls, and an event loop that keeps running while the store
+makes the call wait. (On the application's own async connection:
+test_sql_caller_transaction.py.)"""
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-import pydantic
 import pytest
 
 import chit
@@ -22,28 +20,17 @@ from chit.errors import (
     UnknownKind,
 )
 from chit.jobs import State
-from chit.settings import Settings
-from support.waiting import wait_until
+from support.store_queue import report_queue
 
 if TYPE_CHECKING:
-    from conftest import Backend
+    from support.store_backends import Backend
 
 pytestmark = pytest.mark.anyio
 
 
-class Report(pydantic.BaseModel):
-    region: str
-    year: int = 2026
-
-
 @pytest.fixture
 async def queue(backend: Backend) -> AsyncIterator[chit.Queue]:
-    url = backend.url if backend.name == "postgres" else f"sqlite:///{backend.path}"  # type: ignore[attr-defined]
-    q = chit.Queue(settings=Settings(database_url=url, max_payload_bytes=2000))
-    q.task("report", payload=Report, max_attempts=3, queue="reports", priority=5)(
-        lambda job, body: None
-    )
-    q.task("free")(lambda job, body: None)
+    q = report_queue(backend.database_url)
     yield q
     await q.aclose()
 
@@ -148,56 +135,6 @@ async def test_aenqueue_from_another_event_loop(queue: chit.Queue) -> None:
     assert len({here.id, there.id, again.id}) == 3
 
 
-async def test_aenqueue_on_the_applications_connection_exists_only_if_it_commits(
-    backend: Backend, queue: chit.Queue
-) -> None:
-    queue.store.migrate()  # opened before the application's transaction holds the file
-    if backend.name == "postgres":
-        app: Any = await psycopg.AsyncConnection.connect(backend.url)  # type: ignore[attr-defined]
-        execute, commit, rollback, close = app.execute, app.commit, app.rollback, app.close
-    else:
-        # Used from the store's enqueue thread: sqlite3 must allow it.
-        app = sqlite3.connect(backend.path, check_same_thread=False)  # type: ignore[attr-defined]
-
-        async def execute(query: str) -> None:
-            app.execute(query)
-
-        async def commit() -> None:
-            app.commit()
-
-        async def rollback() -> None:
-            app.rollback()
-
-        async def close() -> None:
-            app.close()
-
-    try:
-        await execute("CREATE TABLE IF NOT EXISTS orders (id integer PRIMARY KEY)")
-        await execute("DELETE FROM orders")
-        await commit()
-
-        await execute("INSERT INTO orders (id) VALUES (1)")
-        rolled_back = await queue.aenqueue("free", {"order": 1}, connection=app)
-        await rollback()
-        assert queue.store.get(rolled_back.id) is None
-
-        await execute("INSERT INTO orders (id) VALUES (2)")
-        committed = await queue.aenqueue("free", {"order": 2}, connection=app)
-        graph = await queue.aenqueue_many(
-            [chit.JobRequest("free", {}, ref="a"), chit.JobRequest("free", {}, depends_on=["a"])],
-            connection=app,
-        )
-        assert queue.store.get(committed.id) is None  # not visible before the commit
-        with pytest.raises(InvalidPayload):  # refused before it reaches the transaction
-            await queue.aenqueue("report", {"year": "x"}, connection=app)
-        await commit()
-        assert queue.get(committed.id).payload == {"order": 2}
-        assert queue.get(graph[1].id).state is State.WAITING
-        assert backend.execute("SELECT id FROM orders") == [(2,)]
-    finally:
-        await close()
-
-
 async def test_the_event_loop_runs_while_the_database_makes_aenqueue_wait(
     backend: Backend, queue: chit.Queue
 ) -> None:
@@ -205,12 +142,6 @@ async def test_the_event_loop_runs_while_the_database_makes_aenqueue_wait(
     (An aenqueue that blocked the loop would never let the ticks reach 40: the
     lock is released only after they do, so the test would hang to its timeout.)"""
     await queue.aenqueue("free", {})  # the store, pool and thread opened
-    locker = backend.connect()
-    if backend.name == "postgres":
-        locker.execute("LOCK TABLE chit_jobs IN EXCLUSIVE MODE")
-    else:
-        locker.isolation_level = None
-        locker.execute("BEGIN IMMEDIATE")
     ticks = 0
 
     async def ticker() -> None:
@@ -221,42 +152,13 @@ async def test_the_event_loop_runs_while_the_database_makes_aenqueue_wait(
 
     ticking = asyncio.create_task(ticker())
     try:
-        pending = asyncio.create_task(queue.aenqueue("free", {"held": True}))
-        while ticks < 40:  # about 0.2 s of ticks while the lock is held
-            await asyncio.sleep(0.005)
-        assert not pending.done()
-        locker.execute("COMMIT")  # a quick statement: no need to leave the loop
+        # Let go of in a quick call: no need to leave the loop.
+        with backend.inspect.hold_writes():
+            pending = asyncio.create_task(queue.aenqueue("free", {"held": True}))
+            while ticks < 40:  # about 0.2 s of ticks while the lock is held
+                await asyncio.sleep(0.005)
+            assert not pending.done()
         done = await asyncio.wait_for(pending, 30)
         assert queue.get(done.id).payload == {"held": True}
     finally:
         ticking.cancel()
-        locker.close()
-
-
-async def test_postgres_only_the_async_pool_replaces_a_connection_the_server_ended(
-    pg: Any,
-) -> None:
-    """PostgreSQL alone has a connection pool (SQLite opens a file)."""
-    q = chit.Queue(settings=Settings(database_url=pg.url))
-    q.task("free")(lambda job, body: None)
-    try:
-        await q.aenqueue("free", {})
-        pids = [
-            pid
-            for (pid,) in pg.execute(
-                "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
-                " AND datname = current_database() AND backend_type = 'client backend'"
-            )
-        ]
-        for pid in pids:  # the sync pool's too: the async pool's is among them
-            pg.execute("SELECT pg_terminate_backend(?)", (pid,))
-        # Ended for real (its goodbye on the socket), not only signalled.
-        wait_until(
-            lambda: not pg.execute("SELECT 1 FROM pg_stat_activity WHERE pid = ANY(?)", (pids,)),
-            10,
-            what="the backends to end",
-        )
-        again = await q.aenqueue("free", {"after": True})
-        assert q.get(again.id).payload == {"after": True}
-    finally:
-        await q.aclose()

@@ -12,7 +12,7 @@ from chit.jobs import ChangeResult, JobChange, NewJob, State, Succeeded
 from chit.store.base import Store
 
 if TYPE_CHECKING:
-    from conftest import Backend
+    from support.store_backends import Backend
 
 LEASE = 30.0
 

@@ -16,7 +16,7 @@ from chit.jobs import Debounce, Enqueued, Failed, NewJob, State, Succeeded
 from chit.store.base import Store
 
 if TYPE_CHECKING:
-    from conftest import Backend
+    from support.store_backends import Backend
 
 LEASE = 30.0
 

@@ -56,7 +56,7 @@ from chit.limits import Limits, Rate
 from chit.store.reports import FullStore
 
 if TYPE_CHECKING:
-    from conftest import Backend
+    from support.store_backends import Backend
 
 LEASE = 5.0  # seconds
 WORKERS = ["w1", "w2", "w3"]

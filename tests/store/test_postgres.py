@@ -13,13 +13,16 @@ import psycopg
 import pytest
 from psycopg import sql
 
+import chit
 from chit.errors import StoreError
 from chit.jobs import Beat, Failed, JobFilter, NewJob, State, Succeeded
 from chit.limits import Limits
+from chit.settings import Settings
 from chit.store.postgres import PostgresStore
+from support.waiting import wait_until
 
 if TYPE_CHECKING:
-    from conftest import PostgresBackend
+    from support.store_backends import PostgresBackend
 
 
 def test_postgres_unreachable_server_raises_store_error_naming_it_without_credentials() -> None:
@@ -263,3 +266,33 @@ def test_postgres_a_short_claim_that_falls_back_to_the_flow_claim_holds_the_kind
     first.join(30)
     second.join(30)
     assert got == {"a": 1, "b": 0}
+
+
+@pytest.mark.anyio
+async def test_postgres_only_the_async_pool_replaces_a_connection_the_server_ended(
+    pg: PostgresBackend,
+) -> None:
+    """PostgreSQL alone has a connection pool (SQLite opens a file)."""
+    q = chit.Queue(settings=Settings(database_url=pg.url))
+    q.task("free")(lambda job, body: None)
+    try:
+        await q.aenqueue("free", {})
+        pids = [
+            pid
+            for (pid,) in pg.execute(
+                "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+                " AND datname = current_database() AND backend_type = 'client backend'"
+            )
+        ]
+        for pid in pids:  # the sync pool's too: the async pool's is among them
+            pg.execute("SELECT pg_terminate_backend(?)", (pid,))
+        # Ended for real (its goodbye on the socket), not only signalled.
+        wait_until(
+            lambda: not pg.execute("SELECT 1 FROM pg_stat_activity WHERE pid = ANY(?)", (pids,)),
+            10,
+            what="the backends to end",
+        )
+        again = await q.aenqueue("free", {"after": True})
+        assert q.get(again.id).payload == {"after": True}
+    finally:
+        await q.aclose()

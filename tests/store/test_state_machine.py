@@ -44,7 +44,7 @@ from chit.jobs import (
 from chit.store.base import Store
 
 if TYPE_CHECKING:
-    from conftest import Backend
+    from support.store_backends import Backend
 
 LEASE = 30  # seconds; whole seconds keep SQLite's millisecond times exact
 TERMINAL = {State.SUCCEEDED, State.FAILED, State.CANCELLED}

@@ -19,7 +19,7 @@ from chit.jobs import ClaimedJob, Failed, NewJob, ReplaySelector, Succeeded
 from chit.store.base import Store
 
 if TYPE_CHECKING:
-    from conftest import Backend
+    from support.store_inspection import StoreInspection
 
 LEASE = 30.0
 
@@ -48,10 +48,6 @@ class Counted:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         return self.result if not args and not kwargs else [self.result, list(args), kwargs]
-
-
-def count_steps(backend: Backend) -> int:
-    return int(backend.execute("SELECT count(*) FROM chit_steps")[0][0])
 
 
 def test_a_step_runs_once_and_a_later_attempt_gets_its_result(store: Store) -> None:
@@ -84,7 +80,7 @@ def test_the_stored_form_is_returned_the_first_time_too(store: Store) -> None:
 
 
 def test_a_fenced_out_step_stores_nothing_and_is_logged(
-    store: Store, backend: Backend, caplog: pytest.LogCaptureFixture
+    store: Store, inspect: StoreInspection, caplog: pytest.LogCaptureFixture
 ) -> None:
     job_id = store.enqueue(NewJob("k", {}, max_attempts=3)).id
     stale = context(store, claim(store))
@@ -97,19 +93,19 @@ def test_a_fenced_out_step_stores_nothing_and_is_logged(
     assert fn.calls == 1
     assert stale.lease_lost
     assert f"job {job_id}: step 'fetch' not stored: the lease was lost" in caplog.text
-    assert store.steps(job_id) == [] and count_steps(backend) == 0
+    assert store.steps(job_id) == [] and inspect.step_count() == 0
     assert not store.save_step(job_id, stale.lease_token, "fetch", "late")
     # The holder's write is not held back by the stale one.
     assert context(store, holder).step("fetch", Counted("mine")) == "mine"
     assert [(s.name, s.result) for s in store.steps(job_id)] == [("fetch", "mine")]
 
 
-def test_a_finished_job_stores_no_step(store: Store, backend: Backend) -> None:
+def test_a_finished_job_stores_no_step(store: Store, inspect: StoreInspection) -> None:
     store.enqueue(NewJob("k", {}))
     job = claim(store)
     assert store.finish([Succeeded(job.id, job.lease_token)]) == [True]
     assert not store.save_step(job.id, job.lease_token, "late", 1)
-    assert count_steps(backend) == 0
+    assert inspect.step_count() == 0
 
 
 def test_a_step_already_stored_keeps_its_first_result(store: Store) -> None:
@@ -131,17 +127,17 @@ def test_a_step_already_stored_keeps_its_first_result(store: Store) -> None:
     ],
 )
 def test_a_bad_step_name_is_refused_before_anything_runs(
-    store: Store, backend: Backend, name: Any, message: str
+    store: Store, inspect: StoreInspection, name: Any, message: str
 ) -> None:
     store.enqueue(NewJob("k", {}))
     ctx = context(store, claim(store))
     fn = Counted(1)
     with pytest.raises(InvalidStep, match=message):
         ctx.step(name, fn)
-    assert fn.calls == 0 and count_steps(backend) == 0
+    assert fn.calls == 0 and inspect.step_count() == 0
     with pytest.raises(InvalidStep, match=message):
         asyncio.run(ctx.astep(name, fn))
-    assert fn.calls == 0 and count_steps(backend) == 0
+    assert fn.calls == 0 and inspect.step_count() == 0
 
 
 def test_a_step_name_of_200_characters_is_stored(store: Store) -> None:
@@ -161,7 +157,7 @@ def test_a_step_name_of_200_characters_is_stored(store: Store) -> None:
     ],
 )
 def test_a_result_that_is_not_json_is_refused_and_nothing_stored(
-    store: Store, backend: Backend, result: Any, problem: str
+    store: Store, inspect: StoreInspection, result: Any, problem: str
 ) -> None:
     store.enqueue(NewJob("k", {}))
     ctx = context(store, claim(store))
@@ -170,11 +166,11 @@ def test_a_result_that_is_not_json_is_refused_and_nothing_stored(
     assert f"step 'bad' returned a value that is not JSON ({problem}" in str(raised.value)
     assert str(raised.value).endswith("nothing was stored")
     assert isinstance(raised.value, PermanentError)  # a retry would run the same code
-    assert count_steps(backend) == 0 and ctx.stored_step("bad") == (False, None)
+    assert inspect.step_count() == 0 and ctx.stored_step("bad") == (False, None)
 
 
 def test_astep_awaits_a_coroutine_function_and_step_refuses_one(
-    store: Store, backend: Backend
+    store: Store, inspect: StoreInspection
 ) -> None:
     store.enqueue(NewJob("k", {}))
     ctx = context(store, claim(store))
@@ -193,7 +189,7 @@ def test_astep_awaits_a_coroutine_function_and_step_refuses_one(
         ctx.step("other", fetch, 1)
     with pytest.raises(InvalidStep, match="returned an awaitable"):
         ctx.step("other", lambda: fetch(1))
-    assert calls == [5] and count_steps(backend) == 2
+    assert calls == [5] and inspect.step_count() == 2
 
 
 def test_steps_are_kept_by_retry_and_replay(store: Store) -> None:
@@ -210,7 +206,9 @@ def test_steps_are_kept_by_retry_and_replay(store: Store) -> None:
     assert context(store, claim(store)).stored_step("fetch") == (True, "kept")
 
 
-def test_prune_deletes_the_steps_of_pruned_jobs_only(store: Store, backend: Backend) -> None:
+def test_prune_deletes_the_steps_of_pruned_jobs_only(
+    store: Store, inspect: StoreInspection
+) -> None:
     store.enqueue(NewJob("k", {}))
     done = claim(store)
     context(store, done).step("s", Counted(1))
@@ -218,9 +216,9 @@ def test_prune_deletes_the_steps_of_pruned_jobs_only(store: Store, backend: Back
     store.enqueue(NewJob("k", {}))
     running = claim(store)
     context(store, running).step("s", Counted(2))
-    assert count_steps(backend) == 2
+    assert inspect.step_count() == 2
 
     assert store.prune(60, now=later(3600)) == 1
     assert store.steps(done.id) == []
     assert [s.result for s in store.steps(running.id)] == [2]
-    assert count_steps(backend) == 1
+    assert inspect.step_count() == 1

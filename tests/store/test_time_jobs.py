@@ -10,7 +10,7 @@ from chit.jobs import AttemptOutcome, ClaimedJob, Enqueued, NewJob, Snoozed, Sta
 from chit.store.base import Store
 
 if TYPE_CHECKING:
-    from conftest import Backend
+    from support.store_backends import Backend
 
 LEASE = 30.0
 
@@ -260,7 +260,7 @@ def test_concurrent_enqueues_of_one_unique_key_store_one_job(backend: Backend) -
     assert len(results) == 30
     assert sum(r.created for r in results) == 1
     assert len({r.id for r in results}) == 1
-    assert backend.execute("SELECT count(*) FROM chit_jobs") == [(1,)]
+    assert backend.inspect.job_count() == 1
 
 
 def test_concurrent_enqueues_while_the_holder_finishes_never_hold_two(backend: Backend) -> None:
@@ -288,11 +288,7 @@ def test_concurrent_enqueues_while_the_holder_finishes_never_hold_two(backend: B
             for job in worker.claim("w", ["default"], 1, LEASE):
                 assert worker.finish([Succeeded(job.id, job.lease_token, None)]) == [True]
                 finished += 1
-            active = backend.execute(
-                "SELECT count(*) FROM chit_jobs WHERE unique_key = 'busy'"
-                " AND state IN ('waiting', 'queued', 'running')"
-            )
-            assert active[0][0] <= 1
+            assert backend.inspect.active_jobs_holding("busy") <= 1
     finally:
         stop.set()
         for t in threads:

@@ -26,8 +26,9 @@ from chit.jobs import (
 )
 from chit.store.base import Store
 from chit.store.reports import FullStore
-from store.conftest import Backend
 from store.test_contract import LEASE, later, new
+from support.store_backends import Backend
+from support.store_inspection import StoreInspection
 
 FINISHED = RunOn.FINISHED
 
@@ -40,10 +41,6 @@ def state(store: Store, job_id: str) -> State:
     job = store.get(job_id)
     assert job is not None
     return job.state
-
-
-def count_jobs(backend: Backend) -> int:
-    return int(backend.execute("SELECT count(*) FROM chit_jobs")[0][0])
 
 
 def graph(store: Store, *jobs: NewJob) -> dict[str, str]:
@@ -227,24 +224,24 @@ def test_replaying_a_dependent_whose_dependency_still_failed_makes_it_wait(store
     ],
 )
 def test_a_bad_graph_is_refused_and_nothing_is_stored(
-    backend: Backend, store: Store, jobs: list[NewJob], message: str
+    store: Store, inspect: StoreInspection, jobs: list[NewJob], message: str
 ) -> None:
     with pytest.raises(InvalidRequest, match=message):
         store.enqueue_many(jobs)
-    assert count_jobs(backend) == 0
+    assert inspect.job_count() == 0
 
 
 def test_a_stored_job_of_another_tenant_cannot_be_depended_on(
-    backend: Backend, store: Store
+    store: Store, inspect: StoreInspection
 ) -> None:
     theirs = store.enqueue(new("a", tenant="t1")).id
     with pytest.raises(InvalidRequest, match="no such job"):
         store.enqueue_many([new("b", ref="b", tenant="t2"), new("c", depends_on=(theirs,))])
-    assert count_jobs(backend) == 1
+    assert inspect.job_count() == 1
 
 
 def test_more_than_the_bound_of_edges_in_one_call_is_refused(
-    backend: Backend, store: Store
+    store: Store, inspect: StoreInspection
 ) -> None:
     base = store.enqueue(new("a")).id
     per_job = 1000
@@ -253,10 +250,10 @@ def test_more_than_the_bound_of_edges_in_one_call_is_refused(
     ]
     with pytest.raises(InvalidRequest, match="100,000"):
         store.enqueue_many(jobs)
-    assert count_jobs(backend) == 1
+    assert inspect.job_count() == 1
 
 
-def test_a_bad_run_on_is_refused_by_the_queue(backend: Backend, store: Store) -> None:
+def test_a_bad_run_on_is_refused_by_the_queue(store: Store, inspect: StoreInspection) -> None:
     queue = chit.Queue(settings=chit.Settings(database_url="sqlite:///unused.db"))
     queue.use_store(store)  # type: ignore[arg-type]
     queue.task("a")(lambda job, body: None)
@@ -264,22 +261,22 @@ def test_a_bad_run_on_is_refused_by_the_queue(backend: Backend, store: Store) ->
         queue.enqueue("a", depends_on=["x"], run_on="sometimes")
     with pytest.raises(InvalidRequest, match="no such job"):
         queue.enqueue("a", depends_on=["x"])
-    assert count_jobs(backend) == 0
+    assert inspect.job_count() == 0
 
 
 def test_enqueue_workflow_refuses_a_batch_without_edges_before_storing_it(
-    backend: Backend, store: Store
+    store: Store, inspect: StoreInspection
 ) -> None:
     queue = chit.Queue(settings=chit.Settings(database_url="sqlite:///unused.db"))
     queue.use_store(store)  # type: ignore[arg-type]
     queue.task("a")(lambda job, body: None)
     with pytest.raises(InvalidRequest, match="at least one job with a ref"):
         queue.enqueue_workflow([chit.JobRequest("a"), chit.JobRequest("a")])
-    assert count_jobs(backend) == 0
+    assert inspect.job_count() == 0
 
 
 def test_enqueue_workflow_again_under_the_same_keys_answers_the_stored_workflow(
-    backend: Backend, store: Store
+    store: Store, inspect: StoreInspection
 ) -> None:
     queue = chit.Queue(settings=chit.Settings(database_url="sqlite:///unused.db"))
     queue.use_store(store)  # type: ignore[arg-type]
@@ -292,11 +289,11 @@ def test_enqueue_workflow_again_under_the_same_keys_answers_the_stored_workflow(
     first = queue.enqueue_workflow(requests)
     again = queue.enqueue_workflow(requests)
     assert again.id == first.id and again.ids == first.ids and again.jobs == first.jobs
-    assert count_jobs(backend) == 2
+    assert inspect.job_count() == 2
 
 
 def test_the_same_idempotency_key_with_other_dependencies_is_a_conflict(
-    backend: Backend, store: Store
+    store: Store, inspect: StoreInspection
 ) -> None:
     queue = chit.Queue(settings=chit.Settings(database_url="sqlite:///unused.db"))
     queue.use_store(store)  # type: ignore[arg-type]
@@ -315,7 +312,7 @@ def test_the_same_idempotency_key_with_other_dependencies_is_a_conflict(
     queue.enqueue("a", idempotency_key="plain")
     with pytest.raises(chit.IdempotencyConflict):
         queue.enqueue("a", idempotency_key="plain", depends_on=[a])
-    assert count_jobs(backend) == 4
+    assert inspect.job_count() == 4
 
 
 # Random graphs and outcomes: the rules hold whatever the shape.
@@ -386,18 +383,6 @@ def test_random_graphs_run_in_dependency_order_and_end_terminal(
             assert final[n] is (expected or State.CANCELLED)
         else:
             assert final[n] is State.CANCELLED
-
-
-def test_a_graph_in_the_applications_transaction_exists_only_if_it_commits(
-    backend: Backend, store: Store
-) -> None:
-    conn = backend.connect()
-    try:
-        store.enqueue_many([new("a", ref="a"), new("b", depends_on=("a",))], connection=conn)
-        conn.rollback()
-    finally:
-        conn.close()
-    assert count_jobs(backend) == 0
 
 
 def test_a_large_fan_in_is_released_once_by_its_last_dependency(store: Store) -> None:
