@@ -58,6 +58,10 @@ class ConfigError(ChitError):
     pass
 
 
+class Unsupported(ConfigError):
+    """The store in use lacks a capability a call needs (chit.store.capabilities)."""
+
+
 class StoreError(ChitError):
     """`transient`: the database is away or busy and the same call may succeed
     later; False when this call itself can never be stored (bad data)."""

@@ -14,7 +14,7 @@ import chit
 from chit.api.auth import create_key, hash_key
 from chit.dashboard.session import session_hash
 from chit.jobs import NewJob, State
-from chit.store.reports import NewSession
+from chit.store.capabilities import NewSession
 from support.dashboard import (
     ADMIN_KEY,
     GLOBEX_ADMIN,

@@ -12,7 +12,7 @@ import pytest
 
 from chit.jobs import NewJob, State, Succeeded
 from chit.limits import Limits
-from chit.store.reports import FullStore
+from chit.store.capabilities import FullStore
 
 LEASE = 30.0
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from chit.fleet import QueueCounts, WorkerBeat, fleet, queue_loads
 from chit.jobs import NewJob
-from chit.store.reports import FullStore
+from chit.store.capabilities import FullStore
 
 
 def beat(worker_id: str, busy: int = 0, queues: tuple[str, ...] = ("default",)) -> WorkerBeat:

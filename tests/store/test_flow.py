@@ -12,7 +12,7 @@ import pytest
 
 from chit.jobs import Claimed, NewJob, Succeeded
 from chit.limits import Limits, Rate
-from chit.store.reports import FullStore
+from chit.store.capabilities import FullStore
 
 LEASE = 30.0
 

@@ -53,7 +53,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.limits import Limits, Rate
-from chit.store.reports import FullStore
+from chit.store.capabilities import FullStore
 
 if TYPE_CHECKING:
     from support.store_backends import Backend

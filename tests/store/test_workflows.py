@@ -25,7 +25,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store.base import Store
-from chit.store.reports import FullStore
+from chit.store.capabilities import FullStore
 from store.test_contract import LEASE, later, new
 from support.store_backends import Backend
 from support.store_inspection import StoreInspection

@@ -47,7 +47,7 @@ from chit.jobs import (
 )
 from chit.limits import Paused
 from chit.schedules import StoredSchedule
-from chit.store.reports import NewSession
+from chit.store.capabilities import NewSession
 
 log = logging.getLogger("chit.dashboard")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from chit.store.base import Store
-from chit.store.reports import (
+from chit.store.capabilities import (
     ApiKeys,
     FlowControl,
     FullStore,

@@ -3,7 +3,7 @@
 Each backend (SQLite, PostgreSQL) implements `Store`; nothing outside
 `chit.store` writes SQL. The same behavioural suite (tests/store) runs against
 every backend. What the API, the dashboard and the metrics read, and API keys,
-are their own interfaces (`chit.store.reports`); `FullStore` is all three, and
+are their own interfaces (`chit.store.capabilities`); `FullStore` is all three, and
 is what the concrete stores are.
 
 Rules every implementation keeps:

@@ -44,6 +44,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import queries
+from chit.store.capabilities import WriteLock
 from chit.store.flow import Claim
 from chit.store.sql import Dialect, SQLStore, dumps, progressed, scalar
 
@@ -105,7 +106,7 @@ DIALECT = Dialect(
 )
 
 
-class SQLiteStore(SQLStore):
+class SQLiteStore(SQLStore, WriteLock):
     d = DIALECT
     Q = Q
 

@@ -12,12 +12,12 @@ enqueue_many, list, wait_for_jobs). The rest is in one module per interface:
 - `enqueue`: storing new jobs (keys, debounce, workflows), as steps;
 - `flow`: limits and pauses, and the flow claim's reads;
 - `workflows`, `reports`, `access` (keys, sessions, secrets), `schedules`,
-  `fleet`: the capabilities of `chit.store.reports`.
+  `fleet`: the capabilities of `chit.store.capabilities`.
 """
 
 from __future__ import annotations
 
-from chit.store.reports import FullStore
+from chit.store.capabilities import CallerTransactions, FullStore, Migrations
 from chit.store.sql.access import AccessSQL
 from chit.store.sql.base import Dialect, dumps, progressed, scalar
 from chit.store.sql.enqueue import InsertStep, QueryStep
@@ -40,6 +40,14 @@ __all__ = [
 
 
 class SQLStore(
-    LifecycleSQL, WorkflowsSQL, ReportsSQL, AccessSQL, SchedulesSQL, FleetSQL, FullStore
+    LifecycleSQL,
+    WorkflowsSQL,
+    ReportsSQL,
+    AccessSQL,
+    SchedulesSQL,
+    FleetSQL,
+    Migrations,
+    CallerTransactions,
+    FullStore,
 ):
     """Every interface of `chit.store`, over one backend's connections."""

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from chit.jobs import ApiKey, NewApiKey
-from chit.store.reports import NewSession, StoredSession
+from chit.store.capabilities import NewSession, StoredSession
 from chit.store.sql.base import SQLBase
 
 # How far a dashboard session's idle expiry may lag behind its last request (or

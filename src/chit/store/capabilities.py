@@ -1,10 +1,15 @@
-"""What the API, the dashboard and the metrics read, API keys, the dashboard's
-sessions, flow control (limits and pauses) and schedules: beside the lifecycle
-(`chit.store.base.Store`), not part of it. A worker needs none of this but
+"""A store's capabilities: each a small interface beside the core contract
+(the lifecycle, `chit.store.base.Store`), which a store declares by inheriting
+it. What the API, the dashboard and the metrics read, API keys, the dashboard's
+sessions, flow control (limits and pauses), schedules, workflows, the fleet;
+and what only some stores have: a schema to migrate, one write lock, joining
+the application's own transaction. A worker needs none of these but
 `declare_limits` when it starts.
 
-`FullStore` is all of these interfaces; the concrete stores are FullStores, and
-code that reads reports or keys asks for one.
+`FullStore` is the core and every feature's interface: what `open_store`
+returns and what the API and dashboard ask for. `require(store, Capability)`
+is where code that needs one of the others says, in one line, that the store
+it was given lacks it.
 """
 
 from __future__ import annotations
@@ -14,17 +19,21 @@ import builtins
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, ClassVar, TypeVar
 
+from chit.errors import Unsupported
 from chit.fleet import LiveWorker, QueueCounts, WorkerBeat
 from chit.jobs import (
     ApiKey,
     Attempt,
     AttemptStats,
+    Enqueued,
     FailureGroup,
     Job,
     JobFilter,
     MinuteCount,
     NewApiKey,
+    NewJob,
     Page,
     StateKindCount,
     Stats,
@@ -39,6 +48,8 @@ from chit.store.base import Store
 class Workflows(abc.ABC):
     """Workflows (jobs stored in one enqueue_many call with refs or dependencies)
     as the API, the client, the CLI and the dashboard read and cancel them."""
+
+    what: ClassVar[str] = "workflows"
 
     @abc.abstractmethod
     def workflow(self, workflow_id: str, tenant: str | None = None) -> WorkflowView | None:
@@ -58,6 +69,8 @@ class Workflows(abc.ABC):
 
 class Reports(abc.ABC):
     """Reading jobs and their history, and the one operator action the reports offer."""
+
+    what: ClassVar[str] = "reports"
 
     @abc.abstractmethod
     def attempts(self, job_id: str) -> builtins.list[Attempt]:
@@ -139,6 +152,8 @@ class Reports(abc.ABC):
 class ApiKeys(abc.ABC):
     """The HTTP API's keys. Only a key's hash is stored."""
 
+    what: ClassVar[str] = "API keys"
+
     @abc.abstractmethod
     def create_api_key(self, key: NewApiKey) -> ApiKey:
         """Store a new key (its hash, tenant and scopes) and return it."""
@@ -182,6 +197,8 @@ class Sessions(abc.ABC):
     sha256 of the id its cookie holds. Times are the database's unless a test
     passes `now`."""
 
+    what: ClassVar[str] = "dashboard sessions"
+
     @abc.abstractmethod
     def create_session(self, session: NewSession, now: datetime | None = None) -> None:
         """Store a sign-in; sessions that have expired are deleted on the way."""
@@ -203,6 +220,8 @@ class FlowControl(abc.ABC):
     """Limits and pauses (DESIGN.md, "Flow control"): kept in the database, so
     they hold across every worker, and read by claims. Claims see a change
     within a second."""
+
+    what: ClassVar[str] = "limits and pauses"
 
     @abc.abstractmethod
     def declare_limits(self, declared: Mapping[str, Limits]) -> None:
@@ -240,6 +259,8 @@ class Secrets(abc.ABC):
     """Secrets the server makes for itself and every API process shares (the key
     that signs event-stream tokens)."""
 
+    what: ClassVar[str] = "server secrets"
+
     @abc.abstractmethod
     def server_secret(self, name: str, new: str) -> str:
         """The secret stored as `name`, storing `new` first if there is none yet:
@@ -251,6 +272,8 @@ class Schedules(abc.ABC):
     every worker's maintenance tick. Slots are computed from the rule in
     Python at the database's time (`now` for tests); the store keeps each
     schedule's first slot not enqueued yet (`next_at`) and guards its moves."""
+
+    what: ClassVar[str] = "schedules"
 
     @abc.abstractmethod
     def declare_schedule(
@@ -311,6 +334,8 @@ class Schedules(abc.ABC):
 class Fleet(abc.ABC):
     """The workers and each queue's load (chit/fleet.py): what autoscalers read."""
 
+    what: ClassVar[str] = "worker registration"
+
     @abc.abstractmethod
     def beat_worker(
         self, beat: WorkerBeat, stale_after: float, now: datetime | None = None
@@ -335,7 +360,64 @@ class Fleet(abc.ABC):
         fleet.queue_loads), a queue with no job in none."""
 
 
+class Migrations(abc.ABC):
+    """A schema the store brings up to date itself (the SQL stores' numbered
+    migrations)."""
+
+    what: ClassVar[str] = "migrations"
+
+    @abc.abstractmethod
+    def migrate(self) -> int:
+        """Apply pending numbered migrations (safe if several processes race);
+        return the schema version now in the database."""
+
+    @abc.abstractmethod
+    def schema_version(self) -> int:
+        """The version recorded in the database; 0 for an empty database."""
+
+
+class WriteLock(abc.ABC):
+    """One lock every write of the store queues on (SQLite's), which a
+    database that answers reads may still hold: readiness asks for it."""
+
+    what: ClassVar[str] = "a store-wide write lock"
+
+    @abc.abstractmethod
+    def writable(self, timeout: float) -> bool:
+        """Whether a write could start within `timeout` seconds, writing nothing."""
+
+
+class CallerTransactions(abc.ABC):
+    """Enqueueing inside the application's own open transaction, on its own
+    connection: the jobs exist if and only if that transaction commits."""
+
+    what: ClassVar[str] = "enqueueing in the caller's transaction (connection=)"
+
+    @abc.abstractmethod
+    def enqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
+        """`Store.enqueue_many`; with `connection` (a psycopg connection for
+        PostgreSQL, a sqlite3 connection to the same file for SQLite), inside
+        the transaction open on it, which it does not commit."""
+
+    @abc.abstractmethod
+    async def aenqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
+        """`enqueue_many` for asyncio code, on the application's async connection."""
+
+
 class FullStore(
     Store, Reports, Workflows, ApiKeys, Sessions, FlowControl, Secrets, Schedules, Fleet
 ):
-    """A store with its reports, keys and sessions: what `open_store` returns."""
+    """The core contract and every feature's interface: what `open_store`
+    returns, and what the API, the dashboard and the CLI ask for."""
+
+
+_C = TypeVar("_C")
+
+
+def require(store: object, capability: type[_C]) -> _C:
+    """`store` as a `capability` (an interface of this module), or Unsupported
+    saying in one line which store lacks what."""
+    if isinstance(store, capability):
+        return store
+    what = getattr(capability, "what", capability.__name__)
+    raise Unsupported(f"{type(store).__name__} does not offer {what}")
