@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -208,11 +207,7 @@ class Claimed(list[ClaimedJob]):
     back from it: the time.monotonic() at which they may have room, when the
     claimer should look again even if nothing wakes it (-inf: nothing held back)."""
 
-    __slots__ = ("look_again_at",)
-
-    def __init__(self, jobs: Iterable[ClaimedJob] = (), look_again_at: float = -math.inf):
-        super().__init__(jobs)
-        self.look_again_at = look_again_at
+    look_again_at: float = -math.inf
 
 
 @dataclass(frozen=True, slots=True)

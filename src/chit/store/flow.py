@@ -65,22 +65,22 @@ class Flow:
     kinds: Mapping[str, KindLimits] = field(default_factory=dict)
     paused: Sequence[Paused] = ()
 
-    @property
+    @cached_property
     def limits(self) -> dict[str, Limits]:
         return {kind: k.effective for kind, k in self.kinds.items() if k.effective}
 
-    @property
+    @cached_property
     def paused_queues(self) -> frozenset[str]:
         return frozenset(p.queue for p in self.paused if p.queue is not None)
 
-    @property
+    @cached_property
     def paused_kinds(self) -> frozenset[str]:
         return frozenset(p.kind for p in self.paused if p.kind is not None)
 
     @cached_property
     def held_kinds(self) -> tuple[str, ...]:
         """Kinds only a flow claim may take: limited or paused. Read by every
-        claim, so worked out once per reading of the flow."""
+        claim, so (like the others) worked out once per reading of the flow."""
         return tuple(sorted(self.limits.keys() | self.paused_kinds))
 
 

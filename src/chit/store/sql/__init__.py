@@ -8,9 +8,11 @@ enqueue_many, list, wait_for_jobs). The rest is in one module per interface:
 
 - `base`: the dialect, connections, rows read as values, what an outcome does
   to dependents;
-- `lifecycle`: the core `Store` contract (claims, outcomes, leases, one job);
+- `lifecycle`: the rest of the core `Store` contract (outcomes, leases, one
+  job, an operator's changes), over
 - `enqueue`: storing new jobs (keys, debounce, workflows), as steps;
-- `flow`: limits and pauses, and the flow claim's reads;
+- `claims`: the one-statement claim, and the flow claim's reads answered;
+- `limits`: limits and pauses (`FlowControl`);
 - `workflows`, `reports`, `access` (keys, sessions, secrets), `schedules`,
   `fleet`: the capabilities of `chit.store.capabilities`.
 """
@@ -20,9 +22,10 @@ from __future__ import annotations
 from chit.store.capabilities import CallerTransactions, FullStore, Migrations
 from chit.store.sql.access import AccessSQL
 from chit.store.sql.base import Dialect, dumps, progressed, scalar
+from chit.store.sql.claims import kinds_term
 from chit.store.sql.enqueue import InsertStep, QueryStep
 from chit.store.sql.fleet import FleetSQL
-from chit.store.sql.lifecycle import LifecycleSQL, kinds_term
+from chit.store.sql.lifecycle import LifecycleSQL
 from chit.store.sql.reports import ReportsSQL
 from chit.store.sql.schedules import SchedulesSQL
 from chit.store.sql.workflows import WorkflowsSQL

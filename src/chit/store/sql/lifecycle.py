@@ -4,12 +4,10 @@ claims, outcomes, leases, reads of one job, and an operator's changes."""
 from __future__ import annotations
 
 import abc
-import time
 from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 
 from chit.errors import StoreError
@@ -30,37 +28,13 @@ from chit.jobs import (
     State,
 )
 from chit.store import queries
-from chit.store.flow import THROTTLED_POLL, Claim, Flow
+from chit.store.flow import Claim
 from chit.store.sql.base import dumps, progressed, scalar
+from chit.store.sql.claims import ClaimsSQL, runnable_kinds
 from chit.store.sql.enqueue import EnqueueSQL
-from chit.store.sql.flow import FlowSQL
 
 
-def _claim_order(r: Any) -> tuple[Any, ...]:
-    return (r["priority"], r["run_at"], r["id"])
-
-
-def kinds_term(held: Sequence[str], runnable: frozenset[str] | None) -> str:
-    """A one-statement claim's `{held}`: it leaves the `held` kinds' jobs queued,
-    and, when the worker says which kinds it runs, every other kind's. As
-    literals, not a parameter: PostgreSQL's generic plan, blind to a parameter's
-    value, takes `kind <> ALL($n)` for one that excludes nearly every row and
-    sorts the backlog instead of walking chit_jobs_claimable."""
-    if runnable is not None:
-        allowed = sorted(runnable - set(held))
-        return f"kind IN ({_literals(allowed)})" if allowed else "false"
-    return f"kind NOT IN ({_literals(held)})" if held else "true"
-
-
-def _runnable(kinds: Collection[str] | None) -> frozenset[str] | None:
-    return None if kinds is None else frozenset(kinds)
-
-
-def _literals(kinds: Sequence[str]) -> str:
-    return ", ".join("'" + k.replace("'", "''") + "'" for k in kinds)
-
-
-class LifecycleSQL(EnqueueSQL, FlowSQL):
+class LifecycleSQL(EnqueueSQL, ClaimsSQL):
     # Hand-backs (a worker stopping) of one job that do not use up its attempt
     # (invariant 6); each later one counts, so a job no deploy lets finish ends failed.
     # CHIT_FREE_HAND_BACKS, set by open_store.
@@ -111,57 +85,6 @@ class LifecycleSQL(EnqueueSQL, FlowSQL):
 
     # Working
 
-    def claim(
-        self,
-        worker: str,
-        queues: Sequence[str],
-        limit: int,
-        lease_seconds: float,
-        now: datetime | None = None,
-        kinds: Collection[str] | None = None,
-    ) -> Claimed:
-        if limit <= 0 or not queues:
-            return Claimed()
-        claim = Claim(worker, queues, limit, lease_seconds, _runnable(kinds))
-        return self._claim(claim, self.d.now(now))
-
-    def _claim(self, claim: Claim, now: Any) -> Claimed:
-        flow = self._flow_for(claim)
-        if flow is not None and set(claim.queues) <= flow.paused_queues:
-            return Claimed(look_again_at=time.monotonic() + THROTTLED_POLL)
-        # One queue without flow control: one statement. Else one transaction, so
-        # a failure part way leaves no job claimed by a worker that never heard of it.
-        with self._write() if flow is None and len(claim.queues) == 1 else self._tx() as conn:
-            return self._claim_in(conn, claim, now, flow)
-
-    def _claim_in(self, conn: Any, claim: Claim, now: Any, flow: Flow | None) -> Claimed:
-        """Claim inside the transaction open on `conn`, under `flow` (`_flow_for`):
-        without it, queue by queue in the order given until `claim.limit` are claimed."""
-        if flow is not None:
-            return self._flow_claim(conn, claim, self._fixed_clock(conn, now), flow)
-        claimed = Claimed()
-        held = self._held_kinds()
-        query = self._claim_query("claim", held, claim.kinds)
-        for queue in claim.queues:
-            params = {"queue": queue, "limit": claim.limit - len(claimed), "now": now}
-            # In claim order: SQLite's UPDATE ... RETURNING gives rows in no order.
-            claimed += self._claiming(conn, claim, query, params, _claim_order)
-            if len(claimed) >= claim.limit:
-                return claimed
-        if held:
-            # Short, while some kinds are held: jobs of theirs may have come since
-            # the queues' shapes were read. Read them again, and let the flow claim
-            # take what is left if it must.
-            self._shapes.clear()
-            flow = self._flow_for(claim)
-            if flow is not None:
-                rest = claim._replace(limit=claim.limit - len(claimed))
-                with self._transaction(conn):  # its lock held to the claim's commit
-                    more = self._flow_claim(conn, rest, self._fixed_clock(conn, now), flow)
-                claimed += more
-                claimed.look_again_at = more.look_again_at
-        return claimed
-
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         with self._tx() as conn:
             return self._finish(conn, outcomes, self.d.now(now))
@@ -180,7 +103,7 @@ class LifecycleSQL(EnqueueSQL, FlowSQL):
             return [], self.claim(worker, queues, limit, lease_seconds, now, kinds)
         if limit <= 0 or not queues:
             return self.finish(outcomes, now), Claimed()
-        claim = Claim(worker, queues, limit, lease_seconds, _runnable(kinds))
+        claim = Claim(worker, queues, limit, lease_seconds, runnable_kinds(kinds))
         return self._finish_and_claim(outcomes, claim, self.d.now(now))
 
     def _finish_and_claim(
@@ -189,22 +112,6 @@ class LifecycleSQL(EnqueueSQL, FlowSQL):
         with self._tx() as conn:
             applied = self._finish(conn, outcomes, now)
             return applied, self._claim_in(conn, claim, now, self._flow_for(claim))
-
-    def _claim_query(
-        self, name: str, held: tuple[str, ...], runnable: frozenset[str] | None
-    ) -> Any:
-        """A claim statement with its kinds (`kinds_term`), rendered once for each."""
-        key = (name, held, runnable)
-        query = self._claim_queries.get(key)
-        if query is None:
-            if len(self._claim_queries) > 64:  # limits and pauses came and went
-                self._claim_queries.clear()
-            query = self._claim_queries[key] = self.d.query(name, held=kinds_term(held, runnable))
-        return query
-
-    @cached_property
-    def _claim_queries(self) -> dict[tuple[str, tuple[str, ...], frozenset[str] | None], Any]:
-        return {}
 
     def heartbeat(
         self, beats: Sequence[Beat], lease_seconds: float, now: datetime | None = None

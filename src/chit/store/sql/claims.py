@@ -1,21 +1,20 @@
-"""Flow control on the SQL stores: limits and pauses kept in chit_limits and
-chit_pauses, the flow claim's reads (`chit.store.flow`) answered with named
-queries, and when a claim may skip it all."""
+"""Claims on the SQL stores: the one-statement claim while no limit, pause or
+mix of groups applies, else the flow claim (`chit.store.flow`), whose reads
+are answered here with named queries."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from chit.jobs import Claimed, ClaimedJob
-from chit.limits import KindLimits, Limits, Paused, Rate
 from chit.store.flow import (
     FLOW_SECONDS,
+    THROTTLED_POLL,
     Claim,
     Flow,
     FlowClaim,
@@ -28,32 +27,34 @@ from chit.store.flow import (
     Turns,
     Usage,
 )
-from chit.store.sql.base import SQLBase
+from chit.store.sql.limits import LimitsSQL
 
 
-def limit_params(kind: str, limits: Limits) -> dict[str, Any]:
-    """A chit_limits row's parameters: each rate as its count and its `_seconds`."""
-    params: dict[str, Any] = {"kind": kind, "concurrency": limits.concurrency}
-    params["key_concurrency"] = limits.key_concurrency
-    for name, rate in (("rate", limits.rate), ("key_rate", limits.key_rate)):
-        params[name] = None if rate is None else rate.count
-        params[f"{name}_seconds"] = None if rate is None else rate.seconds
-    return params
+def _claim_order(r: Any) -> tuple[Any, ...]:
+    return (r["priority"], r["run_at"], r["id"])
 
 
-def row_limits(r: Any) -> Limits:
-    def rate(name: str) -> Rate | None:
-        count, seconds = r[name], r[f"{name}_seconds"]
-        return None if count is None or seconds is None else Rate(count, float(seconds))
+def kinds_term(held: Sequence[str], runnable: frozenset[str] | None) -> str:
+    """A one-statement claim's `{held}`: it leaves the `held` kinds' jobs queued,
+    and, when the worker says which kinds it runs, every other kind's. As
+    literals, not a parameter: PostgreSQL's generic plan, blind to a parameter's
+    value, takes `kind <> ALL($n)` for one that excludes nearly every row and
+    sorts the backlog instead of walking chit_jobs_claimable."""
+    if runnable is not None:
+        allowed = sorted(runnable - set(held))
+        return f"kind IN ({_literals(allowed)})" if allowed else "false"
+    return f"kind NOT IN ({_literals(held)})" if held else "true"
 
-    return Limits(r["concurrency"], rate("rate"), r["key_concurrency"], rate("key_rate"))
+
+def runnable_kinds(kinds: Collection[str] | None) -> frozenset[str] | None:
+    return None if kinds is None else frozenset(kinds)
 
 
-class FlowSQL(SQLBase):
-    # Limits and pauses as last read; whether each queue holds more than one
-    # group of queued jobs (`_shape`), and where its turns stand.
-    _flow: Flow = Flow()
+def _literals(kinds: Sequence[str]) -> str:
+    return ", ".join("'" + k.replace("'", "''") + "'" for k in kinds)
 
+
+class ClaimsSQL(LimitsSQL):
     # Hooks a backend fills in where it differs.
 
     def _lock_kinds(self, conn: Any, kinds: Sequence[str]) -> bool:
@@ -68,6 +69,77 @@ class FlowSQL(SQLBase):
 
     def _opened(self, conn: Any, claim: Claim, rows: list[Any], now: Any) -> None:
         """Open the attempts of jobs `claim_ids` claimed, if it did not."""
+
+    # Claiming
+
+    def claim(
+        self,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        now: datetime | None = None,
+        kinds: Collection[str] | None = None,
+    ) -> Claimed:
+        if limit <= 0 or not queues:
+            return Claimed()
+        claim = Claim(worker, queues, limit, lease_seconds, runnable_kinds(kinds))
+        return self._claim(claim, self.d.now(now))
+
+    def _claim(self, claim: Claim, now: Any) -> Claimed:
+        flow = self._flow_for(claim)
+        if flow is not None and set(claim.queues) <= flow.paused_queues:
+            paused = Claimed()
+            paused.look_again_at = time.monotonic() + THROTTLED_POLL
+            return paused
+        # One queue without flow control: one statement. Else one transaction, so
+        # a failure part way leaves no job claimed by a worker that never heard of it.
+        with self._write() if flow is None and len(claim.queues) == 1 else self._tx() as conn:
+            return self._claim_in(conn, claim, now, flow)
+
+    def _claim_in(self, conn: Any, claim: Claim, now: Any, flow: Flow | None) -> Claimed:
+        """Claim inside the transaction open on `conn`, under `flow` (`_flow_for`):
+        without it, queue by queue in the order given until `claim.limit` are claimed."""
+        if flow is not None:
+            return self._flow_claim(conn, claim, self._fixed_clock(conn, now), flow)
+        claimed = Claimed()
+        held = self._held_kinds()
+        query = self._claim_query("claim", held, claim.kinds)
+        for queue in claim.queues:
+            params = {"queue": queue, "limit": claim.limit - len(claimed), "now": now}
+            # In claim order: SQLite's UPDATE ... RETURNING gives rows in no order.
+            claimed += self._claiming(conn, claim, query, params, _claim_order)
+            if len(claimed) >= claim.limit:
+                return claimed
+        if held:
+            # Short, while some kinds are held: jobs of theirs may have come since
+            # the queues' shapes were read. Read them again, and let the flow claim
+            # take what is left if it must.
+            self._shapes.clear()
+            flow = self._flow_for(claim)
+            if flow is not None:
+                rest = claim._replace(limit=claim.limit - len(claimed))
+                with self._transaction(conn):  # its lock held to the claim's commit
+                    more = self._flow_claim(conn, rest, self._fixed_clock(conn, now), flow)
+                claimed += more
+                claimed.look_again_at = more.look_again_at
+        return claimed
+
+    def _claim_query(
+        self, name: str, held: tuple[str, ...], runnable: frozenset[str] | None
+    ) -> Any:
+        """A claim statement with its kinds (`kinds_term`), rendered once for each."""
+        key = (name, held, runnable)
+        query = self._claim_queries.get(key)
+        if query is None:
+            if len(self._claim_queries) > 64:  # limits and pauses came and went
+                self._claim_queries.clear()
+            query = self._claim_queries[key] = self.d.query(name, held=kinds_term(held, runnable))
+        return query
+
+    @cached_property
+    def _claim_queries(self) -> dict[tuple[str, tuple[str, ...], frozenset[str] | None], Any]:
+        return {}
 
     # Claiming chosen rows
 
@@ -176,75 +248,3 @@ class FlowSQL(SQLBase):
         order = {job_id: n for n, job_id in enumerate(ids)}
         params = {"ids": self.d.array(list(ids)), "now": now}
         return self._claiming(conn, claim, self.Q["claim_ids"], params, lambda r: order[r["id"]])
-
-    # Limits and pauses (FlowControl)
-
-    def _read_flow(self, conn: Any) -> Flow:
-        declared: dict[str, Limits] = {}
-        override: dict[str, Limits] = {}
-        updated: dict[str, datetime | None] = {}
-        for r in conn.execute(self.Q["flow_limits"]).fetchall():
-            (declared if r["source"] == "code" else override)[r["kind"]] = row_limits(r)
-            when = self.d.when(r["updated_at"])
-            updated[r["kind"]] = max(filter(None, (updated.get(r["kind"]), when)), default=None)
-        kinds = {
-            kind: KindLimits(
-                kind,
-                declared=declared.get(kind, Limits()),
-                override=override.get(kind, Limits()),
-                updated_at=updated[kind],
-            )
-            for kind in sorted(updated)
-        }
-        paused = [
-            Paused(
-                queue=r["name"] if r["scope"] == "queue" else None,
-                kind=r["name"] if r["scope"] == "kind" else None,
-                paused_at=self._at(r["paused_at"]),
-            )
-            for r in conn.execute(self.Q["flow_pauses"]).fetchall()
-        ]
-        return Flow(time.monotonic(), kinds, paused)
-
-    def _flow_changed(self, query: str, params: Mapping[str, Any]) -> int:
-        """`_changed` for a write to limits or pauses, which claims then read afresh."""
-        changed = self._changed(query, params)
-        self._flow = Flow()
-        return changed
-
-    def declare_limits(self, declared: Mapping[str, Limits]) -> None:
-        with self._write() as conn:
-            for kind, limits in declared.items():
-                name = "declare_limits" if limits else "forget_declared_limits"
-                conn.execute(self.Q[name], limit_params(kind, limits))
-        self._flow = Flow()
-
-    def set_limits(self, kind: str, limits: Limits) -> KindLimits:
-        self._flow_changed("set_limits", limit_params(kind, limits))
-        return next(k for k in self.limits() if k.kind == kind)
-
-    def clear_limits(self, kind: str) -> bool:
-        return self._flow_changed("clear_limits", {"kind": kind}) == 1
-
-    def limits(self, now: datetime | None = None) -> list[KindLimits]:
-        with self._read() as conn:
-            flow = self._read_flow(conn)
-            rows = conn.execute(self.Q["limit_usage"], {"now": self.d.now(now)}).fetchall()
-        usage = {r["kind"]: {"running": r["running"], "waiting": r["waiting"]} for r in rows}
-        return [replace(k, **usage.get(kind, {})) for kind, k in flow.kinds.items()]
-
-    def pause(self, queue: str | None = None, kind: str | None = None) -> bool:
-        return self._pausing("pause", queue, kind)
-
-    def resume(self, queue: str | None = None, kind: str | None = None) -> bool:
-        return self._pausing("resume", queue, kind)
-
-    def _pausing(self, query: str, queue: str | None, kind: str | None) -> bool:
-        if (queue is None) == (kind is None):
-            raise ValueError("name a queue or a kind, not both")
-        scope, name = ("queue", queue) if kind is None else ("kind", kind)
-        return self._flow_changed(query, {"scope": scope, "name": name}) == 1
-
-    def pauses(self) -> list[Paused]:
-        with self._read() as conn:
-            return list(self._read_flow(conn).paused)
