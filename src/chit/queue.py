@@ -76,6 +76,7 @@ from chit.schedules import (
 )
 from chit.settings import Settings
 from chit.store import FullStore, open_store
+from chit.store.capabilities import CallerTransactions
 
 Handler = Callable[..., Any]
 
@@ -293,7 +294,10 @@ class Queue:
         `connection` is given): an invalid job raises and none is stored."""
         with tracing.enqueuing(list(requests)) as traced:
             jobs = self._jobs(traced, connection)
-            return _checked(jobs, self.store.enqueue_many(jobs, connection=connection))
+            if connection is None:
+                return _checked(jobs, self.store.enqueue_many(jobs))
+            joined = CallerTransactions.of(self.store)
+            return _checked(jobs, joined.enqueue_many(jobs, connection))
 
     async def aenqueue(
         self,
@@ -336,7 +340,10 @@ class Queue:
             store = self._store
             if store is None:  # opening connects and migrates: not on the event loop
                 store = await asyncio.to_thread(lambda: self.store)
-            return _checked(jobs, await store.aenqueue_many(jobs, connection=connection))
+            if connection is None:
+                return _checked(jobs, await store.aenqueue_many(jobs))
+            joined = CallerTransactions.of(store)
+            return _checked(jobs, await joined.aenqueue_many(jobs, connection))
 
     async def aclose(self) -> None:
         """Close the store, and what `aenqueue` opened on this event loop."""

@@ -72,6 +72,7 @@ from chit.jobs import (
     State,
     last_hour_by_kind,
 )
+from chit.store.capabilities import WriteLock
 
 # How soon to poll again a job that is running (or due and waiting for a worker).
 RUNNING_RETRY_AFTER = 1
@@ -630,7 +631,7 @@ async def get_health() -> Health:
 async def get_readiness(request: Request) -> Ready:
     store = api_state(request).store
     version = await blocking(store.schema_version)
-    if not await blocking(store.writable, WRITABLE_WITHIN):
+    if isinstance(store, WriteLock) and not await blocking(store.writable, WRITABLE_WITHIN):
         raise ApiProblem(
             503,
             "writes_blocked",

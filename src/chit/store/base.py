@@ -1,10 +1,11 @@
 """The store contract: the lifecycle of a job, as a worker and a submitter see it.
 
-Each backend (SQLite, PostgreSQL) implements `Store`; nothing outside
+Each store (SQLite, PostgreSQL) implements `Store`, the core contract; what
+the API, the dashboard and the metrics read, keys and sessions, flow control,
+schedules, workflows and the fleet are capabilities beside it, and so is what
+only some stores have (`chit.store.capabilities`). Nothing outside
 `chit.store` writes SQL. The same behavioural suite (tests/store) runs against
-every backend. What the API, the dashboard and the metrics read, and API keys,
-are their own interfaces (`chit.store.capabilities`); `FullStore` is all three, and
-is what the concrete stores are.
+every store.
 
 Rules every implementation keeps:
 
@@ -50,25 +51,21 @@ class Store(abc.ABC):
     """A job store. Safe to share between threads; each backend manages its connections."""
 
     # Whether two writes from one process run at once (PostgreSQL: two
-    # connections) or queue on one lock (SQLite: one writer per file).
+    # connections) or queue on one lock (SQLite: one writer per file): a worker
+    # records outcomes from two threads where they do.
     concurrent_writes: bool = False
 
-    # Schema
+    # Layout
 
     @abc.abstractmethod
     def migrate(self) -> int:
-        """Apply pending numbered migrations (safe if several processes race);
-        return the schema version now in the database."""
+        """Bring the store's layout (a schema, server-side functions) up to date,
+        safe if several processes race; return the version now in place."""
 
     @abc.abstractmethod
     def schema_version(self) -> int:
-        """The version recorded in the database; 0 for an empty database."""
-
-    def writable(self, timeout: float) -> bool:
-        """Whether a write could start within `timeout` seconds, writing nothing
-        (readiness: a database that answers reads may still make every write
-        wait). True where no store-wide lock holds writes back."""
-        return True
+        """The layout's version in place (0 for an empty store): one cheap round
+        trip, StoreError when the store cannot be reached."""
 
     # Submitting
 
@@ -79,13 +76,9 @@ class Store(abc.ABC):
         return self.enqueue_many([job])[0]
 
     @abc.abstractmethod
-    def enqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[Enqueued]:
         """`enqueue` for many jobs in one transaction; results in input order.
-
-        With `connection` (the application's own: a psycopg connection for
-        PostgreSQL, a sqlite3 connection to the same file for SQLite), insert
-        inside the transaction open on it and do not commit: the jobs exist if
-        and only if the application's transaction commits.
+        (Inside the application's own transaction: `CallerTransactions`.)
 
         Reading a job of `jobs` may raise (Queue.enqueue_many validates each as
         it is read): let it through, and store none. Read them all before taking
@@ -105,12 +98,11 @@ class Store(abc.ABC):
         tenant's job, more than bounds.DEPENDENCIES_MAX edges, a ref another
         job depends on carrying an idempotency key that matched a stored job."""
 
-    async def aenqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
+    async def aenqueue_many(self, jobs: Sequence[NewJob]) -> list[Enqueued]:
         """`enqueue_many` for asyncio code: the same results and errors, and the
-        event loop never waits on the database (`connection`, when given, is the
-        application's connection of the kind the backend takes in async code).
-        This default runs `enqueue_many` in a thread; backends do better."""
-        return await asyncio.to_thread(self.enqueue_many, jobs, connection)
+        event loop never waits on the store. This default runs `enqueue_many` in
+        a thread; backends do better."""
+        return await asyncio.to_thread(self.enqueue_many, jobs)
 
     async def aclose(self) -> None:
         """Close what `aenqueue_many` opened on the running event loop (then

@@ -2,14 +2,14 @@
 (the lifecycle, `chit.store.base.Store`), which a store declares by inheriting
 it. What the API, the dashboard and the metrics read, API keys, the dashboard's
 sessions, flow control (limits and pauses), schedules, workflows, the fleet;
-and what only some stores have: a schema to migrate, one write lock, joining
-the application's own transaction. A worker needs none of these but
+and what only some stores have: one write lock, joining the application's
+own transaction. A worker needs none of these but
 `declare_limits` when it starts.
 
 `FullStore` is the core and every feature's interface: what `open_store`
-returns and what the API and dashboard ask for. `require(store, Capability)`
-is where code that needs one of the others says, in one line, that the store
-it was given lacks it.
+returns and what the API and dashboard ask for. `Capability.of(store)` is
+where code that needs one of the others says, in one line, that the store it
+was given lacks it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import builtins
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self
 
 from chit.errors import Unsupported
 from chit.fleet import LiveWorker, QueueCounts, WorkerBeat
@@ -45,7 +45,21 @@ from chit.schedules import Move, Schedule, StoredSchedule
 from chit.store.base import Store
 
 
-class Workflows(abc.ABC):
+class Capability(abc.ABC):
+    """An interface a store declares by inheriting it."""
+
+    what: ClassVar[str]  # what the interface offers, as a message names it
+
+    @classmethod
+    def of(cls, store: object) -> Self:
+        """`store` as this capability, or Unsupported saying in one line which
+        store lacks what: called where the capability is used."""
+        if isinstance(store, cls):
+            return store
+        raise Unsupported(f"{type(store).__name__} does not offer {cls.what}")
+
+
+class Workflows(Capability):
     """Workflows (jobs stored in one enqueue_many call with refs or dependencies)
     as the API, the client, the CLI and the dashboard read and cancel them."""
 
@@ -67,7 +81,7 @@ class Workflows(abc.ABC):
         """The ids of the jobs that depend directly on this one, oldest first."""
 
 
-class Reports(abc.ABC):
+class Reports(Capability):
     """Reading jobs and their history, and the one operator action the reports offer."""
 
     what: ClassVar[str] = "reports"
@@ -149,7 +163,7 @@ class Reports(abc.ABC):
         `error` (one group of `failures`); returns how many."""
 
 
-class ApiKeys(abc.ABC):
+class ApiKeys(Capability):
     """The HTTP API's keys. Only a key's hash is stored."""
 
     what: ClassVar[str] = "API keys"
@@ -192,7 +206,7 @@ class StoredSession:
     expires_at: datetime
 
 
-class Sessions(abc.ABC):
+class Sessions(Capability):
     """The dashboard's server-side sessions (chit.dashboard.session), by the
     sha256 of the id its cookie holds. Times are the database's unless a test
     passes `now`."""
@@ -216,7 +230,7 @@ class Sessions(abc.ABC):
         """Sign out; False when there was no such session."""
 
 
-class FlowControl(abc.ABC):
+class FlowControl(Capability):
     """Limits and pauses (DESIGN.md, "Flow control"): kept in the database, so
     they hold across every worker, and read by claims. Claims see a change
     within a second."""
@@ -255,7 +269,7 @@ class FlowControl(abc.ABC):
         """What is paused, queues first, by name."""
 
 
-class Secrets(abc.ABC):
+class Secrets(Capability):
     """Secrets the server makes for itself and every API process shares (the key
     that signs event-stream tokens)."""
 
@@ -267,7 +281,7 @@ class Secrets(abc.ABC):
         whichever process stores first, every process then gets the same value."""
 
 
-class Schedules(abc.ABC):
+class Schedules(Capability):
     """Schedules (DESIGN.md, "Time"; chit.schedules): one row a name, read by
     every worker's maintenance tick. Slots are computed from the rule in
     Python at the database's time (`now` for tests); the store keeps each
@@ -331,7 +345,7 @@ class Schedules(abc.ABC):
         """The jobs holding these idempotency keys (tenant ''), in any order."""
 
 
-class Fleet(abc.ABC):
+class Fleet(Capability):
     """The workers and each queue's load (chit/fleet.py): what autoscalers read."""
 
     what: ClassVar[str] = "worker registration"
@@ -360,23 +374,7 @@ class Fleet(abc.ABC):
         fleet.queue_loads), a queue with no job in none."""
 
 
-class Migrations(abc.ABC):
-    """A schema the store brings up to date itself (the SQL stores' numbered
-    migrations)."""
-
-    what: ClassVar[str] = "migrations"
-
-    @abc.abstractmethod
-    def migrate(self) -> int:
-        """Apply pending numbered migrations (safe if several processes race);
-        return the schema version now in the database."""
-
-    @abc.abstractmethod
-    def schema_version(self) -> int:
-        """The version recorded in the database; 0 for an empty database."""
-
-
-class WriteLock(abc.ABC):
+class WriteLock(Capability):
     """One lock every write of the store queues on (SQLite's), which a
     database that answers reads may still hold: readiness asks for it."""
 
@@ -387,7 +385,7 @@ class WriteLock(abc.ABC):
         """Whether a write could start within `timeout` seconds, writing nothing."""
 
 
-class CallerTransactions(abc.ABC):
+class CallerTransactions(Capability):
     """Enqueueing inside the application's own open transaction, on its own
     connection: the jobs exist if and only if that transaction commits."""
 
@@ -409,15 +407,3 @@ class FullStore(
 ):
     """The core contract and every feature's interface: what `open_store`
     returns, and what the API, the dashboard and the CLI ask for."""
-
-
-_C = TypeVar("_C")
-
-
-def require(store: object, capability: type[_C]) -> _C:
-    """`store` as a `capability` (an interface of this module), or Unsupported
-    saying in one line which store lacks what."""
-    if isinstance(store, capability):
-        return store
-    what = getattr(capability, "what", capability.__name__)
-    raise Unsupported(f"{type(store).__name__} does not offer {what}")

@@ -19,7 +19,7 @@ enqueue_many, list, wait_for_jobs). The rest is in one module per interface:
 
 from __future__ import annotations
 
-from chit.store.capabilities import CallerTransactions, FullStore, Migrations
+from chit.store.capabilities import CallerTransactions, FullStore
 from chit.store.sql.access import AccessSQL
 from chit.store.sql.base import Dialect, dumps, progressed, scalar
 from chit.store.sql.claims import kinds_term
@@ -49,7 +49,6 @@ class SQLStore(
     AccessSQL,
     SchedulesSQL,
     FleetSQL,
-    Migrations,
     CallerTransactions,
     FullStore,
 ):
