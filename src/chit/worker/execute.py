@@ -102,8 +102,10 @@ class Pipeline:
 
         def report(returned: Returned, running: bool = False) -> None:
             outcome = classify(job, ctx, self.settings, returned.result, returned.error)
-            tracing.end_run(span, outcome, returned.error)
-            self.end(outcome, running)
+            try:
+                tracing.end_run(span, outcome, returned.error)
+            finally:  # the slot is freed here: never lost to a tracing error
+                self.end(outcome, running)
 
         call = Call(task, ctx, prepared.body, job, span)
         executor.submit(call, report, self.free)
