@@ -27,22 +27,19 @@ class Inline:
     def submit(self, call: Call, report: Report, free: Free) -> None:
         self.calls.append(call)
         report(invoke(call))
-        free()
 
 
 class Held:
     """An executor that keeps every call until the test reports it (which frees
-    its slot too)."""
+    its slot too, unless reported as still running)."""
 
     def __init__(self) -> None:
         self.pending: list[tuple[Call, Report]] = []
+        self.free: Free | None = None  # for a call reported while its handler runs on
 
     def submit(self, call: Call, report: Report, free: Free) -> None:
-        def ended(returned: Returned) -> None:
-            report(returned)
-            free()
-
-        self.pending.append((call, ended))
+        self.pending.append((call, report))
+        self.free = free
 
 
 class Spy:
@@ -202,6 +199,36 @@ def test_a_job_cancelled_while_it_waited_for_a_slot_never_reaches_the_executor(
     assert worker.flush() == 2
     assert queue.store.get(first.id).state is State.SUCCEEDED
     assert queue.store.get(second.id).state is State.CANCELLED
+
+
+def test_a_job_ended_while_its_handler_runs_on_keeps_its_slot_until_it_is_freed(
+    queue: chit.Queue,
+) -> None:
+    queue.task("any")(lambda job, body: None)
+    queue.enqueue_many([chit.JobRequest("any", {}) for _ in range(2)])
+    worker = Worker(queue, concurrency=1, prefetch=0)
+    held = Held()
+    worker.pipeline.sync = held
+    # Not due again within the test, so no claim beside a batch takes it.
+    worker.pipeline.settings = worker.settings.replace(backoff_base=60.0, backoff_max=60.0)
+    [first, second] = queue.store.claim(worker.id, ["default"], 2, 30)
+    worker.slots.hold([first, second], 0)  # the second was claimed ahead
+    [(call, report)] = held.pending
+    report(Returned(error=TimeoutError("past its deadline")), running=True)
+    worker.slots.freed.clear()
+    assert worker.flush() == 1  # recorded while the handler runs on
+    assert queue.store.get(first.id).state is State.QUEUED  # to be retried
+    assert (worker.slots.busy(), worker.slots.count(), len(held.pending)) == (1, 2, 1)
+    assert worker.slots.reserve() == 0
+    assert held.free is not None
+    worker.slots.freed.clear()
+    held.free(call.ctx.id)  # the handler returned: the second starts in its slot
+    assert worker.slots.freed.is_set()
+    assert len(held.pending) == 2
+    held.pending[1][1](invoke(held.pending[1][0]))
+    assert worker.flush() == 1
+    assert queue.store.get(second.id).state is State.SUCCEEDED
+    assert (worker.slots.busy(), worker.slots.count()) == (0, 0)
 
 
 def test_a_heartbeat_tick_renews_leases_every_third_of_the_lease_and_carries_progress_sooner(

@@ -1,6 +1,7 @@
 """Timeouts in a worker of the test's own process, on both backends: a sync
 thread past its deadline sees `job.cancelled`, keeps its slot until it returns
-and what it returns is dropped; an async handler is cancelled; a job's own
+and what it returns is dropped; an async handler is cancelled, and keeps its
+slot while it goes on after its cancellation; a job's own
 timeout wins over its task's. And the process pool's start-up refusals."""
 
 from __future__ import annotations
@@ -130,6 +131,37 @@ def test_an_async_handler_is_cancelled_at_its_deadline(
     job = wait_terminal(q, job_id, 30)
     assert (job.state, job.error) == (State.FAILED, "timed out after 0.2 s")
     assert cleaned_up.is_set()  # cancelled before the outcome was recorded
+
+
+@pytest.mark.timeout(60)
+def test_an_async_handler_that_goes_on_after_its_cancellation_keeps_its_slot_until_it_ends(
+    timeouts_queue: chit.Queue, running: list[tuple[Worker, threading.Thread]]
+) -> None:
+    q = timeouts_queue
+    release = threading.Event()
+    cancelled = threading.Event()
+
+    @q.task("deaf", timeout=0.2, max_attempts=1)
+    async def deaf(job: chit.JobContext, body: dict) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            await asyncio.to_thread(release.wait, 30)  # cleaning up, at length
+
+    q.task("after")(lambda job, body: "ran")
+    first = q.enqueue("deaf").id
+    second = q.enqueue("after").id
+    worker = start(running, Worker(q, concurrency=1, poll_interval=0.05))
+
+    job = wait_terminal(q, first, 30)
+    assert (job.state, job.error) == (State.FAILED, "timed out after 0.2 s")
+    assert cancelled.is_set()
+    # Recorded, while the handler goes on: the one slot is taken, the next job waits.
+    assert worker.slots.busy() == 1
+    assert get(q, second).state is State.QUEUED
+    release.set()
+    assert wait_terminal(q, second, 30).state is State.SUCCEEDED
 
 
 def test_a_jobs_own_timeout_wins_over_its_tasks_and_none_means_the_tasks(

@@ -111,9 +111,7 @@ class ProcessPool:
         self._context = multiprocessing.get_context("forkserver")
         # Takes effect when the forkserver starts (the first child of this process).
         self._context.set_forkserver_preload([__name__, app.partition(":")[0]])
-        self._calls: queue_mod.SimpleQueue[tuple[Call, Report, Free] | None] = (
-            queue_mod.SimpleQueue()
-        )
+        self._calls: queue_mod.SimpleQueue[tuple[Call, Report] | None] = queue_mod.SimpleQueue()
         self._closing = threading.Event()
         children = []
         try:
@@ -131,7 +129,9 @@ class ProcessPool:
             thread.start()
 
     def submit(self, call: Call, report: Report, free: Free) -> None:
-        self._calls.put((call, report, free))
+        # A child is stopped at its deadline before the timeout is reported: no
+        # report comes while the handler runs on, so `free` is never needed.
+        self._calls.put((call, report))
 
     def close(self) -> None:
         """Stop every child (those still running a job too: the worker handed the
@@ -150,7 +150,7 @@ class ProcessPool:
             item = self._calls.get()
             if item is None:
                 break
-            call, report, free = item
+            call, report = item
             once = Once(report)
             keep = False
             try:
@@ -162,8 +162,6 @@ class ProcessPool:
             except Exception as e:
                 log.exception("job %s %s: child process watcher error", call.ctx.kind, call.ctx.id)
                 once(Returned(error=ReportedError(f"child process watcher error: {e}")))
-            finally:
-                free()
             if child is not None and not keep:
                 self._stop(child, busy=False)  # dead already, unless recycled
                 child = None

@@ -9,9 +9,10 @@ one event loop for async ones. What an executor reports goes through the same
 classification, so a deadline or a child's death is an executor reporting an
 error (`ReportedError`), not a second path to an outcome.
 
-An outcome and a free slot are two events: a sync thread past its deadline has
-its timeout recorded at the deadline but keeps its slot until the handler
-returns, so an executor reports once and frees once, in that order.
+An outcome frees its slot with it, but for a handler past its deadline (a sync
+thread cannot be stopped; an async one may be slow to unwind): its timeout is
+recorded at the deadline while it keeps its slot until it returns, so then an
+executor reports, and frees once it has returned.
 """
 
 from __future__ import annotations
@@ -39,14 +40,15 @@ ERROR_MAX_CHARS = 8000
 
 
 class Pipeline:
-    """Runs jobs: each ends in exactly one outcome, passed to `done` once."""
+    """Runs jobs: each ends in exactly one outcome, passed once to `end` (in a
+    worker, `Slots.end`; and `Slots.free` for a handler that runs on past it)."""
 
     def __init__(
         self,
         queue: Queue,
         settings: Settings,
-        done: Callable[[Outcome], None],
-        free: Callable[[str], None],
+        end: End,
+        free: Free,
         *,
         sync: Executor,
         asynchronous: Executor,
@@ -55,8 +57,8 @@ class Pipeline:
         self.worker_id = worker_id  # for the log lines
         self.queue = queue
         self.settings = settings
-        self.done = done  # the job's outcome, ready to record
-        self.free = free  # the job's slot may run another (after `done`)
+        self.end = end  # the job's outcome, ready to record, and its slot unless still running
+        self.free = free  # the slot of a job ended while its handler ran on, once it returned
         self.sync = sync
         self.asynchronous = asynchronous
 
@@ -90,8 +92,7 @@ class Pipeline:
             early = prepared.early
         if early is not None:
             tracing.end_run(span, early)
-            self.done(early)
-            self.free(job.id)
+            self.end(early)
             return
         assert prepared is not None and prepared.task is not None
         task = prepared.task
@@ -99,13 +100,15 @@ class Pipeline:
             ctx.timeout = task.timeout
         executor = self.asynchronous if task.is_async else self.sync
 
-        def report(returned: Returned) -> None:
+        def report(returned: Returned, running: bool = False) -> None:
             outcome = classify(job, ctx, self.settings, returned.result, returned.error)
-            tracing.end_run(span, outcome, returned.error)
-            self.done(outcome)
+            try:
+                tracing.end_run(span, outcome, returned.error)
+            finally:  # the slot is freed here: never lost to a tracing error
+                self.end(outcome, running)
 
         call = Call(task, ctx, prepared.body, job, span)
-        executor.submit(call, report, lambda: self.free(job.id))
+        executor.submit(call, report, self.free)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +130,20 @@ class Returned:
     error: BaseException | None = None
 
 
-Report = Callable[[Returned], None]
-Free = Callable[[], None]
+class Report(Protocol):
+    """How a call ended, and whether its handler is still `running` (so keeps
+    its slot) past it."""
+
+    def __call__(self, returned: Returned, running: bool = False) -> None: ...
+
+
+class End(Protocol):
+    """A job's outcome, and whether its handler is still `running` past it."""
+
+    def __call__(self, outcome: Outcome, running: bool = False) -> None: ...
+
+
+Free = Callable[[str], None]  # the job's id
 
 
 class Executor(Protocol):
@@ -138,8 +153,9 @@ class Executor(Protocol):
         """Start `call` and return at once. `report` is called exactly once, from
         any thread, with what the handler returned or raised, or the error the
         executor stopped it with (`TimedOut` at `call.ctx.timeout`, a child's
-        death). `free` is called exactly once, after `report`, when the call no
-        longer takes a slot: at once, unless the handler is still running."""
+        death); the call no longer takes a slot. Unless its handler is still
+        running (past its deadline): then it reports with `running=True`, and
+        calls `free(call.ctx.id)` once the handler has returned."""
         ...
 
 
@@ -170,12 +186,12 @@ class Once:
         self._lock = threading.Lock()
         self._done = False
 
-    def __call__(self, returned: Returned) -> bool:
+    def __call__(self, returned: Returned, running: bool = False) -> bool:
         with self._lock:
             if self._done:
                 return False
             self._done = True
-        self._report(returned)
+        self._report(returned, running)
         return True
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from chit.context import JobContext
 from chit.encoding import storable_text
 from chit.errors import StoreError
-from chit.jobs import Failed, Outcome, Released, Snoozed, Succeeded
+from chit.jobs import ClaimedJob, Failed, Outcome, Snoozed, Succeeded
 from chit.logs import job_fields
 from chit.store import Store
 from chit.worker.slots import Slots
@@ -77,9 +77,9 @@ class Finisher:
         `wait_for_others` (shutdown), it returns only once the finishers
         running beside it have ended their batches too."""
         with self._flushes:
-            batch = self.slots.take_outcomes()
+            batch, free = self.slots.take()
             if batch:
-                self._finish(batch)
+                self._finish(batch, free)
         if wait_for_others:
             for _ in range(self.threads):
                 self._flushes.acquire()
@@ -99,10 +99,7 @@ class Finisher:
             except Exception:
                 log.exception("finisher error; continuing")
 
-    def _finish(self, batch: list[Outcome]) -> None:
-        # A job handed back is for another worker to take: no claim beside it.
-        handed_back = any(isinstance(o, Released) for o in batch)
-        free = 0 if handed_back else self.slots.reserve(finishing=batch)
+    def _finish(self, batch: list[Outcome], free: int) -> None:
         recorded = None
         if free > 0:
             try:
@@ -116,21 +113,20 @@ class Finisher:
                 )
             except Exception as e:  # all or nothing: nothing was recorded
                 log.debug("recording %d outcomes with a claim failed: %s", len(batch), e)
+        claimed: list[ClaimedJob] = []
         if recorded is None:
-            self.slots.hold([], free)
-            self._settle(batch, self._record(batch))
+            if free > 0:  # the claim failed: no slot is promised while the batch is retried
+                self.slots.hold([], free)
+                free = 0
+            applied = self._record(batch)
         else:
             applied, claimed = recorded
-            self._settle(batch, applied)
-            self.slots.hold(claimed, free)
+        settled = self.slots.settle(batch, claimed, free)
+        for outcome, ok, (ctx, seconds) in zip(batch, applied, settled, strict=True):
+            _log_outcome(outcome, ok, ctx, seconds, self.worker_id)
         with self._lock:
             self.processed += len(batch)
         self.slots.freed.set()
-
-    def _settle(self, batch: list[Outcome], applied: list[bool]) -> None:
-        settled = self.slots.settle(batch)
-        for outcome, ok, (ctx, seconds) in zip(batch, applied, settled, strict=True):
-            _log_outcome(outcome, ok, ctx, seconds, self.worker_id)
 
     def _record(self, batch: list[Outcome]) -> list[bool]:
         delay = 0.1

@@ -41,13 +41,11 @@ class ThreadPool:
         while True:
             call, report, free = self._calls.get()
             try:
-                self._run(call, report)
+                self._run(call, report, free)
             except Exception:
                 log.exception("job thread error")
-            finally:
-                free()
 
-    def _run(self, call: Call, report: Report) -> None:
+    def _run(self, call: Call, report: Report, free: Free) -> None:
         timeout = call.ctx.timeout
         if timeout is None:
             report(invoke(call))
@@ -57,12 +55,13 @@ class ThreadPool:
 
         def expire() -> None:
             call.ctx.mark_timed_out(timeout)
-            once(Returned(error=TimedOut(timeout)))
+            once(Returned(error=TimedOut(timeout)), running=True)
 
         deadline = self._deadlines.after(timeout, expire)
         returned = invoke(call)
         deadline.cancel()
         if not once(returned):
+            free(call.ctx.id)
             log.warning(
                 "job %s %s returned %.1fs after its %gs timeout: what it returned is dropped "
                 "(the timeout was recorded; run it with --pool process to stop it at the deadline)",
@@ -86,37 +85,29 @@ class AsyncLoop:
     async def _run(self, call: Call, report: Report, free: Free) -> None:
         timeout = call.ctx.timeout
         if timeout is None:
-            try:
-                report(await ainvoke(call))
-            finally:
-                free()
+            report(await ainvoke(call))
             return
         task = asyncio.ensure_future(ainvoke(call))
         done, _ = await asyncio.wait({task}, timeout=timeout)
         if done:
-            try:
-                report(task.result())
-            finally:
-                free()
+            report(task.result())
             return
         call.ctx.mark_timed_out(timeout)
         task.cancel()
         # The handler may clean up on CancelledError: a moment for it, not forever.
         await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
-        try:
-            report(Returned(error=TimedOut(timeout)))
-        finally:
-            if task.done():
-                free()
-            else:
-                log.warning(
-                    "job %s %s went on after it was cancelled at its %gs timeout; its slot "
-                    "stays taken until it ends",
-                    call.ctx.kind,
-                    call.ctx.id,
-                    timeout,
-                )
-                task.add_done_callback(lambda _: free())
+        running = not task.done()
+        if running:
+            log.warning(
+                "job %s %s went on after it was cancelled at its %gs timeout; its slot "
+                "stays taken until it ends",
+                call.ctx.kind,
+                call.ctx.id,
+                timeout,
+            )
+            # Run on this loop, so not before the report below.
+            task.add_done_callback(lambda _: free(call.ctx.id))
+        report(Returned(error=TimedOut(timeout)), running=running)
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:

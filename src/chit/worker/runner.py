@@ -29,7 +29,6 @@ from typing import Literal
 from chit.context import JobContext
 from chit.errors import ConfigError, StoreError
 from chit.fleet import WorkerBeat
-from chit.jobs import Outcome
 from chit.queue import Queue
 from chit.store import FlowControl, FullStore, Store
 from chit.worker.children import ProcessPool
@@ -112,23 +111,23 @@ class Worker:
                     "which has no task in this app"
                 )
         self.sync_pool = self._sync_pool()
-        self.pipeline = Pipeline(
-            queue,
-            self.settings,
-            self._ended,
-            self._freed,
-            sync=self.sync_pool,
-            asynchronous=AsyncLoop(),
-            worker_id=self.id,
-        )
         self.slots = Slots(
             self.store,
             concurrency=self.concurrency,
             prefetch=self.prefetch,
             lease_seconds=self.lease_seconds,
-            start=self.pipeline.start,
             stopping=self._stopping,
         )
+        self.pipeline = Pipeline(
+            queue,
+            self.settings,
+            self.slots.end,
+            self.slots.free,
+            sync=self.sync_pool,
+            asynchronous=AsyncLoop(),
+            worker_id=self.id,
+        )
+        self.slots.start = self.pipeline.start
         self.finisher = Finisher(
             self.store,
             self.slots,
@@ -199,13 +198,6 @@ class Worker:
             max_jobs=self.settings.max_jobs_per_child,
             max_memory_mb=self.settings.max_memory_per_child,
         )
-
-    # The pipeline is built before the slots that start its jobs.
-    def _ended(self, outcome: Outcome) -> None:
-        self.slots.end(outcome)
-
-    def _freed(self, job_id: str) -> None:
-        self.slots.free(job_id)
 
     # The claim loop
 

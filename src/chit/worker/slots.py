@@ -2,15 +2,18 @@
 claimed ahead and wait for one, which slots are promised to claims in flight,
 and the outcomes waiting to be recorded.
 
-A claim first reserves the slots it may fill (`reserve`), and `hold` ends the
-promise with what it claimed, so claims in flight together (the claim loop's,
-the finishers') never fill a slot twice. A job stays held until its outcome is
-recorded (`settle`), so the heartbeat keeps its lease until then.
+A job enters here once to start and once to end. It starts in `hold` (the
+claim loop's: `reserve` promises the slots a claim may fill, `hold` ends the
+promise with what it claimed) or in `settle` (a finisher's: `take` promises the
+slots its batch frees to the claim beside the batch), so claims in flight
+together never fill a slot twice. It ends in `end`: its outcome, kept for the
+finishers, and its slot, which starts the next job waiting. It stays held until
+its outcome is recorded (`settle`), so the heartbeat keeps its lease until then.
 
-A slot is taken from a job's start until its handler returns (`free`), which is
-usually when its outcome is ready (`end`), but not for a sync thread past its
-deadline: its timeout is recorded and the job no longer held, while its thread
-runs on. Such a slot *lingers*: counted as taken, not held.
+A handler past its deadline ends without its slot: an async one slow to unwind,
+a sync thread, which cannot be stopped. Its timeout is recorded and the job no
+longer held, while it runs on; `free` says when it returns. Such a slot
+*lingers*: counted as taken, not held.
 """
 
 from __future__ import annotations
@@ -37,14 +40,15 @@ class Slots:
         concurrency: int,
         prefetch: int,
         lease_seconds: float,
-        start: Callable[[ClaimedJob, JobContext], None],
         stopping: threading.Event,
     ) -> None:
         self.store = store
         self.concurrency = concurrency
         self.prefetch = prefetch
         self.lease_seconds = lease_seconds
-        self._start = start
+        # What runs a job given a slot: the pipeline, which ends each in `end`,
+        # so it is built after the slots and set here.
+        self.start: Callable[[ClaimedJob, JobContext], None] = _no_pipeline
         self._stopping = stopping
         # Set when an outcome is waiting to be recorded, and when slots are freed
         # (or the worker stops): what the finishers and the claim loop wait on.
@@ -76,104 +80,150 @@ class Slots:
     def count(self) -> int:
         """Jobs held, and slots taken by handlers past their recorded outcome."""
         with self._lock:
+            if not self._lingering:
+                return len(self._active)
             return len(self._active) + self._lingering_unheld()
 
     def _lingering_unheld(self) -> int:
         return sum(1 for job_id in self._lingering if job_id not in self._active)
 
-    def reserve(self, finishing: Sequence[Outcome] = ()) -> int:
-        """Promise a claim the slots free once the `finishing` outcomes are recorded
-        (those whose handler returned), and the prefetch while jobs are short;
-        nothing while stopping. Returns how many. `hold` ends the promise."""
-        if self._stopping.is_set():
-            return 0
+    # A job starts
+
+    def reserve(self) -> int:
+        """Promise the claim loop's claim the free slots, and the prefetch while
+        jobs are short; nothing while stopping. Returns how many. `hold` ends
+        the promise."""
         with self._lock:
-            short = self._mean_seconds is not None and self._mean_seconds < PREFETCH_BELOW_SECONDS
-            ahead = self.prefetch if short else 0
-            # A handler still running keeps its slot past its outcome: `free` says
-            # when it is free (and wakes the claim loop to fill it).
-            still = {o.job_id for o in finishing if o.job_id in self._running}
-            self._lingering |= still
-            taken = len(self._active) + self._lingering_unheld() + self._reserved
-            free = self.concurrency + ahead - taken + len(finishing) - len(still)
-            if free <= 0:
-                return 0
-            self._reserved += free
-            return free
+            return self._reserve(())
 
     def hold(self, claimed: list[ClaimedJob], reserved: int) -> None:
         """Take the jobs claimed for `reserved` promised slots: start them, or keep
         them waiting for a slot when they were claimed ahead."""
         contexts = [(job, JobContext.of(job, self.store, self.lease_seconds)) for job in claimed]
-        run_now = []
         with self._lock:
-            self._reserved -= reserved
-            now = time.monotonic()
-            for job, ctx in contexts:
-                self._active[job.id] = ctx
-                if len(self._running) < self.concurrency:
-                    self._running.add(job.id)
-                    self._started[job.id] = now
-                    run_now.append((job, ctx))
-                else:
-                    self._waiting.append((job, ctx))
+            run_now = self._hold(contexts, reserved)
         for job, ctx in run_now:
-            self._start(job, ctx)
+            self.start(job, ctx)
 
-    def end(self, outcome: Outcome) -> None:
+    def _reserve(self, finishing: Sequence[Outcome]) -> int:
+        # Under the lock. The `finishing` outcomes free their slots once recorded,
+        # unless their handler still runs: `free` says when that slot is free
+        # (and wakes the claim loop to fill it).
+        if self._stopping.is_set():
+            return 0
+        short = self._mean_seconds is not None and self._mean_seconds < PREFETCH_BELOW_SECONDS
+        ahead = self.prefetch if short else 0
+        still = 0
+        if self._running:
+            still_running = {o.job_id for o in finishing if o.job_id in self._running}
+            self._lingering |= still_running
+            still = len(still_running)
+        taken = len(self._active) + self._reserved
+        if self._lingering:  # rare: a handler past its deadline
+            taken += self._lingering_unheld()
+        free = self.concurrency + ahead - taken + len(finishing) - still
+        if free <= 0:
+            return 0
+        self._reserved += free
+        return free
+
+    def _hold(
+        self, contexts: list[tuple[ClaimedJob, JobContext]], reserved: int
+    ) -> list[tuple[ClaimedJob, JobContext]]:
+        # Under the lock; returns the jobs to start once it is released.
+        self._reserved -= reserved
+        run_now = []
+        now = time.monotonic()
+        for job, ctx in contexts:
+            self._active[job.id] = ctx
+            if len(self._running) < self.concurrency:
+                self._running.add(job.id)
+                self._started[job.id] = now
+                run_now.append((job, ctx))
+            else:
+                self._waiting.append((job, ctx))
+        return run_now
+
+    # A job ends
+
+    def end(self, outcome: Outcome, running: bool = False) -> None:
         """A started job's outcome: keep it for the finishers (unless the job was
-        handed back meanwhile). Its slot is freed by `free`."""
+        handed back meanwhile), and give its slot to the next job waiting. Not
+        while its handler is still `running` past its deadline: `free` then
+        says when it returned."""
+        job_id = outcome.job_id
         with self._lock:
-            started = self._started.get(outcome.job_id)
+            started = self._started.get(job_id)
             if started is not None:
                 took = time.monotonic() - started
                 mean = self._mean_seconds
                 self._mean_seconds = took if mean is None else 0.8 * mean + 0.2 * took
-            ctx = self._active.get(outcome.job_id)
+            ctx = self._active.get(job_id)
             if ctx is not None and not ctx.finished:  # else handed back at shutdown
                 ctx.finished = True
                 self._outcomes.append(outcome)
+            following = None if running else self._vacate(job_id)
         self.outcome_ready.set()
+        if following is not None:
+            self.start(*following)
 
     def free(self, job_id: str) -> None:
-        """A started job's handler returned (after its outcome): start the next job
-        waiting for a slot."""
+        """The handler of a job ended `running` returned: its slot runs the next
+        job waiting."""
         with self._lock:
-            self._running.discard(job_id)
-            lingered = job_id in self._lingering
+            following = self._vacate(job_id)
+        if following is not None:
+            self.start(*following)
+
+    def _vacate(self, job_id: str) -> tuple[ClaimedJob, JobContext] | None:
+        # Under the lock; returns the job waiting to start in the slot, if any.
+        self._running.discard(job_id)
+        if self._lingering and job_id in self._lingering:
             self._lingering.discard(job_id)
-        if lingered:  # a slot the claim loop counted as taken
-            self.freed.set()
-        self._start_next()
+            self.freed.set()  # a slot the claim loop counted as taken
+        if not self._waiting or len(self._running) >= self.concurrency or self._stopping.is_set():
+            return None
+        job, ctx = self._waiting.popleft()
+        self._running.add(job.id)
+        self._started[job.id] = time.monotonic()
+        return job, ctx
 
-    def _start_next(self) -> None:
-        with self._lock:
-            if (
-                not self._waiting
-                or len(self._running) >= self.concurrency
-                or self._stopping.is_set()
-            ):
-                return
-            job, ctx = self._waiting.popleft()
-            self._running.add(job.id)
-            self._started[job.id] = time.monotonic()
-        self._start(job, ctx)
+    # Its outcome is recorded
 
-    def take_outcomes(self) -> list[Outcome]:
+    def take(self) -> tuple[list[Outcome], int]:
+        """The outcomes waiting to be recorded, and the slots promised to a claim
+        beside them: those they free, and the prefetch while jobs are short (see
+        `reserve`). None when one is a hand-back: a job handed back is for
+        another worker to take. `settle` ends the promise."""
         with self._lock:
             batch, self._outcomes = self._outcomes, []
-            return batch
+            if not batch:
+                return batch, 0
+            for outcome in batch:
+                if isinstance(outcome, Released):
+                    return batch, 0
+            return batch, self._reserve(batch)
 
-    def settle(self, batch: list[Outcome]) -> list[tuple[JobContext | None, float]]:
-        """The batch is recorded: its jobs are no longer held. Returns each one's
-        context and how long it ran."""
+    def settle(
+        self, batch: list[Outcome], claimed: list[ClaimedJob], reserved: int
+    ) -> list[tuple[JobContext | None, float]]:
+        """The batch is recorded: its jobs are no longer held. The jobs claimed
+        beside it for the `reserved` slots `take` promised are held, and those
+        with a slot start. Returns each recorded job's context and how long it
+        ran."""
+        contexts = [(job, JobContext.of(job, self.store, self.lease_seconds)) for job in claimed]
         now = time.monotonic()
         with self._lock:
-            self._lingering.update(o.job_id for o in batch if o.job_id in self._running)
-            return [
+            if self._running:
+                self._lingering.update(o.job_id for o in batch if o.job_id in self._running)
+            settled = [
                 (self._active.pop(o.job_id, None), now - self._started.pop(o.job_id, now))
                 for o in batch
             ]
+            run_now = self._hold(contexts, reserved)
+        for job, ctx in run_now:
+            self.start(job, ctx)
+        return settled
 
     def hand_back(self, waiting_only: bool = False) -> int:
         """Turn every job still held (or only those claimed ahead that have not
@@ -189,3 +239,7 @@ class Slots:
                 ctx.finished = True
                 self._outcomes.append(Released(ctx.id, ctx.lease_token))
         return len(unfinished)
+
+
+def _no_pipeline(job: ClaimedJob, ctx: JobContext) -> None:
+    raise RuntimeError("Slots.start was not set: nothing runs the jobs it holds")
