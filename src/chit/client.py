@@ -36,25 +36,11 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from chit.api.schemas import (
-    Cleared,
-    Failures,
-    JobList,
-    JobStatus,
-    KindPause,
-    LimitOut,
-    LimitsOut,
-    QueuePause,
-    Replayed,
-    ScheduleOut,
-    ScheduleRemoved,
-    SchedulesOut,
-    StatsOut,
-    Submitted,
-    WorkflowCancelled,
-    WorkflowOut,
-    WorkflowSubmitted,
-)
+from chit.api.schemas.jobs import Failures, JobList, JobStatus, Replayed, Submitted
+from chit.api.schemas.limits import Cleared, KindPause, LimitOut, LimitsOut, QueuePause
+from chit.api.schemas.schedules import ScheduleOut, ScheduleRemoved, SchedulesOut
+from chit.api.schemas.stats import StatsOut
+from chit.api.schemas.workflows import WorkflowCancelled, WorkflowOut, WorkflowSubmitted
 from chit.bounds import PAGE_SIZE
 from chit.errors import (
     ChitError,

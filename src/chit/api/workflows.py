@@ -28,7 +28,7 @@ from chit.api.deps import (
     shows_traceback,
 )
 from chit.api.errors import ApiProblem, ChitRoute, documented
-from chit.api.schemas import (
+from chit.api.schemas.workflows import (
     SubmitWorkflow,
     WorkflowCancelled,
     WorkflowOut,

@@ -427,7 +427,7 @@ def prune(args: argparse.Namespace, setup: Setup) -> int:
 
 
 def stats(args: argparse.Namespace, setup: Setup) -> int:
-    from chit.api.schemas import LimitsOut
+    from chit.api.schemas.limits import LimitsOut
     from chit.cli import flow
 
     queue = setup.stored_queue()

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
-from chit.api.schemas import LimitOut, LimitsOut
+from chit.api.schemas.limits import LimitOut, LimitsOut
 from chit.bounds import NAME_MAX
 from chit.cli import output
 from chit.cli.flags import api_key

@@ -12,7 +12,9 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from chit.api.schemas import JobStatus, LimitOut, LimitValues, ScheduleOut
+from chit.api.schemas.jobs import JobStatus
+from chit.api.schemas.limits import LimitOut, LimitValues
+from chit.api.schemas.schedules import ScheduleOut
 from chit.cli import output
 from chit.cli.progress import WaitDisplay
 from chit.client import APINotFound, Client

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from chit.api.schemas import ScheduleOut, SchedulesOut
+from chit.api.schemas.schedules import ScheduleOut, SchedulesOut
 from chit.cli import output
 from chit.cli.flags import api_key, remote_flags
 from chit.cli.loading import Setup
