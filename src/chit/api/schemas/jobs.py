@@ -33,7 +33,7 @@ from chit.api.schemas.common import (
 )
 from chit.ids import JOB_ID_PATTERN
 from chit.jobs import FailureGroup, Job, State, Step
-from chit.queue import JobRequest
+from chit.requests import JobRequest
 
 _DEBOUNCED: dict[str, JsonValue] = {
     "required": ["debounce_key"],
