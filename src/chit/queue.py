@@ -196,6 +196,7 @@ class Queue:
         tenant: str = "",
         concurrency_key: str | None = None,
         timeout: float | None = None,
+        ref: str | None = None,
         depends_on: Sequence[str] = (),
         run_on: str = "succeeded",
         expires_at: datetime | None = None,
@@ -213,6 +214,7 @@ class Queue:
         `depends_on` (job ids): the job waits (`waiting`) until each has
         succeeded, and is cancelled if one fails or is cancelled; with
         `run_on="finished"` it runs once each has ended, whatever the outcome.
+        `ref` names the job in the workflow it joins.
 
         `expires_at` (a datetime) or `expires_in` (seconds from now, by the
         database's clock): a job not started by then ends `cancelled`, error
@@ -259,6 +261,7 @@ class Queue:
         tenant: str = "",
         concurrency_key: str | None = None,
         timeout: float | None = None,
+        ref: str | None = None,
         depends_on: Sequence[str] = (),
         run_on: str = "succeeded",
         expires_at: datetime | None = None,

@@ -24,6 +24,7 @@ from chit.extras import needs
 from chit.fleet import LiveWorker
 from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
 from chit.queue import Queue
+from chit.requests import JobRequest
 
 log = logging.getLogger("chit.cli")
 
@@ -152,57 +153,20 @@ def _submit_demo_jobs(app: str | None, queue: Queue) -> None:
 
 
 def submit(args: argparse.Namespace, setup: Setup) -> int:
-    try:
-        payload = json.loads(args.payload)
-    except json.JSONDecodeError as e:
-        raise InvalidRequest(f"payload is not valid JSON: {e}") from None
-    run_at = _run_at(args)
-    expires_in = None if args.expires_in is None else durations.duration(args.expires_in)
-    debounce = None if args.debounce is None else durations.duration(args.debounce)
-    debounce_max = None if args.debounce_max is None else durations.duration(args.debounce_max)
+    request = job_request(args)
     if args.url:
         from chit.cli.remote import submit_remote
 
         return submit_remote(
             args.url,
             api_key(args),
-            args.kind,
-            payload,
-            idempotency_key=args.idempotency_key,
-            queue=args.queue,
-            priority=args.priority,
-            max_attempts=args.max_attempts,
-            run_at=run_at,
-            concurrency_key=args.concurrency_key,
-            depends_on=args.depends_on,
-            run_on=args.run_on,
-            expires_in=expires_in,
-            unique_key=args.unique_key,
-            debounce_key=args.debounce_key,
-            debounce=debounce,
-            debounce_max=debounce_max,
+            request,
             wait=args.wait,
-            timeout=args.timeout,
+            wait_timeout=args.wait_timeout,
             as_json=args.json,
         )
     queue = setup.queue()
-    result = queue.enqueue(
-        args.kind,
-        payload,
-        idempotency_key=args.idempotency_key,
-        run_at=run_at,
-        priority=args.priority,
-        queue=args.queue,
-        max_attempts=args.max_attempts,
-        concurrency_key=args.concurrency_key,
-        depends_on=args.depends_on,
-        run_on=args.run_on,
-        expires_in=expires_in,
-        unique_key=args.unique_key,
-        debounce_key=args.debounce_key,
-        debounce=debounce,
-        debounce_max=debounce_max,
-    )
+    [result] = queue.enqueue_many([request])
     if not args.wait:
         if args.json:
             answer = {"job_id": result.id, "created": result.created}
@@ -212,7 +176,38 @@ def submit(args: argparse.Namespace, setup: Setup) -> int:
         return 0
     if not args.json:
         print(result.id, file=sys.stderr)
-    return _wait(queue, result.id, args.timeout, args.json)
+    return _wait(queue, result.id, args.wait_timeout, args.json)
+
+
+def job_request(args: argparse.Namespace) -> JobRequest:
+    """`chit submit`'s flags as the job's options, with --url or without."""
+    try:
+        payload = json.loads(args.payload)
+    except json.JSONDecodeError as e:
+        raise InvalidRequest(f"payload is not valid JSON: {e}") from None
+    return JobRequest(
+        args.kind,
+        payload,
+        idempotency_key=args.idempotency_key,
+        run_at=_run_at(args),
+        priority=args.priority,
+        queue=args.queue,
+        max_attempts=args.max_attempts,
+        concurrency_key=args.concurrency_key,
+        timeout=_seconds(args.timeout),
+        ref=args.ref,
+        depends_on=args.depends_on,
+        run_on=args.run_on,
+        expires_in=_seconds(args.expires_in),
+        unique_key=args.unique_key,
+        debounce_key=args.debounce_key,
+        debounce=_seconds(args.debounce),
+        debounce_max=_seconds(args.debounce_max),
+    )
+
+
+def _seconds(duration: str | None) -> float | None:
+    return None if duration is None else durations.duration(duration)
 
 
 def status(args: argparse.Namespace, setup: Setup) -> int:

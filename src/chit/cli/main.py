@@ -113,12 +113,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="jobs of one key are limited together (the task's key_concurrency, key_rate)",
     )
     p.add_argument(
+        "--timeout",
+        metavar="DURATION",
+        help="an attempt still running after this long (e.g. 90s, 10m) fails 'timed out' "
+        "(default: the task's)",
+    )
+    p.add_argument(
         "--depends-on",
         action="append",
         default=[],
         metavar="ID",
         help="wait for this job to succeed first (repeatable)",
     )
+    p.add_argument("--ref", help="with --depends-on: this job's name in the workflow it joins")
     p.add_argument(
         "--run-on",
         choices=["succeeded", "finished"],
@@ -149,7 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="never start later than this long after the first (default 10 x --debounce)",
     )
     p.add_argument("--wait", action="store_true", help="wait for the result")
-    p.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
+    p.add_argument(
+        "--wait-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="with --wait: give up waiting after this long",
+    )
     remote_flags(p)
 
     p = command("status", commands.status, "show a job, every attempt and its steps")

@@ -9,7 +9,7 @@ its database is unreachable) applies unchanged."""
 from __future__ import annotations
 
 import sys
-from datetime import datetime
+from dataclasses import fields
 from typing import Any
 
 from chit.api.schemas.jobs import JobStatus
@@ -19,50 +19,21 @@ from chit.cli import output
 from chit.cli.progress import WaitDisplay
 from chit.client import APINotFound, Client
 from chit.limits import KindLimits, Limits, Paused
+from chit.requests import JobRequest
 from chit.schedules import Rule, StoredSchedule, check_catch_up
 
 
 def submit_remote(
     url: str,
     api_key: str | None,
-    kind: str,
-    payload: Any,
+    request: JobRequest,
     *,
-    idempotency_key: str | None = None,
-    queue: str | None = None,
-    priority: int | None = None,
-    max_attempts: int | None = None,
-    run_at: datetime | None = None,
-    concurrency_key: str | None = None,
-    depends_on: list[str] | None = None,
-    run_on: str | None = None,
-    expires_in: float | None = None,
-    unique_key: str | None = None,
-    debounce_key: str | None = None,
-    debounce: float | None = None,
-    debounce_max: float | None = None,
     wait: bool = False,
-    timeout: float | None = None,
+    wait_timeout: float | None = None,
     as_json: bool = False,
 ) -> int:
     with Client(url, api_key) as client:
-        submitted = client.submit(
-            kind,
-            payload,
-            idempotency_key=idempotency_key,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            max_attempts=max_attempts,
-            concurrency_key=concurrency_key,
-            depends_on=depends_on or None,
-            run_on=None if not depends_on else run_on,
-            expires_in=expires_in,
-            unique_key=unique_key,
-            debounce_key=debounce_key,
-            debounce=debounce,
-            debounce_max=debounce_max,
-        )
+        submitted = client.submit(**submit_options(request))
         if not wait:
             if as_json:
                 output.print_json(
@@ -79,7 +50,20 @@ def submit_remote(
             return 0
         if not as_json:
             print(submitted.job_id, file=sys.stderr)
-        return _wait(client, submitted.job_id, timeout, as_json)
+        return _wait(client, submitted.job_id, wait_timeout, as_json)
+
+
+def submit_options(request: JobRequest) -> dict[str, Any]:
+    """`Client.submit`'s arguments for a request: every option but the tenant,
+    which is the API key's (the CLI sends no trace context)."""
+    options = {
+        f.name: getattr(request, f.name)
+        for f in fields(JobRequest)
+        if f.name not in ("tenant", "traceparent")
+    }
+    if not request.depends_on:  # neither sent: the server's defaults
+        options |= {"depends_on": None, "run_on": None}
+    return options
 
 
 def workflow_remote(url: str, api_key: str | None, workflow_id: str) -> list[output.WorkflowRow]:

@@ -73,6 +73,7 @@ class AsyncClient:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         concurrency_key: str | None = None,
+        timeout: float | None = None,
         depends_on: Iterable[str] | None = None,
         ref: str | None = None,
         run_on: str | None = None,
@@ -83,29 +84,7 @@ class AsyncClient:
         debounce: float | None = None,
         debounce_max: float | None = None,
     ) -> Submitted:
-        return await self._send(
-            calls.submit(
-                kind,
-                payload,
-                idempotency_key,
-                queue,
-                priority,
-                run_at,
-                max_attempts,
-                concurrency_key,
-                depends_on,
-                ref,
-                run_on,
-                {
-                    "expires_at": expires_at,
-                    "expires_in": expires_in,
-                    "unique_key": unique_key,
-                    "debounce_key": debounce_key,
-                    "debounce": debounce,
-                    "debounce_max": debounce_max,
-                },
-            )
-        )
+        return await self._send(calls.submit(locals()))  # first: the arguments alone
 
     async def submit_workflow(
         self, jobs: Iterable[Mapping[str, Any]], *, idempotency_key: str | None = None

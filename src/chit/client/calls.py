@@ -76,38 +76,25 @@ LIMITS = Call("GET", "/limits", parse_as(LimitsOut))
 SCHEDULES = Call("GET", "/schedules", parse_as(SchedulesOut))
 
 
-def submit(
-    kind: str,
-    payload: Any,
-    idempotency_key: str | None,
-    queue: str | None,
-    priority: int | None,
-    run_at: datetime | None,
-    max_attempts: int | None,
-    concurrency_key: str | None = None,
-    depends_on: Iterable[str] | None = None,
-    ref: str | None = None,
-    run_on: str | None = None,
-    more: Mapping[str, Any] | None = None,
-) -> Call[Submitted]:
-    """`more`: further fields of POST /jobs, sent when not None (times as ISO 8601)."""
-    body: dict[str, Any] = {"kind": kind, "payload": payload}
-    for name, value in (
-        ("queue", queue),
-        ("priority", priority),
-        ("max_attempts", max_attempts),
-        ("concurrency_key", concurrency_key),
-        ("ref", ref),
-        ("run_on", run_on),
-        *(more or {}).items(),
-    ):
-        if value is not None:
-            body[name] = value.isoformat() if isinstance(value, datetime) else value
-    if depends_on is not None:
-        body["depends_on"] = list(depends_on)
-    if run_at is not None:
-        body["run_at"] = run_at.isoformat()
-    headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
+# JobRequest's fields that POST /jobs takes otherwise: the Idempotency-Key
+# header; the tenant is the API key's.
+_NOT_IN_BODY = ("self", "idempotency_key", "tenant")
+
+
+def submit(arguments: Mapping[str, Any]) -> Call[Submitted]:
+    """POST /jobs from `submit`'s arguments (its `locals()`), which are
+    JobRequest's fields by name; those given (not None) are sent, times as ISO 8601."""
+    body: dict[str, Any] = {"kind": arguments["kind"], "payload": arguments["payload"]}
+    for name, value in arguments.items():
+        if value is None or name in body or name in _NOT_IN_BODY:
+            continue
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif name == "depends_on":
+            value = list(value)
+        body[name] = value
+    key = arguments.get("idempotency_key")
+    headers = {"Idempotency-Key": key} if key is not None else None
     return Call("POST", "/jobs", parse_as(Submitted), body, headers=headers, ok=(200, 202))
 
 

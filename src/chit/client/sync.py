@@ -73,6 +73,7 @@ class Client:
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         concurrency_key: str | None = None,
+        timeout: float | None = None,
         depends_on: Iterable[str] | None = None,
         ref: str | None = None,
         run_on: str | None = None,
@@ -83,36 +84,18 @@ class Client:
         debounce: float | None = None,
         debounce_max: float | None = None,
     ) -> Submitted:
-        """`depends_on` (job ids): the job waits until each has succeeded;
+        """POST /jobs: the arguments are `chit.JobRequest`'s fields (the tenant
+        is the API key's). `timeout` (seconds): how long an attempt may run
+        before it fails "timed out" (default: the task's); the HTTP requests'
+        own is `Client(timeout=)`.
+        `depends_on` (job ids): the job waits until each has succeeded;
         `run_on="finished"`: until each has ended, whatever the outcome.
         `expires_at` or `expires_in` (seconds): not started by then, the job
         ends cancelled, "expired before it started". `unique_key`: while a job
         with that key is waiting, queued or running, answers it (`created` false).
         `debounce_key` with `debounce` (seconds): while the key's job has not
         started, replaces its payload and moves its start (`debounced` true)."""
-        return self._send(
-            calls.submit(
-                kind,
-                payload,
-                idempotency_key,
-                queue,
-                priority,
-                run_at,
-                max_attempts,
-                concurrency_key,
-                depends_on,
-                ref,
-                run_on,
-                {
-                    "expires_at": expires_at,
-                    "expires_in": expires_in,
-                    "unique_key": unique_key,
-                    "debounce_key": debounce_key,
-                    "debounce": debounce,
-                    "debounce_max": debounce_max,
-                },
-            )
-        )
+        return self._send(calls.submit(locals()))  # first: the arguments alone
 
     def submit_workflow(
         self, jobs: Iterable[Mapping[str, Any]], *, idempotency_key: str | None = None

@@ -165,27 +165,10 @@ class SubmitJob(BaseModel):
         return self
 
     def job_request(self, tenant: str, idempotency_key: str | None) -> JobRequest:
-        return JobRequest(
-            kind=self.kind,
-            payload=self.payload,
-            idempotency_key=idempotency_key,
-            run_at=self.run_at,
-            priority=self.priority,
-            queue=self.queue,
-            max_attempts=self.max_attempts,
-            tenant=tenant,
-            timeout=self.timeout,
-            concurrency_key=self.concurrency_key,
-            ref=self.ref,
-            depends_on=self.depends_on,
-            run_on=self.run_on,
-            expires_at=self.expires_at,
-            expires_in=self.expires_in,
-            unique_key=self.unique_key,
-            debounce_key=self.debounce_key,
-            debounce=self.debounce,
-            debounce_max=self.debounce_max,
-        )
+        """The fields are JobRequest's by name; the key and the tenant come
+        with the request (its Idempotency-Key header, its API key)."""
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        return JobRequest(**fields, tenant=tenant, idempotency_key=idempotency_key)
 
 
 class EditJob(BaseModel):
