@@ -55,7 +55,7 @@ from chit.jobs import (
     Workflow,
     WorkflowView,
 )
-from chit.limits import LimitError, Limits
+from chit.limits import LimitError, Limits, Rate
 from chit.requests import JobRequest, PreparedOnRead, one_request, prepared
 from chit.schedules import (
     EPOCH,
@@ -124,9 +124,9 @@ class Queue:
         queue: str = "default",
         priority: int = 0,
         concurrency: int | None = None,
-        rate: str | None = None,
+        rate: str | Rate | None = None,
         key_concurrency: int | None = None,
-        key_rate: str | None = None,
+        key_rate: str | Rate | None = None,
         timeout: float | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register a handler. `concurrency` and `rate` ("N/s", "N/m", "N/h") limit

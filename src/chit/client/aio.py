@@ -162,13 +162,7 @@ class AsyncClient:
         key_concurrency: int | None = None,
         key_rate: str | Rate | None = None,
     ) -> LimitOut:
-        limits = {
-            "concurrency": concurrency,
-            "rate": rate,
-            "key_concurrency": key_concurrency,
-            "key_rate": key_rate,
-        }
-        return await self._send(calls.set_limits(kind, limits))
+        return await self._send(calls.set_limits(locals()))  # first: the arguments alone
 
     async def clear_limits(self, kind: str) -> bool:
         return await self._send(calls.clear_limits(kind))

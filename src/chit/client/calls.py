@@ -170,10 +170,13 @@ def segment(name: str) -> str:
     return quote(name, safe="")
 
 
-def set_limits(kind: str, limits: dict[str, int | str | Rate | None]) -> Call[LimitOut]:
-    # None: leave as it is. The server checks the values (and that one is given).
-    body = {k: str(v) if isinstance(v, Rate) else v for k, v in limits.items() if v is not None}
-    return Call("PUT", f"/limits/{segment(kind)}", parse_as(LimitOut), body)
+def set_limits(arguments: Mapping[str, Any]) -> Call[LimitOut]:
+    """PUT /limits/{kind} from `set_limits`' arguments (its `locals()`): the kind,
+    and Limits' fields by name. None: leave as it is. The server checks the
+    values (and that one is given)."""
+    limits = {k: v for k, v in arguments.items() if k not in ("self", "kind") and v is not None}
+    body = {k: str(v) if isinstance(v, Rate) else v for k, v in limits.items()}
+    return Call("PUT", f"/limits/{segment(arguments['kind'])}", parse_as(LimitOut), body)
 
 
 def clear_limits(kind: str) -> Call[bool]:

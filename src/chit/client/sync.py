@@ -187,13 +187,7 @@ class Client:
     ) -> LimitOut:
         """Override the limits given (rates "N/s", "N/m", "N/h") until `clear_limits`;
         the others stay as they were."""
-        limits = {
-            "concurrency": concurrency,
-            "rate": rate,
-            "key_concurrency": key_concurrency,
-            "key_rate": key_rate,
-        }
-        return self._send(calls.set_limits(kind, limits))
+        return self._send(calls.set_limits(locals()))  # first: the arguments alone
 
     def clear_limits(self, kind: str) -> bool:
         """Drop the operator's override; False when there was none."""

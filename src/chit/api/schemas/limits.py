@@ -54,7 +54,7 @@ class SetLimits(BaseModel):
 
     def checked(self) -> Limits:
         """The limits, or LimitError (answered 422 with its message)."""
-        return Limits.checked(self.concurrency, self.rate, self.key_concurrency, self.key_rate)
+        return Limits.checked(**{name: getattr(self, name) for name in type(self).model_fields})
 
 
 class LimitValues(BaseModel):
