@@ -18,7 +18,7 @@ import pytest
 
 import chit
 from chit.cli.main import main
-from chit.cli.remote import submit_remote, wait_remote
+from chit.cli.submitting import submit_remote, wait_remote
 from chit.client import APIError, APIInvalidRequest, APINotFound
 from chit.requests import JobRequest
 from support.stack import Server, server_with_workers

@@ -18,9 +18,8 @@ import pytest
 from chit import JobRequest, Queue
 from chit.api.schemas.jobs import SubmitJob
 from chit.api.schemas.limits import LimitOut, LimitValues, SetLimits
-from chit.cli.commands import job_request
 from chit.cli.main import build_parser
-from chit.cli.remote import submit_options
+from chit.cli.submitting import job_request, submit_options
 from chit.client import AsyncClient, Client
 from chit.dashboard import flow as dashboard_flow
 from chit.limits import Limits
