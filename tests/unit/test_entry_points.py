@@ -46,7 +46,7 @@ NOT_TAKEN: dict[str, dict[str, str]] = {
         "tenant": "on the database the CLI is the operator, whose jobs have no tenant; "
         "with --url, the API key's",
         "traceparent": "the CLI runs in no trace",
-        "expires_at": "--expires-in says it as a duration from now, as --delay does run_at",
+        "expires_at": "--expires-in says it, as a duration from now",
     },
 }
 
