@@ -27,7 +27,8 @@ from chit.errors import (
     WorkflowNotFound,
 )
 from chit.jobs import Job, RunOn, State, Workflow
-from chit.queue import JobRequest, Queue
+from chit.queue import Queue
+from chit.requests import JobRequest
 from chit.settings import Settings
 from chit.worker import Worker
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import inspect
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, overload
+from typing import Any
 
 import pydantic
 
@@ -31,18 +30,11 @@ from chit.bounds import (
     PRIORITY_LIMIT,
 )
 from chit.checks import (
-    check_concurrency_key,
-    check_debounce,
-    check_expiry,
-    check_idempotency_key,
     check_timeout,
-    check_unique_key,
     checked_priority,
     checked_run_at,
-    is_whole,
     stored_payload,
 )
-from chit.encoding import canonical
 from chit.errors import (
     ConfigError,
     IdempotencyConflict,
@@ -59,12 +51,12 @@ from chit.jobs import (
     Job,
     JobChange,
     NewJob,
-    RunOn,
     State,
     Workflow,
     WorkflowView,
 )
-from chit.limits import LimitError, Limits
+from chit.limits import LimitError, Limits, Rate
+from chit.requests import JobRequest, PreparedOnRead, one_request, prepared
 from chit.schedules import (
     EPOCH,
     Schedule,
@@ -95,47 +87,6 @@ class Task:
     @property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.handler)
-
-
-@dataclass(frozen=True, slots=True)  # slots: a third quicker to make, one a job
-class JobRequest:
-    """One job for `Queue.enqueue_many`."""
-
-    kind: str
-    payload: Any = None
-    idempotency_key: str | None = None
-    run_at: datetime | None = None
-    priority: int | None = None
-    queue: str | None = None
-    max_attempts: int | None = None
-    tenant: str = ""
-    concurrency_key: str | None = None
-    timeout: float | None = None  # seconds; None: the task's
-    # Workflows: a name for this job that later requests of the same call give
-    # in `depends_on`; the jobs it waits for (refs of this call, or ids of
-    # stored jobs); "succeeded" (the default) or "finished" (run whatever the
-    # dependencies' outcome: a callback).
-    ref: str | None = None
-    depends_on: Sequence[str] = ()
-    run_on: str = "succeeded"
-    # Expiry (DESIGN.md "Time"): not started by this time, or within this many
-    # seconds of being stored, the job ends cancelled; at most one of the two.
-    expires_at: datetime | None = None
-    expires_in: float | None = None
-    # At most one job per key waiting, queued or running; another enqueue while
-    # it is returns that job (created=False), whatever its payload.
-    unique_key: str | None = None
-    # The W3C traceparent of the span the job is enqueued under, when it is not
-    # the current one (POST /jobs's header); one that is not valid is ignored.
-    traceparent: str | None = None
-    # Debounce (DESIGN.md "Changing work already queued"): the job starts
-    # `debounce` seconds from now; while it has not started, another enqueue
-    # with the key (and tenant) replaces its payload and moves its start to
-    # `debounce` seconds from then, never past `debounce_max` (default 10 x
-    # `debounce`) seconds after the first. Answered created=False, debounced=True.
-    debounce_key: str | None = None
-    debounce: float | None = None
-    debounce_max: float | None = None
 
 
 class Queue:
@@ -174,9 +125,9 @@ class Queue:
         queue: str = "default",
         priority: int = 0,
         concurrency: int | None = None,
-        rate: str | None = None,
+        rate: str | Rate | None = None,
         key_concurrency: int | None = None,
-        key_rate: str | None = None,
+        key_rate: str | Rate | None = None,
         timeout: float | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register a handler. `concurrency` and `rate` ("N/s", "N/m", "N/h") limit
@@ -246,6 +197,7 @@ class Queue:
         tenant: str = "",
         concurrency_key: str | None = None,
         timeout: float | None = None,
+        ref: str | None = None,
         depends_on: Sequence[str] = (),
         run_on: str = "succeeded",
         expires_at: datetime | None = None,
@@ -263,6 +215,7 @@ class Queue:
         `depends_on` (job ids): the job waits (`waiting`) until each has
         succeeded, and is cancelled if one fails or is cancelled; with
         `run_on="finished"` it runs once each has ended, whatever the outcome.
+        `ref` names the job in the workflow it joins.
 
         `expires_at` (a datetime) or `expires_in` (seconds from now, by the
         database's clock): a job not started by then ends `cancelled`, error
@@ -284,7 +237,7 @@ class Queue:
         if and only if your transaction commits.
 
         Raises UnknownKind, InvalidPayload, PayloadTooLarge, IdempotencyConflict."""
-        request = _one_request(locals())  # first: locals() is the arguments alone
+        request = one_request(locals())  # first: locals() is the arguments alone
         return self.enqueue_many([request], connection=connection)[0]
 
     def enqueue_many(
@@ -312,6 +265,7 @@ class Queue:
         tenant: str = "",
         concurrency_key: str | None = None,
         timeout: float | None = None,
+        ref: str | None = None,
         depends_on: Sequence[str] = (),
         run_on: str = "succeeded",
         expires_at: datetime | None = None,
@@ -327,7 +281,7 @@ class Queue:
         `psycopg.AsyncConnection` (the job exists if and only if your transaction
         commits), or on SQLite a sqlite3 connection made with
         check_same_thread=False."""
-        request = _one_request(locals())  # first: locals() is the arguments alone
+        request = one_request(locals())  # first: locals() is the arguments alone
         return (await self.aenqueue_many([request], connection=connection))[0]
 
     async def aenqueue_many(
@@ -355,7 +309,7 @@ class Queue:
     def _jobs(self, requests: Iterable[JobRequest], connection: Any) -> Sequence[NewJob]:
         requests = list(requests)
         if connection is None:
-            return _PreparedOnRead(self.prepare, requests)
+            return PreparedOnRead(self.prepare, requests)
         return [self.prepare(r) for r in requests]  # your transaction stays usable after one
 
     def enqueue_workflow(
@@ -599,61 +553,7 @@ class Queue:
         task = self.tasks.get(request.kind)
         if task is None:
             raise UnknownKind(request.kind, list(self.tasks))
-        _, payload, encoded = stored_payload(task, request.payload, self.settings.max_payload_bytes)
-        if request.idempotency_key is not None:
-            check_idempotency_key(request.idempotency_key)
-        if request.unique_key is not None:
-            check_unique_key(request.unique_key)
-        max_attempts = request.max_attempts
-        if max_attempts is None:  # not `or`: an explicit 0 is refused below, not replaced
-            max_attempts = task.max_attempts or self.settings.max_attempts
-        if not is_whole(max_attempts) or not 1 <= max_attempts <= MAX_ATTEMPTS:
-            raise InvalidRequest(f"max_attempts must be 1 to {MAX_ATTEMPTS}, not {max_attempts}")
-        priority = checked_priority(task.priority if request.priority is None else request.priority)
-        run_at = None if request.run_at is None else checked_run_at(request.run_at)
-        queue = request.queue or task.queue
-        if "\x00" in queue:  # PostgreSQL's text cannot hold it; refuse on both backends
-            raise InvalidRequest("a queue name cannot hold a NUL character (\\u0000)")
-        concurrency_key = request.concurrency_key
-        if concurrency_key is not None:
-            check_concurrency_key(concurrency_key)
-        timeout = task.timeout if request.timeout is None else check_timeout(request.timeout)
-        debounce = None
-        if (request.debounce_key, request.debounce, request.debounce_max) != (None, None, None):
-            debounce = check_debounce(request)
-        expires_at, expires_in = check_expiry(request.expires_at, request.expires_in, run_at)
-        job = NewJob(
-            kind=request.kind,
-            payload=payload,
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            run_at=run_at,
-            idempotency_key=request.idempotency_key,
-            tenant=request.tenant,
-            concurrency_key=concurrency_key or "",
-            timeout=timeout,
-            payload_json=encoded,
-            ref=request.ref,
-            depends_on=tuple(request.depends_on),
-            run_on=_run_on(request.run_on),
-            expires_at=expires_at,
-            expires_in=expires_in,
-            unique_key=request.unique_key,
-            debounce=debounce,
-            traceparent=tracing.valid_traceparent(request.traceparent),
-        )
-        if job.idempotency_key is None:
-            return job
-        return dataclasses.replace(job, request_hash=_request_hash(request, job))
-
-
-def _one_request(arguments: dict[str, Any]) -> JobRequest:
-    """The JobRequest of an `enqueue` or `aenqueue` call, from its `locals()`:
-    their parameters (but `self` and `connection`) are JobRequest's fields by
-    name, so the two signatures the docs and IDEs show are the only lists of them."""
-    fields = {k: v for k, v in arguments.items() if k not in ("self", "connection")}
-    return JobRequest(**fields)
+        return prepared(request, task, self.settings)
 
 
 def _checked(jobs: Sequence[NewJob], results: list[Enqueued]) -> list[Enqueued]:
@@ -676,76 +576,3 @@ def _started(job: Job) -> InvalidTransition:
 
 def _no_handler(*args: Any) -> None:
     """A schedule's kind this process has no task for (checked, never run)."""
-
-
-def _run_on(value: str) -> RunOn:
-    try:
-        return RunOn(value)
-    except ValueError:
-        raise InvalidRequest(f"run_on must be 'succeeded' or 'finished', not {value!r}") from None
-
-
-class _PreparedOnRead(Sequence[NewJob]):
-    """Requests validated as the store reads them, once each: PostgreSQL inserts
-    the first jobs of a large batch while later ones are checked (10,000 jobs:
-    validating took 40 % of the time). An invalid one raises inside the store's
-    transaction, which then stores nothing."""
-
-    def __init__(self, prepare: Callable[[JobRequest], NewJob], requests: list[JobRequest]):
-        self._prepare = prepare
-        self._requests = requests
-        self._jobs: list[NewJob] = []
-
-    def __len__(self) -> int:
-        return len(self._requests)
-
-    @overload
-    def __getitem__(self, index: int) -> NewJob: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[NewJob]: ...
-    def __getitem__(self, index: int | slice) -> NewJob | list[NewJob]:
-        if isinstance(index, slice):
-            return [self[n] for n in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        while len(self._jobs) <= index:
-            self._jobs.append(self._prepare(self._requests[len(self._jobs)]))
-        return self._jobs[index]
-
-
-def _request_hash(request: JobRequest, job: NewJob) -> str:
-    """Fingerprint of what was asked for, so the same idempotency key with a
-    different request can be told apart from an honest retry. `job` is
-    `request` resolved (the task's queue, priority and attempts filled in, the
-    payload as stored, the expiry checked); the timeout hashed is the
-    request's own, None when it gave none, not the task's."""
-    fingerprint: Mapping[str, Any] = {
-        "kind": job.kind,
-        # The stored payload, not the canonical text of what was submitted: a
-        # payload with number keys sorts them as numbers there, as text here.
-        "payload": job.payload,
-        "queue": job.queue,
-        "priority": job.priority,
-        "max_attempts": job.max_attempts,
-        "run_at": None if job.run_at is None else job.run_at.isoformat(),
-    }
-    if request.concurrency_key is not None:  # absent: the same fingerprint as before keys existed
-        fingerprint = {**fingerprint, "concurrency_key": request.concurrency_key}
-    # The same: a job asked for without one keeps its fingerprint.
-    if request.timeout is not None:
-        fingerprint = {**fingerprint, "timeout": float(request.timeout)}
-    # The same again for a job without dependencies. Refs are hashed as given:
-    # they name jobs of the call, so the same call repeated hashes the same.
-    if job.depends_on:  # a set: the order given changes nothing
-        fingerprint = {**fingerprint, "depends_on": sorted(set(job.depends_on))}
-    if job.run_on is not RunOn.SUCCEEDED:
-        fingerprint = {**fingerprint, "run_on": job.run_on.value}
-    if job.expires_at is not None:
-        fingerprint = {**fingerprint, "expires_at": job.expires_at.isoformat()}
-    if job.expires_in is not None:
-        fingerprint = {**fingerprint, "expires_in": job.expires_in}
-    if job.unique_key is not None:
-        fingerprint = {**fingerprint, "unique_key": job.unique_key}
-    return hashlib.sha256(canonical(fingerprint).encode()).hexdigest()

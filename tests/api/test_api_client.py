@@ -81,6 +81,14 @@ async def test_submit_get_wait(api: Api, client: AsyncClient) -> None:
     assert seen[0] is State.QUEUED and seen[-1] is State.SUCCEEDED
 
 
+async def test_submit_sets_the_jobs_timeout(api: Api, client: AsyncClient) -> None:
+    timed = await client.submit("echo", {"message": "t"}, timeout=7.5)
+    assert api.job(timed.job_id).timeout == 7.5
+    assert (await client.get(timed.job_id)).timeout == 7.5
+    plain = await client.submit("echo", {"message": "t"})
+    assert api.job(plain.job_id).timeout is None  # the task's: echo has none
+
+
 async def test_wait_loads_a_large_result(api: Api, client: AsyncClient) -> None:
     submitted = await client.submit("big", {}, queue="qb")
     large = {"blob": "b" * 4000}

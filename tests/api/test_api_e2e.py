@@ -18,8 +18,9 @@ import pytest
 
 import chit
 from chit.cli.main import main
-from chit.cli.remote import submit_remote, wait_remote
+from chit.cli.submitting import submit_remote, wait_remote
 from chit.client import APIError, APIInvalidRequest, APINotFound
+from chit.requests import JobRequest
 from support.stack import Server, server_with_workers
 from support.waiting import wait_until
 
@@ -210,14 +211,13 @@ def test_keys_are_required_over_the_wire(stack: Stack) -> None:
 def test_cli_submit_and_wait_through_the_api(
     stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = submit_remote(
-        stack.url, KEY, "echo", {"message": "cli"}, idempotency_key="cli-1", wait=True
-    )
+    request = JobRequest("echo", {"message": "cli"}, idempotency_key="cli-1")
+    code = submit_remote(stack.url, KEY, request, wait=True)
     captured = capsys.readouterr()
     assert code == 0
     assert json.loads(captured.out) == {"message": "cli", "attempt": 1}
     job_id = captured.err.splitlines()[0]
-    assert submit_remote(stack.url, KEY, "echo", {"message": "cli"}, idempotency_key="cli-1") == 0
+    assert submit_remote(stack.url, KEY, request) == 0
     assert capsys.readouterr().out.strip() == f"{job_id} (existing job, same key)"
     assert wait_remote(stack.url, KEY, job_id, as_json=True) == 0
     assert json.loads(capsys.readouterr().out)["state"] == "succeeded"
@@ -231,11 +231,22 @@ def test_cli_submit_and_wait_through_the_api(
     assert "still queued after 0.5s" in capsys.readouterr().err
     # The CLI's error handling applies: exit 2 for these, 3 for an unreachable API.
     with pytest.raises(chit.InvalidRequest, match="known kinds: big, echo"):
-        submit_remote(stack.url, KEY, "nope", {})
+        submit_remote(stack.url, KEY, JobRequest("nope", {}))
     with pytest.raises(chit.ChitError, match="not recognised"):
         wait_remote(stack.url, "wrong-key-0123456789", job_id)
     with pytest.raises(chit.StoreError, match="cannot reach the chit API"):
         wait_remote("http://127.0.0.1:9", KEY, job_id)
+
+
+def test_the_jobs_timeout_through_the_client_and_chit_submit_url(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    timed = stack.client.submit("echo", {"message": "t"}, timeout=7.5)
+    assert stack.client.get(timed.job_id).timeout == 7.5
+    argv = ["submit", "echo", '{"message": "t"}', "--timeout", "90s", "--json"]
+    assert main([*argv, "--url", stack.url, "--api-key", KEY]) == 0
+    job_id = json.loads(capsys.readouterr().out)["job_id"]
+    assert stack.client.get(job_id).timeout == 90
 
 
 def test_cli_limits_and_pauses_through_the_api(

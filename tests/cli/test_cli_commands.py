@@ -183,7 +183,7 @@ def test_wait_gives_up_after_its_timeout(cli: Cli) -> None:
 
 
 def test_submit_wait_with_a_timeout_and_no_worker_exits_1(cli: Cli) -> None:
-    result = cli("submit", "echo", "{}", "--wait", "--timeout", "0.2")
+    result = cli("submit", "echo", "{}", "--wait", "--wait-timeout", "0.2")
     assert result.code == 1
     assert result.out == ""
     assert "still queued" in result.err

@@ -79,7 +79,7 @@ def test_up_runs_workers_until_ctrl_c(tmp_path: Path) -> None:
             dashboard = up.stdout.readline().decode().rstrip()
             assert dashboard.startswith("chit up: dashboard on http://"), dashboard
             assert dashboard.endswith("/ui/"), dashboard
-            result = run_cli("submit", "echo", '{"hello": "up"}', "--wait", "--timeout", "20")
+            result = run_cli("submit", "echo", '{"hello": "up"}', "--wait", "--wait-timeout", "20")
             assert result.code == 0, result
             assert json.loads(result.out) == {"hello": "up"}
             # One worker ran the job; the other may still be importing, and a

@@ -1,5 +1,6 @@
-"""`chit submit --expires-in` and `--unique-key` (DESIGN.md "Time"): stored,
-shown by `chit status`, and bad values refused with one line, nothing stored."""
+"""`chit submit --timeout`, `--expires-in` and `--unique-key` (DESIGN.md
+"Time"): stored, shown by `chit status`, and bad values refused with one line,
+nothing stored."""
 
 from __future__ import annotations
 
@@ -13,6 +14,30 @@ from support.cli import Cli, Result, assert_refused
 def ok(result: Result) -> Result:
     assert result.code == 0, result
     return result
+
+
+def test_submit_with_a_timeout_stores_the_jobs_own(cli: Cli, app: chit.Queue) -> None:
+    job_id = ok(cli("submit", "echo", "{}", "--timeout", "90s")).out.split()[0]
+    job = app.store.get(job_id)
+    assert job is not None and job.timeout == 90
+    assert ok(cli("status", job_id, "--json")).json()["timeout"] == 90
+    in_seconds = ok(cli("submit", "echo", "{}", "--timeout", "2.5")).out.split()[0]
+    assert app.store.get(in_seconds).timeout == 2.5  # type: ignore[union-attr]
+
+
+def test_the_jobs_timeout_is_not_the_waits(cli: Cli, app: chit.Queue) -> None:
+    # No worker runs: the wait gives up after its own timeout, the job keeps its.
+    result = cli("submit", "echo", "{}", "--timeout", "5m", "--wait", "--wait-timeout", "0.2")
+    assert result.code == 1
+    assert result.err.splitlines()[-1] == "chit: still queued after 0.2s"
+    [job] = app.store.list(JobFilter(), limit=10).jobs
+    assert job.timeout == 300
+
+
+def test_a_bad_timeout_is_refused_and_nothing_is_stored(cli: Cli, app: chit.Queue) -> None:
+    for value in ("0s", "soon", "-5s"):
+        assert_refused(cli("submit", "echo", "{}", f"--timeout={value}"), 2)
+    assert app.store.list(JobFilter(), limit=10).jobs == []
 
 
 def test_submit_with_expires_in(cli: Cli, app: chit.Queue) -> None:

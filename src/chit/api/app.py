@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from chit.api import changes, queues, reference, routes, schedules, workflows
+from chit.api import changes, health, limits, queues, reference, routes, schedules, workflows
 from chit.api.auth import KEY_CACHE_SECONDS, Authenticator, parse_env_keys
 from chit.api.deps import ApiState
 from chit.api.errors import answer_exception
@@ -92,7 +92,15 @@ def lifespan(
 
 
 # The API's routers, in the order their routes are matched.
-ROUTERS = (routes.router, changes.router, queues.router, workflows.router, schedules.router)
+ROUTERS = (
+    routes.router,
+    limits.router,
+    health.router,
+    changes.router,
+    queues.router,
+    workflows.router,
+    schedules.router,
+)
 DASHBOARD_ROUTERS = (dashboard_routes.router, job_page.router)
 
 

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from chit.api.body import read_body
 from chit.api.deps import Admin, api_state, blocking, render_status, shows_traceback
 from chit.api.errors import ChitRoute, documented
-from chit.api.schemas import EditJob, JobStatus
+from chit.api.schemas.jobs import EditJob, JobStatus
 from chit.errors import JobNotFound
 from chit.ids import is_job_id
 from chit.jobs import Job

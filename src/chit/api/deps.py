@@ -18,7 +18,7 @@ from starlette.responses import Response
 
 from chit.api.auth import Authenticator, Principal, require_every_tenant, require_scope
 from chit.api.events import EventHub
-from chit.api.schemas import JobStatus
+from chit.api.schemas.jobs import JobStatus
 from chit.api.tokens import EventTokens
 from chit.errors import JobNotFound
 from chit.ids import is_job_id

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from chit.api.problem import ApiProblem
-from chit.api.schemas import ErrorOut
+from chit.api.schemas.common import ErrorOut
 from chit.errors import (
     ChitError,
     IdempotencyConflict,

@@ -1,20 +1,19 @@
-"""The HTTP routes, as an `APIRouter`. Each route reads its `ApiState` from
+"""The job routes (submit, read, stream, operate; failures, stats and
+metrics), as an `APIRouter`. Each route reads its `ApiState` from
 `request.app.state.chit`, which the lifespan from `chit.api.app` sets; build
 the app with `create_app(queue)` or include `create_router(queue)` in yours."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import math
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import AfterValidator
-from starlette.convertors import Convertor, register_url_convertor
 
 from chit import bounds
 from chit.api import events, metrics
@@ -23,7 +22,6 @@ from chit.api.body import read_body
 from chit.api.deps import (
     SSE_EVENT,
     Admin,
-    Operator,
     Reader,
     Submitter,
     answer_job,
@@ -36,32 +34,23 @@ from chit.api.deps import (
     render_status,
     shows_traceback,
 )
-from chit.api.errors import STORE_RETRY_AFTER, ApiProblem, ChitRoute, documented
-from chit.api.schemas import (
-    Cleared,
+from chit.api.errors import ApiProblem, ChitRoute, documented
+from chit.api.schemas.common import Moment, no_nul
+from chit.api.schemas.jobs import (
     EventsTokenOut,
     FailureGroupOut,
     Failures,
-    Health,
     JobList,
     JobStatus,
-    KindPause,
-    LimitOut,
-    LimitsOut,
-    Moment,
-    QueuePause,
-    Ready,
     Replayed,
     ReplayRequest,
-    SetLimits,
-    StatsOut,
     StepList,
     StepOut,
     SubmitJob,
     Submitted,
-    no_nul,
     replay_request_schema,
 )
+from chit.api.schemas.stats import StatsOut
 from chit.errors import InvalidTransition, JobNotFound
 from chit.ids import JOB_ID_PATTERN, is_job_id
 from chit.jobs import (
@@ -72,38 +61,13 @@ from chit.jobs import (
     State,
     last_hour_by_kind,
 )
-from chit.store.capabilities import WriteLock
 
 # How soon to poll again a job that is running (or due and waiting for a worker).
 RUNNING_RETRY_AFTER = 1
-# Seconds /readyz waits for the database's write lock before saying not ready.
-WRITABLE_WITHIN = 1.0
 
 # Operation ids are the routes' names (`submit_job`, `get_job`): what generated
 # clients call their methods, rather than FastAPI's `submit_job_jobs_post`.
 router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
-
-
-class _Name(Convertor[str]):
-    """A kind or queue name in a path, whatever it holds: a "/" (sent as %2F,
-    which the server decodes before routing) or a newline (where Starlette's
-    `path` stops)."""
-
-    regex = r"[\s\S]*"
-
-    def convert(self, value: str) -> str:
-        return value
-
-    def to_string(self, value: str) -> str:
-        return value
-
-
-register_url_convertor("name", _Name())
-
-KindPath = Annotated[str, Path(min_length=1, max_length=bounds.NAME_MAX, description="a task kind")]
-QueuePath = Annotated[
-    str, Path(min_length=1, max_length=bounds.NAME_MAX, description="a queue name")
-]
 
 
 # Submitting
@@ -513,135 +477,6 @@ async def get_metrics(request: Request, principal: Admin) -> Response:
     return Response(text, media_type=metrics.CONTENT_TYPE)
 
 
-# Flow control: limits and pauses, global (DESIGN.md, "Flow control")
-
-_LIMITS_BODY = {
-    "required": True,
-    "content": {"application/json": {"schema": SetLimits.model_json_schema()}},
-}
-
-
-@router.get(
-    "/limits",
-    response_model=LimitsOut,
-    summary="Every kind's limits with its running and waiting jobs, and what is paused",
-    responses=documented(),
-)
-async def get_limits(request: Request, principal: Operator) -> LimitsOut:
-    store = api_state(request).store
-    return LimitsOut.of(await blocking(store.limits), await blocking(store.pauses))
-
-
-@router.put(
-    "/limits/{kind:name}",
-    response_model=LimitOut,
-    summary="Override a kind's limits (the fields given; the others stay) until cleared",
-    responses=documented(400, 413, 415),
-    openapi_extra={"requestBody": _LIMITS_BODY},
-)
-async def set_limits(request: Request, kind: KindPath, principal: Operator) -> LimitOut:
-    state = api_state(request)
-    _storable(kind, "kind")
-    body = await read_body(request, SetLimits)
-    limits = body.checked()
-    if not limits:
-        raise ApiProblem(
-            422,
-            "invalid_limits",
-            "say which limits to set: any of concurrency, rate, key_concurrency and key_rate "
-            '(e.g. {"concurrency": 3, "rate": "10/s"}); to drop an override, DELETE /limits/KIND',
-        )
-    return LimitOut.of(await blocking(state.store.set_limits, kind, limits))
-
-
-@router.delete(
-    "/limits/{kind:name}",
-    response_model=Cleared,
-    summary="Drop the operator's override of a kind: the code's limits apply again",
-    responses=documented(),
-)
-async def clear_limits(request: Request, kind: KindPath, principal: Operator) -> Cleared:
-    _storable(kind, "kind")
-    cleared = await blocking(api_state(request).store.clear_limits, kind)
-    return Cleared(kind=kind, cleared=cleared)
-
-
-@router.post(
-    "/queues/{queue:name}/pause",
-    response_model=QueuePause,
-    summary="Claim no job of a queue until resumed; running jobs finish",
-    responses=documented(),
-)
-async def pause_queue(request: Request, queue: QueuePath, principal: Operator) -> QueuePause:
-    _storable(queue, "queue")
-    changed = await blocking(functools.partial(api_state(request).store.pause, queue=queue))
-    return QueuePause(queue=queue, paused=True, changed=changed)
-
-
-@router.post(
-    "/queues/{queue:name}/resume",
-    response_model=QueuePause,
-    summary="Claim a paused queue's jobs again",
-    responses=documented(),
-)
-async def resume_queue(request: Request, queue: QueuePath, principal: Operator) -> QueuePause:
-    _storable(queue, "queue")
-    changed = await blocking(functools.partial(api_state(request).store.resume, queue=queue))
-    return QueuePause(queue=queue, paused=False, changed=changed)
-
-
-@router.post(
-    "/kinds/{kind:name}/pause",
-    response_model=KindPause,
-    summary="Claim no job of a kind, in any queue, until resumed; running jobs finish",
-    responses=documented(),
-)
-async def pause_kind(request: Request, kind: KindPath, principal: Operator) -> KindPause:
-    _storable(kind, "kind")
-    changed = await blocking(functools.partial(api_state(request).store.pause, kind=kind))
-    return KindPause(kind=kind, paused=True, changed=changed)
-
-
-@router.post(
-    "/kinds/{kind:name}/resume",
-    response_model=KindPause,
-    summary="Claim a paused kind's jobs again",
-    responses=documented(),
-)
-async def resume_kind(request: Request, kind: KindPath, principal: Operator) -> KindPause:
-    _storable(kind, "kind")
-    changed = await blocking(functools.partial(api_state(request).store.resume, kind=kind))
-    return KindPause(kind=kind, paused=False, changed=changed)
-
-
-# Health
-
-
-@router.get("/healthz", response_model=Health, summary="Liveness: the process answers")
-async def get_health() -> Health:
-    return Health(status="ok")
-
-
-@router.get(
-    "/readyz",
-    response_model=Ready,
-    summary="Readiness: the database answers and takes writes",
-    responses=documented(),
-)
-async def get_readiness(request: Request) -> Ready:
-    store = api_state(request).store
-    version = await blocking(store.schema_version)
-    if isinstance(store, WriteLock) and not await blocking(store.writable, WRITABLE_WITHIN):
-        raise ApiProblem(
-            503,
-            "writes_blocked",
-            "the job database answers reads, but another process holds its write lock: "
-            "writes would wait and fail; try again shortly",
-            headers={"Retry-After": str(STORE_RETRY_AFTER)},
-        )
-    return Ready(status="ready", schema_version=version)
-
-
 # Helpers
 
 
@@ -655,12 +490,6 @@ def retry_after(job: Job, now: datetime) -> int:
 
 def _path(request: Request, route: str, job_id: str) -> str:
     return request.url_for(route, job_id=job_id).path
-
-
-def _storable(name: str, what: str) -> None:
-    # PostgreSQL's text cannot hold NUL; the length is checked with the path.
-    if "\x00" in name:
-        raise ApiProblem(422, "invalid_request", f"a {what} name cannot hold a NUL character")
 
 
 def _etag_matches(header: str, etag: str) -> bool:

@@ -16,7 +16,7 @@ from chit.api.auth import Principal
 from chit.api.body import read_body
 from chit.api.deps import Operator, api_state, blocking, caller
 from chit.api.errors import ApiProblem, ChitRoute, documented
-from chit.api.schemas import (
+from chit.api.schemas.schedules import (
     PutSchedule,
     ScheduleOut,
     ScheduleRemoved,

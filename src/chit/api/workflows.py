@@ -28,7 +28,7 @@ from chit.api.deps import (
     shows_traceback,
 )
 from chit.api.errors import ApiProblem, ChitRoute, documented
-from chit.api.schemas import (
+from chit.api.schemas.workflows import (
     SubmitWorkflow,
     WorkflowCancelled,
     WorkflowOut,
@@ -36,7 +36,8 @@ from chit.api.schemas import (
 )
 from chit.errors import IdempotencyConflict, InvalidRequest, WorkflowNotFound
 from chit.jobs import Enqueued, Job, RunOn, State, WorkflowJob, WorkflowView
-from chit.queue import JobRequest, Queue
+from chit.queue import Queue
+from chit.requests import JobRequest
 from chit.store import FullStore
 
 router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)

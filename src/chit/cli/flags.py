@@ -1,10 +1,27 @@
-"""The flags many commands share: the common ones and `--url`/`--api-key`."""
+"""What the command modules share: the common flags, `--url`/`--api-key`,
+`--delay`/`--run-at`, and the way each module adds its commands (`AddCommand`,
+which `chit.cli.main` hands to every module's `add_parsers`)."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from chit import durations
+from chit.cli.loading import Setup
+
+# A command's handler: the parsed arguments to an exit code.
+Command = Callable[[argparse.Namespace, Setup], int]
+
+
+class AddCommand(Protocol):
+    """Adds `chit NAME` (with the common flags) run by `handler`; `help` is its
+    line in `chit --help` and its description."""
+
+    def __call__(self, name: str, handler: Command, help: str) -> argparse.ArgumentParser: ...
 
 
 def common_flags(action: bool = False) -> argparse.ArgumentParser:
@@ -40,3 +57,12 @@ def remote_flags(p: argparse.ArgumentParser, action: bool = False) -> None:
 def api_key(args: argparse.Namespace) -> str | None:
     """The key `--url` sends: `--api-key`, else CHIT_API_KEY, else none."""
     return args.api_key or os.environ.get("CHIT_API_KEY") or None
+
+
+def run_at(args: argparse.Namespace) -> datetime | None:
+    """`--delay` or `--run-at` as a time; None when neither is given."""
+    if args.delay is not None:
+        return datetime.now(UTC) + timedelta(seconds=durations.duration(args.delay))
+    if args.run_at is not None:
+        return durations.moment(args.run_at)
+    return None

@@ -1,6 +1,6 @@
 """`chit limits`, `chit limits set|clear KIND`, `chit pause` and `chit resume`:
 flow control (DESIGN.md, "Flow control") from the command line, on the
-database, or through the HTTP API with `--url` (`chit.cli.remote.RemoteFlow`).
+database, or through the HTTP API with `--url` (`RemoteFlow`).
 Values are checked by `Limits.checked`, so a bad one gets the message
 `@queue.task` and the API give, and nothing is stored."""
 
@@ -10,15 +10,18 @@ import argparse
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from chit.api.schemas import LimitOut, LimitsOut
+from chit.api.schemas.limits import LimitOut, LimitsOut, LimitValues
 from chit.bounds import NAME_MAX
 from chit.cli import output
-from chit.cli.flags import api_key
+from chit.cli.flags import AddCommand, api_key, remote_flags
 from chit.cli.loading import Setup
 from chit.errors import InvalidRequest
 from chit.limits import KindLimits, Limits, Paused
+
+if TYPE_CHECKING:
+    from chit.client import Client
 
 
 class Flow(Protocol):
@@ -37,11 +40,72 @@ def flow_of(args: argparse.Namespace, setup: Setup) -> Iterator[Flow]:
     if not args.url:
         yield setup.queue().store
         return
-    from chit.cli.remote import RemoteFlow
-    from chit.client import Client
+    from chit.client import Client  # an extra: loaded for --url only
 
     with Client(args.url, api_key(args)) as client:
         yield RemoteFlow(client)
+
+
+def add_parsers(command: AddCommand, action_common: argparse.ArgumentParser) -> None:
+    """`chit limits [set|clear]`, `chit pause` and `chit resume`; `action_common`
+    is main's `common_flags(action=True)`."""
+    p = command(
+        "limits",
+        limits,
+        "limits per kind, with running and waiting jobs: chit limits [set|clear]",
+    )
+    actions = p.add_subparsers(dest="limits_command", metavar="ACTION")
+    k = actions.add_parser(
+        "set",
+        parents=[action_common],
+        help="override a kind's limits (the flags given) until cleared",
+    )
+    k.add_argument("kind")
+    # Not dest "concurrency": that is the worker's flag, which Setup reads into Settings.
+    k.add_argument(
+        "--concurrency",
+        dest="limit_concurrency",
+        metavar="N",
+        help="at most N of the kind running across all workers",
+    )
+    k.add_argument(
+        "--rate",
+        dest="limit_rate",
+        metavar="N/s",
+        help="at most N starts per period: N/s, N/m or N/h",
+    )
+    k.add_argument(
+        "--key-concurrency",
+        dest="limit_key_concurrency",
+        metavar="M",
+        help="at most M running per concurrency key",
+    )
+    k.add_argument(
+        "--key-rate",
+        dest="limit_key_rate",
+        metavar="N/m",
+        help="at most N starts per period per concurrency key",
+    )
+    k = actions.add_parser(
+        "clear", parents=[action_common], help="drop the operator's limits: the code's apply again"
+    )
+    k.add_argument("kind")
+    remote_flags(p)
+    for action in actions.choices.values():
+        remote_flags(action, action=True)
+
+    for name, handler, verb in (
+        (
+            "pause",
+            pause,
+            "claim no job of a queue (or --kind) until resumed; running ones finish",
+        ),
+        ("resume", resume, "claim a paused queue's (or --kind's) jobs again"),
+    ):
+        p = command(name, handler, verb)
+        p.add_argument("queue", nargs="?", metavar="QUEUE")
+        p.add_argument("--kind", help=f"{name} a kind, in every queue")
+        remote_flags(p)
 
 
 # A whole number as typed; anything else is handed on as text for Limits.checked
@@ -193,3 +257,45 @@ def _name(what: str, text: str) -> str:
     if not 1 <= len(text) <= NAME_MAX or "\x00" in text:
         raise InvalidRequest(f"a {what} name is 1 to {NAME_MAX} characters, not {text[:50]!r}")
     return text
+
+
+class RemoteFlow:
+    """The store's flow control calls that the CLI makes (`limits`, `pauses`,
+    `set_limits`, `clear_limits`, `pause`, `resume`), through the HTTP API: the
+    commands run unchanged on either. The server checks every value again."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def limits(self) -> list[KindLimits]:
+        return [_kind_limits(k) for k in self.client.limits().limits]
+
+    def pauses(self) -> list[Paused]:
+        return [Paused(p.queue, p.kind, p.paused_at) for p in self.client.limits().paused]
+
+    def set_limits(self, kind: str, limits: Limits) -> KindLimits:
+        return _kind_limits(self.client.set_limits(kind, **limits.as_dict()))
+
+    def clear_limits(self, kind: str) -> bool:
+        return self.client.clear_limits(kind)
+
+    def pause(self, queue: str | None = None, kind: str | None = None) -> bool:
+        return self.client.pause(queue, kind=kind)
+
+    def resume(self, queue: str | None = None, kind: str | None = None) -> bool:
+        return self.client.resume(queue, kind=kind)
+
+
+def _kind_limits(entry: LimitOut) -> KindLimits:
+    return KindLimits(
+        entry.kind,
+        declared=_limits(entry.declared),
+        override=_limits(entry.override),
+        running=entry.running,
+        waiting=entry.waiting,
+        updated_at=entry.updated_at,
+    )
+
+
+def _limits(values: LimitValues) -> Limits:
+    return Limits.checked(**values.model_dump())

@@ -5,11 +5,14 @@ The key text is printed once, at creation; the database keeps only its SHA-256.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Iterable
 
 from chit.api.auth import SCOPES, create_key
 from chit.cli import output
+from chit.cli.flags import AddCommand
+from chit.cli.loading import Setup
 from chit.errors import InvalidRequest
 from chit.store import FullStore
 
@@ -81,3 +84,35 @@ def keys_revoke(store: FullStore, key_id: str, *, as_json: bool = False) -> int:
         if not store.list_api_keys():
             print("no key is left: the API refuses every request until `chit keys create`")
     return 0
+
+
+def add_parsers(command: AddCommand, action_common: argparse.ArgumentParser) -> None:
+    """`chit keys create|list|revoke`; `action_common` is main's
+    `common_flags(action=True)`."""
+    p = command("keys", keys, "API keys: chit keys create|list|revoke")
+    actions = p.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    k = actions.add_parser("create", parents=[action_common], help="create a key; printed once")
+    k.add_argument("--tenant", default="", help="the tenant whose jobs it sees ('*': all)")
+    k.add_argument("--scopes", default="submit+read", help="submit, read, admin, joined by +")
+    k.add_argument("--name", default="", help="a label for people")
+    k = actions.add_parser("list", parents=[action_common], help="list keys (never their text)")
+    k.add_argument("--all", action="store_true", help="include revoked keys")
+    k = actions.add_parser("revoke", parents=[action_common], help="revoke a key by id")
+    k.add_argument("key_id")
+
+
+def keys(args: argparse.Namespace, setup: Setup) -> int:
+    queue = setup.queue()
+    store = queue.store
+    if args.keys_command == "create":
+        return keys_create(
+            store,
+            tenant=args.tenant,
+            scopes=args.scopes,
+            name=args.name,
+            as_json=args.json,
+            env_keys=bool(queue.settings.api_keys),
+        )
+    if args.keys_command == "list":
+        return keys_list(store, include_revoked=args.all, as_json=args.json)
+    return keys_revoke(store, args.key_id, as_json=args.json)

@@ -1,6 +1,6 @@
 """`chit schedules` (list), `chit schedules add NAME`, `chit schedules
 pause|resume|remove NAME`: schedules (DESIGN.md, "Time") on the database, or
-through the HTTP API with `--url` (`chit.cli.remote.RemoteSchedules`), with the
+through the HTTP API with `--url` (`RemoteSchedules`), with the
 same output and exit codes. Values are checked by `Queue.check_schedule`, as in
 code and the API: a bad one gets the same message, exit 2, and nothing is
 stored. With `--app` (CHIT_APP) the kind must be one of the app's tasks and the
@@ -12,15 +12,18 @@ import argparse
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from chit.api.schemas import ScheduleOut, SchedulesOut
+from chit.api.schemas.schedules import ScheduleOut, SchedulesOut
 from chit.cli import output
 from chit.cli.flags import api_key, remote_flags
 from chit.cli.loading import Setup
-from chit.errors import InvalidRequest
+from chit.errors import InvalidRequest, JobNotFound
 from chit.queue import Queue
-from chit.schedules import StoredSchedule, check_name
+from chit.schedules import Rule, StoredSchedule, check_catch_up, check_name
+
+if TYPE_CHECKING:
+    from chit.client import Client
 
 
 class Schedules(Protocol):
@@ -85,8 +88,7 @@ def schedules_of(args: argparse.Namespace, setup: Setup) -> Iterator[Schedules]:
     if not args.url:
         yield LocalSchedules(setup.queue())
         return
-    from chit.cli.remote import RemoteSchedules
-    from chit.client import Client
+    from chit.client import Client  # an extra: loaded for --url only
 
     with Client(args.url, api_key(args)) as client:
         yield RemoteSchedules(client)
@@ -233,3 +235,79 @@ def add_parsers(command: Any, action_common: argparse.ArgumentParser) -> None:
         a = actions.add_parser(verb, parents=[action_common], help=text)
         a.add_argument("name")
         remote_flags(a, action=True)
+
+
+class RemoteSchedules:
+    """The schedule calls `chit schedules` makes (chit.cli.schedules.Schedules),
+    through the HTTP API. An unknown name answers as the store does (None,
+    False), so the command says what it says on the database; the server checks
+    what is added, with its app."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def list_schedules(self) -> list[StoredSchedule]:
+        return [_stored(s) for s in self.client.schedules().schedules]
+
+    def get_schedule(self, name: str) -> StoredSchedule | None:
+        try:
+            return _stored(self.client.get_schedule(name))
+        except JobNotFound as e:  # the client's APINotFound
+            _raise_unless_unknown(e)
+            return None
+
+    def add_schedule(
+        self,
+        name: str,
+        kind: str,
+        payload: Any,
+        *,
+        cron: str | None,
+        every: str | int | None,
+        tz: str,
+        catch_up: str,
+    ) -> StoredSchedule:
+        put = self.client.put_schedule(
+            name, kind, payload, cron=cron, every=every, tz=tz, catch_up=catch_up
+        )
+        return _stored(put)
+
+    def pause_schedule(self, name: str, paused: bool) -> StoredSchedule | None:
+        act = self.client.pause_schedule if paused else self.client.resume_schedule
+        try:
+            return _stored(act(name))
+        except JobNotFound as e:  # the client's APINotFound
+            _raise_unless_unknown(e)
+            return None
+
+    def remove_schedule(self, name: str) -> bool:
+        try:
+            return self.client.remove_schedule(name).removed
+        except JobNotFound as e:  # the client's APINotFound
+            _raise_unless_unknown(e)
+            return False
+
+
+def _raise_unless_unknown(error: JobNotFound) -> None:
+    """The server's 404 for a schedule it does not have is the store's None;
+    another 404 (a URL that is no chit API, say) is an error."""
+    if getattr(error, "code", None) != "schedule_not_found":
+        raise error
+
+
+def _stored(s: ScheduleOut) -> StoredSchedule:
+    return StoredSchedule(
+        name=s.name,
+        kind=s.kind,
+        payload=s.payload,
+        rule=Rule(cron=s.cron, every=s.every, tz=s.tz),
+        catch_up=check_catch_up(s.catch_up),
+        paused=s.paused,
+        next_at=s.next_at,
+        last_slot=s.last_slot,
+        last_job_id=s.last_job_id,
+        last_job_state=None if s.last_job_state is None else s.last_job_state.value,
+        source=s.source,
+        created_at=s.created_at,
+        updated_at=s.updated_at,
+    )

@@ -32,7 +32,7 @@ from chit.api.auth import Principal, hash_key
 from chit.api.deps import ApiState, api_state, blocking
 from chit.api.deps import authenticate as authenticate_header
 from chit.api.errors import ApiProblem, to_problem
-from chit.api.schemas import ScheduleRun
+from chit.api.schemas.schedules import ScheduleRun
 from chit.dashboard import chart, flow, graph, session
 from chit.dashboard.session import Session
 from chit.encoding import one_line
