@@ -309,7 +309,7 @@ class Queue:
     def _jobs(self, requests: Iterable[JobRequest], connection: Any) -> Sequence[NewJob]:
         requests = list(requests)
         if connection is None:
-            return PreparedOnRead(self.prepare, requests)
+            return PreparedOnRead(requests, self.tasks, self.settings)
         return [self.prepare(r) for r in requests]  # your transaction stays usable after one
 
     def enqueue_workflow(
@@ -550,10 +550,7 @@ class Queue:
 
     def prepare(self, request: JobRequest) -> NewJob:
         """Validate a request against its task and settings; the NewJob to store."""
-        task = self.tasks.get(request.kind)
-        if task is None:
-            raise UnknownKind(request.kind, list(self.tasks))
-        return prepared(request, task, self.settings)
+        return prepared(request, self.tasks, self.settings)
 
 
 def _checked(jobs: Sequence[NewJob], results: list[Enqueued]) -> list[Enqueued]:

@@ -10,7 +10,7 @@ the job to store, its task's defaults filled in.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol, overload
@@ -32,7 +32,7 @@ from chit.checks import (
     stored_payload,
 )
 from chit.encoding import canonical
-from chit.errors import InvalidRequest
+from chit.errors import InvalidRequest, UnknownKind
 from chit.jobs import NewJob, RunOn
 from chit.settings import Settings
 
@@ -96,8 +96,11 @@ class TaskDefaults(Protocol):
     def timeout(self) -> float | None: ...
 
 
-def prepared(request: JobRequest, task: TaskDefaults, settings: Settings) -> NewJob:
-    """Validate a request against its task and settings; the NewJob to store."""
+def prepared(request: JobRequest, tasks: Mapping[str, TaskDefaults], settings: Settings) -> NewJob:
+    """Validate a request against its kind's task and settings; the NewJob to store."""
+    task = tasks.get(request.kind)
+    if task is None:
+        raise UnknownKind(request.kind, list(tasks))
     _, payload, encoded = stored_payload(task, request.payload, settings.max_payload_bytes)
     if request.idempotency_key is not None:
         check_idempotency_key(request.idempotency_key)
@@ -168,9 +171,12 @@ class PreparedOnRead(Sequence[NewJob]):
     validating took 40 % of the time). An invalid one raises inside the store's
     transaction, which then stores nothing."""
 
-    def __init__(self, prepare: Callable[[JobRequest], NewJob], requests: list[JobRequest]):
-        self._prepare = prepare
+    def __init__(
+        self, requests: list[JobRequest], tasks: Mapping[str, TaskDefaults], settings: Settings
+    ):
         self._requests = requests
+        self._tasks = tasks
+        self._settings = settings
         self._jobs: list[NewJob] = []
 
     def __len__(self) -> int:
@@ -188,7 +194,8 @@ class PreparedOnRead(Sequence[NewJob]):
         if not 0 <= index < len(self):
             raise IndexError(index)
         while len(self._jobs) <= index:
-            self._jobs.append(self._prepare(self._requests[len(self._jobs)]))
+            request = self._requests[len(self._jobs)]
+            self._jobs.append(prepared(request, self._tasks, self._settings))
         return self._jobs[index]
 
 
