@@ -8,6 +8,7 @@ from datetime import datetime
 
 import chit
 from chit.jobs import JobFilter
+from chit.worker import Worker
 from support.cli import Cli, Result, assert_refused
 
 
@@ -32,6 +33,25 @@ def test_the_jobs_timeout_is_not_the_waits(cli: Cli, app: chit.Queue) -> None:
     assert result.err.splitlines()[-1] == "chit: still queued after 0.2s"
     [job] = app.store.list(JobFilter(), limit=10).jobs
     assert job.timeout == 300
+
+
+def test_a_job_timeout_with_wait_says_the_wait_has_none(cli: Cli, app: chit.Queue) -> None:
+    # A script written when --timeout was the wait's learns of the change. The
+    # job ran already (the same idempotency key): the wait ends at once.
+    job = app.enqueue("echo", {}, idempotency_key="once", timeout=300)
+    Worker(app).run_until_idle()
+    result = ok(
+        cli("submit", "echo", "{}", "--idempotency-key", "once", "--timeout", "5m", "--wait")
+    )
+    assert result.err.splitlines()[0] == (
+        "chit: --timeout is the job's timeout; --wait waits with no limit"
+        " (--wait-timeout SECONDS sets one)"
+    )
+    assert job.id in result.err
+    assert (
+        "--wait waits"
+        not in ok(cli("submit", "echo", "{}", "--idempotency-key", "once", "--timeout", "5m")).err
+    )
 
 
 def test_a_bad_timeout_is_refused_and_nothing_is_stored(cli: Cli, app: chit.Queue) -> None:

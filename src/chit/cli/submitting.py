@@ -117,6 +117,13 @@ def add_parsers(command: AddCommand) -> None:
 
 def submit(args: argparse.Namespace, setup: Setup) -> int:
     request = job_request(args)
+    if args.wait and args.timeout is not None and args.wait_timeout is None:
+        # --timeout was the wait's until the job's took the name: say which it is.
+        print(
+            "chit: --timeout is the job's timeout; --wait waits with no limit"
+            " (--wait-timeout SECONDS sets one)",
+            file=sys.stderr,
+        )
     if args.url:
         return submit_remote(
             args.url,
