@@ -7,7 +7,7 @@ import argparse
 import logging
 import os
 import sys
-import time
+import threading
 
 from chit import logs
 from chit.cli import output
@@ -17,6 +17,7 @@ from chit.cli.supervise import Child, Supervisor
 from chit.errors import ConfigError, StoreError
 from chit.extras import needs
 from chit.queue import Queue
+from chit.worker import signals
 
 log = logging.getLogger("chit.cli")
 
@@ -141,6 +142,9 @@ def _submit_demo_jobs(app: str | None, queue: Queue) -> None:
 
 
 def worker(args: argparse.Namespace, setup: Setup) -> int:
+    # First: a SIGTERM while the app loads (or Django sets up) would otherwise
+    # end the process with -15 instead of a clean exit.
+    stop = signals.catch_early()
     from chit.worker import Worker
 
     if getattr(args, "django", None):
@@ -157,24 +161,32 @@ def worker(args: argparse.Namespace, setup: Setup) -> int:
             "rescues expired leases); pass --app module:queue (or CHIT_APP)",
             file=sys.stderr,
         )
-    _wait_for_server(queue)
+    if not _wait_for_server(queue, stop) or stop.is_set():
+        before = signals.early()
+        log.info("%s before the worker started: exiting", before.name if before else "a signal")
+        return 0
     return Worker(queue).run()
 
 
-def _wait_for_server(queue: Queue) -> None:
+def _wait_for_server(queue: Queue, stop: threading.Event) -> bool:
     """A worker started before its PostgreSQL server is up waits for it rather
-    than exiting into a supervisor's restart loop. (A SQLite file that cannot
-    be opened will not get better: that fails at once.)"""
+    than exiting into a supervisor's restart loop; False if told to stop
+    meanwhile. (A SQLite file that cannot be opened, a database that does not
+    exist and credentials the server refuses will not get better: they fail at
+    once.)"""
     if queue.settings.database_url.startswith("sqlite:"):
-        return
+        return True
     delay = 1.0
     while True:
         try:
             queue.store.schema_version()
-            return
+            return True
         except StoreError as e:
+            if not e.transient:
+                raise
             log.warning("database unavailable, retrying in %.0fs: %s", delay, e)
-            time.sleep(delay)
+            if stop.wait(delay):
+                return False
             delay = min(delay * 2, 30.0)
 
 
