@@ -5,6 +5,7 @@ runs is a clean exit."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from datetime import UTC, datetime
@@ -120,3 +121,22 @@ def test_a_signal_before_the_worker_runs_is_a_clean_exit(
     assert f"{signum.name} before the worker started: exiting" in w.stderr()
     assert "started: queues" not in w.stderr()
     assert get(queue, job_id).state is State.QUEUED  # nothing claimed
+
+
+@pytest.mark.timeout(60)
+def test_a_thread_past_its_timeout_is_logged_and_not_waited_for_at_shutdown(
+    procs: Procs, queue: chit.Queue
+) -> None:
+    job_id = queue.enqueue("overrun", {"seconds": 120}).id
+    w = procs.worker("--log-format", "json", name="w")  # thread pool, grace 30 s
+    wait_until(lambda: '"job.abandoned"' in w.stderr(), 20, what="the abandoned thread logged")
+    [line] = [x for x in map(json.loads, w.stderr().splitlines()) if x["event"] == "job.abandoned"]
+    assert (line["job_id"], line["kind"], line["level"]) == (job_id, "overrun", "warning")
+    assert "passed its 0.5s timeout: its thread runs on" in line["message"]
+    wait_until(lambda: get(queue, job_id).state is State.FAILED, 10, what="the timeout recorded")
+
+    started = time.monotonic()
+    w.signal(signal.SIGTERM)
+    assert w.wait(20) == 0
+    assert time.monotonic() - started < 10  # not the 30 s grace for a thread that runs on
+    assert get(queue, job_id).state is State.FAILED

@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 
 from chit import logs
 from chit.cli import output
@@ -127,18 +128,18 @@ def up(args: argparse.Namespace, setup: Setup) -> int:
         announce(f"HTTP API on {base} (docs: {base}/docs)")
         announce(f"dashboard on {base}/ui/")
     supervisor = Supervisor(children, env, json_lines=json_lines)
-    demo = (lambda: _submit_demo_jobs(settings.app, queue)) if args.demo else None
+    demo = (lambda: _submit_demo_jobs(settings.app, queue, announce)) if args.demo else None
     return supervisor.run(after_start=demo)
 
 
-def _submit_demo_jobs(app: str | None, queue: Queue) -> None:
+def _submit_demo_jobs(app: str | None, queue: Queue, announce: Callable[[str], None]) -> None:
     """Call the app module's `demo(queue)`, which submits a few jobs to watch."""
     module = sys.modules.get((app or "").partition(":")[0])
     demo = getattr(module, "demo", None)
     if not callable(demo):
         raise ConfigError(f"--demo: the app module {app!r} has no demo(queue) function")
     ids = demo(queue)
-    print(f"chit up: submitted {len(ids)} demo jobs; watch them with `chit list`", flush=True)
+    announce(f"submitted {len(ids)} demo jobs; watch them with `chit list`")
 
 
 def worker(args: argparse.Namespace, setup: Setup) -> int:
