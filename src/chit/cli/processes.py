@@ -145,7 +145,11 @@ def _submit_demo_jobs(app: str | None, queue: Queue, announce: Callable[[str], N
 def worker(args: argparse.Namespace, setup: Setup) -> int:
     # First: a SIGTERM while the app loads (or Django sets up) would otherwise
     # end the process with -15 instead of a clean exit.
-    stop = signals.catch_early()
+    with signals.caught_early() as stop:
+        return _worker(args, setup, stop)
+
+
+def _worker(args: argparse.Namespace, setup: Setup, stop: threading.Event) -> int:
     from chit.worker import Worker
 
     if getattr(args, "django", None):

@@ -14,7 +14,7 @@ once, attempt not counted), exit 0. A second signal ends the grace at once:
 the jobs still running are handed back the same way before the worker exits.
 A third is the kernel's: it ends the process even while the main thread waits
 in C (on a busy SQLite file), where a Python handler would not run. A signal
-that came before the worker ran (`signals.catch_early`) stops it as it starts.
+that came before the worker ran (`signals.caught_early`) stops it as it starts.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Python's default SIGTERM ends the process at once (-15), and its SIGINT raises
 KeyboardInterrupt wherever the main thread is. So `chit worker` takes both as
-it starts (`catch_early`), before it imports the app or sets Django up: a stop
+it starts (`caught_early`), before it imports the app or sets Django up: a stop
 asked for before the worker runs is kept (`early`), and the worker then exits
 0 without claiming anything. Once the worker runs, its own handlers take over
 (`Worker.run`)."""
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -19,13 +21,23 @@ _early = threading.Event()
 _first: list[int] = []
 
 
-def catch_early() -> threading.Event:
-    """Keep SIGTERM and SIGINT from here on (main thread only: Python installs
-    handlers there); the event is set when one arrives."""
-    if threading.current_thread() is threading.main_thread():
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, _on_early_signal)
-    return _early
+@contextmanager
+def caught_early() -> Iterator[threading.Event]:
+    """Keep SIGTERM and SIGINT while in the block (main thread only: Python
+    installs handlers there); the event is set when one arrives. On the way out
+    the handlers before it are back (a `chit worker` run inside another
+    program, a test, leaves it as it was)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield _early
+        return
+    before = {signum: signal.signal(signum, _on_early_signal) for signum in STOP_SIGNALS}
+    try:
+        yield _early
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+        _first.clear()
+        _early.clear()
 
 
 def early() -> signal.Signals | None:
