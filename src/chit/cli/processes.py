@@ -15,7 +15,7 @@ from chit.cli import output
 from chit.cli.flags import AddCommand
 from chit.cli.loading import Setup
 from chit.cli.supervise import Child, Supervisor
-from chit.errors import ConfigError, StoreError
+from chit.errors import ConfigError, DatabaseRefused, StoreError
 from chit.extras import needs
 from chit.queue import Queue
 from chit.worker import signals
@@ -187,7 +187,7 @@ def _wait_for_server(queue: Queue, stop: threading.Event) -> bool:
             queue.store.schema_version()
             return True
         except StoreError as e:
-            if not e.transient:
+            if isinstance(e, DatabaseRefused):
                 raise
             log.warning("database unavailable, retrying in %.0fs: %s", delay, e)
             if stop.wait(delay):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import select
 import time
 
-from chit.errors import StoreError
+from chit.errors import DatabaseRefused, StoreError
 from chit.extras import needs
 
 with needs("postgres", "a postgresql:// database needs psycopg"):
@@ -80,7 +80,7 @@ def refused(e: psycopg.Error) -> bool:
 def reach(url: str, where: str, seconds: float) -> None:
     """One direct connection, retried for `seconds` while the server is away or
     starting; StoreError in one line (psycopg's own message's first line, never
-    the password) if none succeeds, at once and not transient when the server
+    the password) if none succeeds; DatabaseRefused at once when the server
     refuses the URL's database or credentials."""
     deadline = time.monotonic() + seconds
     while True:
@@ -98,10 +98,9 @@ def reach(url: str, where: str, seconds: float) -> None:
             if password:
                 reason = reason.replace(str(password), "***")
             if wrong:
-                raise StoreError(
+                raise DatabaseRefused(
                     f"cannot connect to {where}: {reason}; check the URL's user, password"
-                    " and database (`chit migrate` does not create the database)",
-                    transient=False,
+                    " and database (`chit migrate` does not create the database)"
                 ) from None
             raise StoreError(
                 f"cannot connect to {where}: {reason}; is the server running and the URL "
