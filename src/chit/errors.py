@@ -71,6 +71,11 @@ class StoreError(ChitError):
         self.transient = transient
 
 
+class DatabaseRefused(StoreError):
+    """The database server answered and refused the URL's database, user or
+    password: no wait mends that (a worker does not wait for it to)."""
+
+
 class InvalidRequest(ChitError):
     pass
 

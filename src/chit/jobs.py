@@ -118,6 +118,9 @@ class Enqueued:
     unique: bool = False
     # created is False because the debounce key's job took this payload and start.
     debounced: bool = False
+    # When created: the stored job's created_at, the database's clock (a store
+    # that cannot say leaves it None).
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,8 +72,18 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
+# What `configure` last set, (level, format): a worker's `--pool process`
+# children configure their logging the same way (`configure_like`).
+_configured: tuple[str, str] | None = None
+
+
 def configure(level: str = "INFO", fmt: str = "text", stream: IO[str] | None = None) -> None:
-    """The root logger's one handler, on stderr, in `fmt` ("text" or "json")."""
+    """The root logger's one handler, on stderr, in `fmt` ("text" or "json").
+    `warnings.warn` goes through it too (logger "py.warnings"), so a JSON log
+    holds JSON lines only."""
+    global _configured
+    _configured = (level, fmt)
+    logging.captureWarnings(True)
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
@@ -84,6 +94,11 @@ def configure(level: str = "INFO", fmt: str = "text", stream: IO[str] | None = N
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+
+
+def configured() -> tuple[str, str] | None:
+    """(level, format) as `configure` last set them in this process, if it did."""
+    return _configured
 
 
 def json_line(event: str, message: str, level: str = "info", **fields: Any) -> str:

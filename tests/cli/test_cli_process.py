@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import run_cli
+from support.postgres import postgres_skipped, postgres_url
 from support.processes import WORKER_STARTED, child_env
 from support.waiting import wait_until
 
@@ -136,6 +137,21 @@ ERRORS = {
         "CHIT_CONCURRENCY has value 'many': not a whole number",
     ),
 }
+# A worker waits for a server that is down or starting, not for a database
+# that is not there or credentials the server refuses: no wait mends those.
+if not postgres_skipped():
+    ERRORS["worker on a database that does not exist"] = (
+        ["worker", "--app", "support.cli_app:queue"],
+        {"CHIT_DATABASE_URL": postgres_url("chit_no_such_database")},
+        3,
+        'database "chit_no_such_database" does not exist; check the URL\'s user',
+    )
+    ERRORS["worker with a role the server does not know"] = (
+        ["worker", "--app", "support.cli_app:queue"],
+        {"CHIT_DATABASE_URL": postgres_url("postgres").replace("postgres@", "chit_nobody@", 1)},
+        3,
+        'role "chit_nobody" does not exist',
+    )
 
 
 @pytest.mark.timeout(30)

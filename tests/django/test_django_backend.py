@@ -12,6 +12,9 @@ import pytest
 
 import chit
 from chit.jobs import State
+from support.postgres import postgres_skipped
+
+SimpleTestCase = pytest.importorskip("django.test").SimpleTestCase
 
 
 def tasks() -> Any:
@@ -171,3 +174,39 @@ def test_a_cancelled_job_reads_back_as_failed_with_a_reason(
     [error] = read.errors
     assert error.exception_class_path == "chit.errors.ChitError"
     assert issubclass(error.exception_class, chit.ChitError)
+
+
+def test_enqueue_returns_the_stored_enqueued_at(alias: str, chit_queue: chit.Queue) -> None:
+    """Not the application's clock read after the insert: the database's, as
+    refresh() and get_result() read it back (SQLite keeps milliseconds)."""
+    from django.db import transaction
+
+    add = tasks().add.using(backend=alias, queue_name="ordered")
+    results = [add.enqueue(1, 2)]
+    with transaction.atomic(using=alias):  # inserted on Django's connection
+        results.append(add.enqueue(3, 4))
+    for result in results:
+        job = chit_queue.store.get(result.id)
+        assert job is not None and result.enqueued_at == job.created_at
+        enqueued_at = result.enqueued_at
+        result.refresh()
+        assert result.enqueued_at == enqueued_at == add.get_result(result.id).enqueued_at
+
+
+@pytest.mark.usefixtures("django_databases")
+class TestEnqueueOutsideATransaction(SimpleTestCase):
+    """SimpleTestCase makes any use of Django's database connections an error:
+    chit writes through its own, and opens Django's only to join a transaction."""
+
+    def test_enqueue_does_not_touch_djangos_connection(self) -> None:
+        from django.db import connections
+
+        aliases = ["default"] if postgres_skipped() else ["default", "pg"]
+        for alias in aliases:
+            # Opening it is what is forbidden; one left open by an earlier test is not.
+            connections[alias].close()
+            result = tasks().add.using(backend=alias, queue_name="ordered").enqueue(5, 6)
+            assert connections[alias].connection is None
+            queue = tasks().add.using(backend=alias).get_backend().queue
+            job = queue.store.get(result.id)
+            assert job is not None and job.payload == {"args": [5, 6], "kwargs": {}}

@@ -145,3 +145,26 @@ def test_a_retried_task_keeps_each_attempts_error(
     assert done.attempts == 2 and len(done.worker_ids) == 2
     [error] = done.errors
     assert error.exception_class is tasks().TaskBoom and "attempt 1 fails" in error.traceback
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_django_sets_up_is_a_clean_exit(
+    alias: str, tmp_path: Path, django_databases: dict[str, str], signum: signal.Signals
+) -> None:
+    loading, go = tmp_path / "loading", tmp_path / "go"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CHIT_")}
+    env = child_env(clean, CHIT_TEST_LOADING=str(loading), CHIT_TEST_GO=str(go))
+    procs = Procs(tmp_path, env | django_databases)
+    try:
+        worker = procs.start(
+            ["-m", "chit", "worker", "--django", f"django_project.slow_settings:{alias}"],
+            "django-worker",
+        )
+        wait_until(loading.exists, 30, what="Django to read the settings")
+        worker.signal(signum)
+        go.touch()
+        assert worker.wait(30) == 0, worker.stderr()
+        assert f"{signum.name} before the worker started: exiting" in worker.stderr()
+        assert "started: queues" not in worker.stderr()
+    finally:
+        procs.cleanup()

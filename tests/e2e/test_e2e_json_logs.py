@@ -1,7 +1,8 @@
 """Structured logs (issue 15): a real `chit worker --log-format json` over a job
 that fails once then succeeds writes one JSON object a line, every line, with
-the job's events in order; `chit serve` under CHIT_LOG_FORMAT=json logs each
-request as one; a bad CHIT_LOG_FORMAT is refused at start, naming it."""
+the job's events in order; a handler's own log lines and warnings come out as
+the worker's do, under either pool; `chit serve` under CHIT_LOG_FORMAT=json
+logs each request as one; a bad CHIT_LOG_FORMAT is refused at start, naming it."""
 
 from __future__ import annotations
 
@@ -67,6 +68,36 @@ def test_a_worker_logs_a_job_that_fails_once_as_json_lines(procs: Procs, queue: 
     assert isinstance(succeeded["duration"], float)
 
 
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("pool", ["thread", "process"])
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_handlers_own_log_lines_and_warnings_come_out_as_the_workers(
+    procs: Procs, queue: chit.Queue, pool: str, fmt: str
+) -> None:
+    job_id = queue.enqueue("chatty", {}).id
+    worker = procs.worker("--log-format", fmt, "--pool", pool, "--concurrency", "1")
+    assert wait_terminal(queue, job_id, 60).state is State.SUCCEEDED
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    stderr = worker.stderr()
+
+    if fmt == "text":
+        assert f"INFO    e2e_app: chatty info {job_id}" in stderr
+        assert f"WARNING e2e_app: chatty warning {job_id}" in stderr
+        assert "WARNING py.warnings: " in stderr and f"UserWarning: chatty warns {job_id}" in stderr
+        return
+    lines = json_lines(stderr)  # every line JSON: no bare text
+    mine = {
+        (x["level"], x["logger"], x["message"].strip()) for x in lines if job_id in x["message"]
+    }
+    assert ("info", "e2e_app", f"chatty info {job_id}") in mine
+    assert ("warning", "e2e_app", f"chatty warning {job_id}") in mine
+    [warned] = [x for x in lines if x["logger"] == "py.warnings"]
+    assert (
+        warned["level"] == "warning" and f"UserWarning: chatty warns {job_id}" in warned["message"]
+    )
+
+
 @pytest.mark.timeout(60)
 def test_the_api_logs_requests_as_json_lines(procs: Procs) -> None:
     port = free_port()
@@ -105,9 +136,10 @@ def test_chit_up_and_its_children_write_json_lines(
 ) -> None:
     port = free_port()
     out_path = tmp_path / "up.stdout"
+    command = ["-m", "chit", "up", "--workers", "1", "--log-format", "json", "--demo"]
     with open(out_path, "wb") as out:
         up = procs.start(
-            ["-m", "chit", "up", "--workers", "1", "--port", str(port), "--log-format", "json"],
+            [*command, "--port", str(port)],
             "up",
             stdout=out.fileno(),
             extra_env={"CHIT_APP": "support.e2e_app:queue"},
@@ -124,6 +156,7 @@ def test_chit_up_and_its_children_write_json_lines(
     said = json_lines(out_path.read_text())
     assert said and all(x["event"] == "up.started" and x["logger"] == "chit.up" for x in said)
     assert any(f"HTTP API on {url}" in x["message"] for x in said)
+    assert any("submitted 1 demo jobs" in x["message"] for x in said)
     lines = json_lines(up.stderr())  # the supervisor's, the worker's and the API's
     events = {x["event"] for x in lines}
     assert {"worker.started", "job.started", "job.succeeded", "http.request"} <= events

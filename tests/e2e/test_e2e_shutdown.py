@@ -1,8 +1,11 @@
 """SIGTERM with real processes: finish what runs and claim nothing more; after
-the grace period hand unfinished jobs back uncounted; a second signal exits at once."""
+the grace period hand unfinished jobs back uncounted; a second signal ends the
+grace at once (the jobs handed back the same way); a signal before the worker
+runs is a clean exit."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from datetime import UTC, datetime
@@ -75,23 +78,65 @@ def test_sigterm_after_grace_hands_the_job_back_uncounted_and_exits_0(
 
 
 @pytest.mark.timeout(60)
-def test_second_sigterm_exits_at_once_nonzero(
-    procs: Procs, queue: chit.Queue, tmp_path: Path
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_second_signal_hands_the_running_job_back_and_exits_at_once(
+    procs: Procs, queue: chit.Queue, tmp_path: Path, signum: signal.Signals
 ) -> None:
     log = tmp_path / "runs.log"
     job_id = queue.enqueue("sleep", {"log": str(log), "seconds": 60}).id
     w = procs.worker(name="w")  # default grace: 30 s
     wait_until(lambda: lines(log), 10, what="the job to start")
 
-    w.signal(signal.SIGTERM)
+    w.signal(signum)
     wait_until(lambda: "finishing running jobs" in w.stderr(), 5, what="the first signal")
     started = time.monotonic()
-    w.signal(signal.SIGTERM)
-    rc = w.wait(5)
+    w.signal(signum)
+    assert w.wait(10) == 0
+    assert time.monotonic() - started < 5  # not the 30 s grace
+    assert f"{signum.name} again: handing back running jobs" in w.stderr()
 
-    # The first signal hands the next one to the kernel's default action, which
-    # works even while the worker waits in C on a busy database.
-    assert rc == -signal.SIGTERM
-    assert time.monotonic() - started < 3
-    # Left as it was: the lease runs out and a worker's rescue takes it back.
-    assert get(queue, job_id).state is State.RUNNING
+    # Queued again at once, uncounted, as after the grace: not left running
+    # until its 30-second lease expires.
+    job = get(queue, job_id)
+    assert (job.state, job.attempts, job.lease_expires_at) == (State.QUEUED, 0, None)
+    assert job.run_at <= datetime.now(UTC)
+    assert [a.outcome for a in queue.store.attempts(job_id)] == [AttemptOutcome.RELEASED]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_before_the_worker_runs_is_a_clean_exit(
+    procs: Procs, queue: chit.Queue, tmp_path: Path, signum: signal.Signals
+) -> None:
+    loading, go = tmp_path / "loading", tmp_path / "go"
+    job_id = queue.enqueue("noop", {}).id
+    env = {"CHIT_TEST_LOADING": str(loading), "CHIT_TEST_GO": str(go)}
+    w = procs.start(
+        ["-m", "chit", "worker", "--app", "support.slow_start_app:queue"], "w", extra_env=env
+    )
+    wait_until(loading.exists, 30, what="the worker to load its app")
+    w.signal(signum)  # while the app's import waits
+    go.touch()
+    assert w.wait(30) == 0, w.stderr()
+    assert f"{signum.name} before the worker started: exiting" in w.stderr()
+    assert "started: queues" not in w.stderr()
+    assert get(queue, job_id).state is State.QUEUED  # nothing claimed
+
+
+@pytest.mark.timeout(60)
+def test_a_thread_past_its_timeout_is_logged_and_not_waited_for_at_shutdown(
+    procs: Procs, queue: chit.Queue
+) -> None:
+    job_id = queue.enqueue("overrun", {"seconds": 120}).id
+    w = procs.worker("--log-format", "json", name="w")  # thread pool, grace 30 s
+    wait_until(lambda: '"job.abandoned"' in w.stderr(), 20, what="the abandoned thread logged")
+    [line] = [x for x in map(json.loads, w.stderr().splitlines()) if x["event"] == "job.abandoned"]
+    assert (line["job_id"], line["kind"], line["level"]) == (job_id, "overrun", "warning")
+    assert "passed its 0.5s timeout: its thread runs on" in line["message"]
+    wait_until(lambda: get(queue, job_id).state is State.FAILED, 10, what="the timeout recorded")
+
+    started = time.monotonic()
+    w.signal(signal.SIGTERM)
+    assert w.wait(20) == 0
+    assert time.monotonic() - started < 10  # not the 30 s grace for a thread that runs on
+    assert get(queue, job_id).state is State.FAILED

@@ -189,6 +189,20 @@ def test_enqueue_many_is_one_transaction(store: Store) -> None:
 LARGE = 300
 
 
+@pytest.mark.parametrize("size", [1, LARGE])
+def test_each_created_job_comes_back_with_its_stored_created_at(store: Store, size: int) -> None:
+    """The database's clock, as `get` reads it (Django's enqueued_at): no
+    second read. A job a key matched was created before: None."""
+    kept = store.enqueue(new(idempotency_key="kept"))
+    plain = [new(payload={"i": i}) for i in range(size)]
+    *created, matched = store.enqueue_many([*plain, new(idempotency_key="kept")])
+    first, second = store.enqueue_many([new(ref="a"), new(ref="b", depends_on=("a",))])
+    assert matched.id == kept.id and matched.created_at is None
+    for result in [kept, *created, first, second]:
+        job = store.get(result.id)
+        assert job is not None and result.created and result.created_at == job.created_at
+
+
 def test_a_large_enqueue_many_keeps_order_keys_and_every_field(store: Store) -> None:
     stored = store.enqueue(new(idempotency_key="old", request_hash="h-old"))
     at = later(3600).replace(microsecond=0)

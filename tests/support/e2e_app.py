@@ -4,9 +4,11 @@ store they are checking."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
+import warnings
 from typing import Any
 
 import chit
@@ -110,3 +112,25 @@ def link(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
 def refuse(job: chit.JobContext, body: dict[str, Any]) -> None:
     """Fails for good on its first attempt."""
     raise chit.PermanentError("refused on purpose")
+
+
+handler_log = logging.getLogger("e2e_app")
+
+
+@queue.task("chatty")
+def chatty(job: chit.JobContext, body: dict[str, Any]) -> None:
+    """A handler's own output: an info line, a warning line and a warning."""
+    handler_log.info("chatty info %s", job.id)
+    handler_log.warning("chatty warning %s", job.id)
+    warnings.warn(f"chatty warns {job.id}", UserWarning, stacklevel=1)
+
+
+@queue.task("overrun", timeout=0.5, max_attempts=1)
+def overrun(job: chit.JobContext, body: dict[str, Any]) -> None:
+    """Sleeps body['seconds'], past its half-second timeout."""
+    time.sleep(body["seconds"])
+
+
+def demo(q: chit.Queue) -> list[str]:
+    """`chit up --demo`'s jobs: one that does nothing."""
+    return [q.enqueue("noop", {}).id]

@@ -103,3 +103,25 @@ def test_no_module_of_chit_imports_itself_through_others() -> None:
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}
     assert "chit.api.app" in graph["chit.api"]  # the walk sees imports in functions
     assert import_cycles(graph) == []
+
+
+def test_chit_worker_starts_without_the_http_apis_modules() -> None:
+    """The other commands' modules import the HTTP API's schemas, some 0.1 s of
+    a worker's start: `chit worker` builds its own parser alone."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from chit.cli.main import main\n"
+        "try:\n"
+        "    main(['worker', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('chit.api', 'fastapi'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "usage: chit worker" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "[]"

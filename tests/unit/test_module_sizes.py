@@ -13,8 +13,7 @@ MOST_LINES = 650
 
 def test_no_module_in_chit_is_over_650_lines() -> None:
     sizes = {
-        str(path.relative_to(SRC)): len(path.read_text().splitlines())
-        for path in SRC.rglob("*.py")
+        str(path.relative_to(SRC)): len(path.read_text().splitlines()) for path in SRC.rglob("*.py")
     }
     assert len(sizes) > 50  # the package was found
     assert {name: n for name, n in sizes.items() if n > MOST_LINES} == {}

@@ -7,16 +7,18 @@ import argparse
 import logging
 import os
 import sys
-import time
+import threading
+from collections.abc import Callable
 
 from chit import logs
 from chit.cli import output
 from chit.cli.flags import AddCommand
 from chit.cli.loading import Setup
 from chit.cli.supervise import Child, Supervisor
-from chit.errors import ConfigError, StoreError
+from chit.errors import ConfigError, DatabaseRefused, StoreError
 from chit.extras import needs
 from chit.queue import Queue
+from chit.worker import signals
 
 log = logging.getLogger("chit.cli")
 
@@ -126,21 +128,28 @@ def up(args: argparse.Namespace, setup: Setup) -> int:
         announce(f"HTTP API on {base} (docs: {base}/docs)")
         announce(f"dashboard on {base}/ui/")
     supervisor = Supervisor(children, env, json_lines=json_lines)
-    demo = (lambda: _submit_demo_jobs(settings.app, queue)) if args.demo else None
+    demo = (lambda: _submit_demo_jobs(settings.app, queue, announce)) if args.demo else None
     return supervisor.run(after_start=demo)
 
 
-def _submit_demo_jobs(app: str | None, queue: Queue) -> None:
+def _submit_demo_jobs(app: str | None, queue: Queue, announce: Callable[[str], None]) -> None:
     """Call the app module's `demo(queue)`, which submits a few jobs to watch."""
     module = sys.modules.get((app or "").partition(":")[0])
     demo = getattr(module, "demo", None)
     if not callable(demo):
         raise ConfigError(f"--demo: the app module {app!r} has no demo(queue) function")
     ids = demo(queue)
-    print(f"chit up: submitted {len(ids)} demo jobs; watch them with `chit list`", flush=True)
+    announce(f"submitted {len(ids)} demo jobs; watch them with `chit list`")
 
 
 def worker(args: argparse.Namespace, setup: Setup) -> int:
+    # First: a SIGTERM while the app loads (or Django sets up) would otherwise
+    # end the process with -15 instead of a clean exit.
+    with signals.caught_early() as stop:
+        return _worker(args, setup, stop)
+
+
+def _worker(args: argparse.Namespace, setup: Setup, stop: threading.Event) -> int:
     from chit.worker import Worker
 
     if getattr(args, "django", None):
@@ -157,24 +166,32 @@ def worker(args: argparse.Namespace, setup: Setup) -> int:
             "rescues expired leases); pass --app module:queue (or CHIT_APP)",
             file=sys.stderr,
         )
-    _wait_for_server(queue)
+    if not _wait_for_server(queue, stop) or stop.is_set():
+        before = signals.early()
+        log.info("%s before the worker started: exiting", before.name if before else "a signal")
+        return 0
     return Worker(queue).run()
 
 
-def _wait_for_server(queue: Queue) -> None:
+def _wait_for_server(queue: Queue, stop: threading.Event) -> bool:
     """A worker started before its PostgreSQL server is up waits for it rather
-    than exiting into a supervisor's restart loop. (A SQLite file that cannot
-    be opened will not get better: that fails at once.)"""
+    than exiting into a supervisor's restart loop; False if told to stop
+    meanwhile. (A SQLite file that cannot be opened, a database that does not
+    exist and credentials the server refuses will not get better: they fail at
+    once.)"""
     if queue.settings.database_url.startswith("sqlite:"):
-        return
+        return True
     delay = 1.0
     while True:
         try:
             queue.store.schema_version()
-            return
+            return True
         except StoreError as e:
+            if isinstance(e, DatabaseRefused):
+                raise
             log.warning("database unavailable, retrying in %.0fs: %s", delay, e)
-            time.sleep(delay)
+            if stop.wait(delay):
+                return False
             delay = min(delay * 2, 30.0)
 
 

@@ -326,7 +326,8 @@ class PostgresStore(SQLStore):
                 while True:
                     if isinstance(step, InsertStep):
                         await cursor.execute(Q["enqueue"], self._insert_params(step.batch))
-                        step = steps.send({r["id"] for r in await cursor.fetchall()})
+                        rows = await cursor.fetchall()
+                        step = steps.send({r["id"]: r["created_at"] for r in rows})
                     else:
                         await cursor.execute(step.query, step.params)
                         rows = [] if cursor.description is None else await cursor.fetchall()
@@ -346,7 +347,7 @@ class PostgresStore(SQLStore):
         conflict with) in, then insert the others. Call inside a transaction."""
         now = scalar(conn.execute(Q["clock"], {"now": None}))
         ids = new_job_ids(len(jobs))
-        out = [Enqueued(job_id, True) for job_id in ids]
+        out = [Enqueued(job_id, True, created_at=now) for job_id in ids]
         keyed: list[int] = []
         cursor = conn if isinstance(conn, psycopg.Cursor) else conn.cursor()
         with cursor.copy(Q["enqueue_copy"]) as copy:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import select
 import time
 
-from chit.errors import StoreError
+from chit.errors import DatabaseRefused, StoreError
 from chit.extras import needs
 
 with needs("postgres", "a postgresql:// database needs psycopg"):
@@ -59,9 +59,29 @@ def store_error(where: str, e: PoolClosed | PoolTimeout | psycopg.Error) -> Stor
 REACH_SECONDS = 3.0
 
 
+# What a server that answered says when the URL itself is wrong: no waiting
+# mends it. (libpq gives no SQLSTATE for a failed connection: its message it is.
+# A server starting, shutting down or full says otherwise, and is waited for.)
+_REFUSALS = (
+    "does not exist",  # the database or the role
+    "authentication failed",
+    "no pg_hba.conf entry",
+    "permission denied",
+    "no password supplied",
+)
+
+
+def refused(e: psycopg.Error) -> bool:
+    """Whether a failed connection was the server refusing this URL's database,
+    user or password (not worth a retry) rather than a server away or starting."""
+    return any(refusal in str(e) for refusal in _REFUSALS)
+
+
 def reach(url: str, where: str, seconds: float) -> None:
-    """One direct connection, retried for `seconds`; StoreError in one line
-    (psycopg's own message's first line, never the password) if none succeeds."""
+    """One direct connection, retried for `seconds` while the server is away or
+    starting; StoreError in one line (psycopg's own message's first line, never
+    the password) if none succeeds; DatabaseRefused at once when the server
+    refuses the URL's database or credentials."""
     deadline = time.monotonic() + seconds
     while True:
         try:
@@ -69,13 +89,19 @@ def reach(url: str, where: str, seconds: float) -> None:
             psycopg.connect(url, connect_timeout=max(2, round(seconds))).close()
             return
         except psycopg.Error as e:
-            if time.monotonic() + 0.25 < deadline:
+            wrong = refused(e)
+            if not wrong and time.monotonic() + 0.25 < deadline:
                 time.sleep(0.25)
                 continue
             reason = (str(e).strip().splitlines() or ["no answer"])[0]
             password = psycopg.conninfo.conninfo_to_dict(url).get("password")
             if password:
                 reason = reason.replace(str(password), "***")
+            if wrong:
+                raise DatabaseRefused(
+                    f"cannot connect to {where}: {reason}; check the URL's user, password"
+                    " and database (`chit migrate` does not create the database)"
+                ) from None
             raise StoreError(
                 f"cannot connect to {where}: {reason}; is the server running and the URL "
                 "(host, port, user, database) right?"

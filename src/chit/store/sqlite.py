@@ -248,8 +248,10 @@ class SQLiteStore(SQLStore, WriteLock):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(enqueuer, self.enqueue_many, jobs, connection)
 
-    def _insert(self, conn: sqlite3.Connection | sqlite3.Cursor, batch: list[Any]) -> set[str]:
-        inserted = set()
+    def _insert(
+        self, conn: sqlite3.Connection | sqlite3.Cursor, batch: list[Any]
+    ) -> dict[str, Any]:
+        inserted = {}
         for item in batch:
             params = {**_NO_WORKFLOW, **item, "payload": dumps(item["payload"]), "now": "now"}
             if item["expires_in"] is not None:  # seconds, as modifiers
@@ -259,8 +261,9 @@ class SQLiteStore(SQLStore, WriteLock):
                 params["debounce_max"] = _offset(item["debounce_max"])
             if item.get("dependents") is not None:  # a workflow's job: its edges as JSON arrays
                 params["dependents"] = dumps(item["dependents"])
-            if conn.execute(Q["enqueue"], params).rowcount:
-                inserted.add(item["id"])
+            row = conn.execute(Q["enqueue"], params).fetchone()
+            if row is not None:
+                inserted[item["id"]] = row[0]
                 if item.get("depends_on"):  # in chit_edges: the *_edges migration says why
                     edges = {"id": item["id"], "depends_on": dumps(item["depends_on"])}
                     conn.execute(Q["enqueue_edges"], edges)

@@ -51,7 +51,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from chit import tracing
+from chit import logs, tracing
 from chit.checks import parse_payload
 from chit.context import JobContext
 from chit.encoding import storable_json_error
@@ -307,7 +307,9 @@ class ProcessPool:
         # Not a daemon: a daemon process may not start processes, and handlers may.
         # A child whose worker is gone sees its pipe close and exits.
         process = self._context.Process(
-            target=child_main, args=(self.app, to_child_r, from_child_w), name="chit-child"
+            target=child_main,
+            args=(self.app, to_child_r, from_child_w, logs.configured()),
+            name="chit-child",
         )
         try:
             process.start()
@@ -377,11 +379,17 @@ def _progressed(ctx: JobContext, progress: Progress | None) -> None:
 # The child
 
 
-def child_main(app: str, inbox: Connection, outbox: Connection) -> None:
-    """A child process's life: load the app, then run the jobs it is sent."""
+def child_main(
+    app: str, inbox: Connection, outbox: Connection, logging_as: tuple[str, str] | None = None
+) -> None:
+    """A child process's life: load the app, then run the jobs it is sent.
+    `logging_as`: the worker's (level, format), which its handlers' own log
+    lines (and warnings) take here too."""
     # Ctrl-C in a terminal signals the whole process group: the worker decides
     # what its children do then.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if logging_as is not None:
+        logs.configure(*logging_as)
     link = _Link(inbox, outbox)
     try:
         queue = _load(app)

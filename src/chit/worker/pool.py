@@ -15,6 +15,7 @@ import queue as queue_mod
 import threading
 import time
 
+from chit.logs import job_fields
 from chit.worker.deadlines import Deadlines
 from chit.worker.execute import Call, Free, Once, Report, Returned, TimedOut, ainvoke, invoke
 
@@ -55,7 +56,16 @@ class ThreadPool:
 
         def expire() -> None:
             call.ctx.mark_timed_out(timeout)
-            once(Returned(error=TimedOut(timeout)), running=True)
+            if once(Returned(error=TimedOut(timeout)), running=True):
+                ctx = call.ctx
+                log.warning(
+                    "job %s %s passed its %gs timeout: its thread runs on, abandoned (a thread"
+                    " cannot be stopped; --pool process stops it at the deadline)",
+                    ctx.kind,
+                    ctx.id,
+                    timeout,
+                    extra=job_fields("job.abandoned", ctx.id, ctx.kind, attempt=ctx.attempt),
+                )
 
         deadline = self._deadlines.after(timeout, expire)
         returned = invoke(call)

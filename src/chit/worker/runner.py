@@ -10,7 +10,11 @@ slots when the worker starts, and after it has been idle.
 
 Shutdown (SIGTERM or SIGINT): claim nothing more, keep heartbeating, give
 running jobs `grace_seconds` to finish, hand back the rest (queued again at
-once, attempt not counted), exit 0. A second signal exits at once.
+once, attempt not counted), exit 0. A second signal ends the grace at once:
+the jobs still running are handed back the same way before the worker exits.
+A third is the kernel's: it ends the process even while the main thread waits
+in C (on a busy SQLite file), where a Python handler would not run. A signal
+that came before the worker ran (`signals.caught_early`) stops it as it starts.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from chit.worker.heartbeat import Heartbeat
 from chit.worker.maintenance import Maintenance
 from chit.worker.pool import AsyncLoop, ThreadPool
 from chit.worker.scheduler import Scheduler
+from chit.worker.signals import STOP_SIGNALS, early
 from chit.worker.slots import Slots
 
 log = logging.getLogger("chit.worker")
@@ -99,6 +104,9 @@ class Worker:
         self._kinds: frozenset[str] = frozenset()
 
         self._stopping = threading.Event()
+        # Set by a second signal: the grace ends now.
+        self._hurry = threading.Event()
+        self._signals = 0
         self._idle_wait = FIRST_IDLE_WAIT
         self._error_wait = FIRST_ERROR_WAIT
         # From the last claim: when jobs a limit or a pause held back may have room.
@@ -281,8 +289,14 @@ class Worker:
     def run(self, install_signals: bool = True) -> int:
         """Work until stopped; returns the process exit code."""
         if install_signals and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._on_signal)
-            signal.signal(signal.SIGINT, self._on_signal)
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, self._on_signal)
+            before = early()
+            if before is not None and not self._signals:
+                self._signals = 1
+                log.info("%s before the worker started: exiting", before.name)
+                self.close()
+                return 0
         log.info(
             "worker %s started: queues %s, concurrency %d (%s pool), lease %.1fs",
             self.id,
@@ -312,9 +326,11 @@ class Worker:
                 self.settings.grace_seconds,
                 running,
             )
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._hurry.is_set():
             self.slots.freed.clear()
-            if not self.slots.count():
+            # Not a thread past its timeout: its outcome is recorded, and it
+            # may run on for ever (a daemon thread, it ends with the process).
+            if not self.slots.unfinished():
                 break
             self.slots.freed.wait(0.1)
         self.release_held()
@@ -350,16 +366,24 @@ class Worker:
         return unfinished
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        # The kernel handles the next one: it ends the process even while this
-        # thread waits in C (on a busy SQLite file), where a Python handler would not run.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        log.info(
-            "%s: finishing running jobs (grace %.0fs); send again to exit at once",
-            signal.Signals(signum).name,
-            self.settings.grace_seconds,
-        )
+        self._signals += 1
+        name = signal.Signals(signum).name
+        if self._signals == 1:
+            log.info(
+                "%s: finishing running jobs (grace %.0fs); send again to hand them back"
+                " and exit at once",
+                name,
+                self.settings.grace_seconds,
+            )
+            self.stop()
+            return
+        # The kernel handles the next one (see the module's docstring).
+        for other in STOP_SIGNALS:
+            signal.signal(other, signal.SIG_DFL)
+        log.info("%s again: handing back running jobs and exiting", name)
         self.stop()
+        self._hurry.set()
+        self.slots.freed.set()
 
     # For tests and scripts
 

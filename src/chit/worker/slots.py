@@ -84,6 +84,12 @@ class Slots:
                 return len(self._active)
             return len(self._active) + self._lingering_unheld()
 
+    def unfinished(self) -> int:
+        """Jobs held whose handler has not ended (nor passed its deadline): what
+        a shutdown's grace waits for."""
+        with self._lock:
+            return sum(1 for ctx in self._active.values() if not ctx.finished)
+
     def _lingering_unheld(self) -> int:
         return sum(1 for job_id in self._lingering if job_id not in self._active)
 

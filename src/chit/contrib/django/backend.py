@@ -45,7 +45,7 @@ from chit.contrib.django import framework, results
 from chit.contrib.django.database import chit_url
 from chit.contrib.django.runner import handler_for
 from chit.errors import StoreError
-from chit.jobs import State
+from chit.jobs import Enqueued, State
 from chit.queue import Queue
 from chit.settings import Settings
 
@@ -141,7 +141,9 @@ class ChitBackend(framework.BaseTaskBackend):
             task=task,
             id=enqueued.id,
             status=framework.TaskResultStatus.READY,
-            enqueued_at=timezone.now(),
+            # What is stored (the database's clock), so that refresh() and
+            # get_result() read the same time back.
+            enqueued_at=_enqueued_at(enqueued),
             started_at=None,
             finished_at=None,
             last_attempted_at=None,
@@ -173,7 +175,12 @@ class ChitBackend(framework.BaseTaskBackend):
             return None
         assert self.database is not None
         connection = connections[self.database]
-        if not connection.in_atomic_block and connection.get_autocommit():
+        # Not get_autocommit(), which connects: Django's connection is opened
+        # only for a job that joins its transaction. One never opened (or in
+        # autocommit) has no transaction to join.
+        if not connection.in_atomic_block and (
+            connection.connection is None or connection.autocommit
+        ):
             return None
         # chit's tables must exist before a statement on Django's connection uses
         # them: opening the store creates them (once; see _open_with).
@@ -219,6 +226,14 @@ def _open_with(database: str | None, queue: Queue) -> None:
             log.warning("chit: cannot open the task database yet: %s", e)
 
     connection_created.connect(opened, weak=False, dispatch_uid=f"chit.contrib.django:{database}")
+
+
+def _enqueued_at(enqueued: Enqueued) -> datetime:
+    """The stored created_at, as get_result() reads it back."""
+    at = enqueued.created_at if enqueued.created_at is not None else datetime.now(UTC)
+    local = results.local(at)
+    assert local is not None
+    return local
 
 
 def _aware(run_after: datetime) -> datetime:

@@ -58,7 +58,7 @@ def task_of(job: Job, alias: str) -> Any:
         priority=django_priority(job.priority),
         queue_name=job.queue,
         backend=alias,
-        run_after=None if run_after is None else _local(datetime.fromisoformat(run_after)),
+        run_after=None if run_after is None else local(datetime.fromisoformat(run_after)),
     )
 
 
@@ -73,10 +73,10 @@ def task_result(
         task=task if task is not None else task_of(job, alias),
         id=job.id,
         status=framework.TaskResultStatus[STATUS[job.state]],
-        enqueued_at=_local(job.created_at),
-        started_at=_local(job.started_at or (attempts[0].started_at if attempts else None)),
-        finished_at=_local(job.finished_at) if job.state.terminal else None,
-        last_attempted_at=_local(attempts[-1].started_at) if attempts else None,
+        enqueued_at=local(job.created_at),
+        started_at=local(job.started_at or (attempts[0].started_at if attempts else None)),
+        finished_at=local(job.finished_at) if job.state.terminal else None,
+        last_attempted_at=local(attempts[-1].started_at) if attempts else None,
         args=payload.get("args", []),
         kwargs=payload.get("kwargs", {}),
         backend=alias,
@@ -110,7 +110,7 @@ def exception_class_path(error: str) -> str:
     return OUTSIDE_THE_TASK
 
 
-def _local(value: datetime | None) -> datetime | None:
+def local(value: datetime | None) -> datetime | None:
     """Aware UTC from chit; naive local time when the project runs with USE_TZ off."""
     if value is None or settings.USE_TZ:
         return value

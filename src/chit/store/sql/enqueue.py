@@ -17,7 +17,8 @@ from chit.store.sql.base import SQLBase, dumps
 
 @dataclass(frozen=True, slots=True)
 class InsertStep:
-    """Insert these jobs (`_insert`); send back the set of ids inserted."""
+    """Insert these jobs (`_insert`); send back the ids inserted, each with its
+    stored created_at (as the driver reads it)."""
 
     batch: list[dict[str, Any]]
 
@@ -70,12 +71,12 @@ class EnqueueSQL(SQLBase):
         pairs = enumerate(zip(ids, jobs, strict=True))
         batch = [self._item(n, job_id, job) for n, (job_id, job) in pairs]
         if not graph.is_graph(jobs):
-            inserted: set[str] = yield InsertStep(batch)
+            inserted: dict[str, Any] = yield InsertStep(batch)
             workflow_id = None
         else:
             inserted, workflow_id = yield from self._inserting_graph(ids, jobs, batch)
         if len(inserted) == len(jobs):
-            return [Enqueued(job_id, True, workflow_id=workflow_id) for job_id in ids]
+            return [self._new(job_id, inserted, workflow_id) for job_id in ids]
         # Some keys were taken (by earlier jobs, or earlier in this batch).
         existing: dict[str, Enqueued] = {}
         taken = [item for item in batch if item["id"] not in inserted]
@@ -91,11 +92,14 @@ class EnqueueSQL(SQLBase):
         if taken:
             raise StoreError(f"could not enqueue: keys taken and freed {UNIQUE_TRIES} times over")
         return [
-            Enqueued(job_id, True, workflow_id=workflow_id)
-            if job_id in inserted
-            else existing[job_id]
+            self._new(job_id, inserted, workflow_id) if job_id in inserted else existing[job_id]
             for job_id in ids
         ]
+
+    def _new(self, job_id: str, inserted: dict[str, Any], workflow_id: str | None) -> Enqueued:
+        return Enqueued(
+            job_id, True, workflow_id=workflow_id, created_at=self._at(inserted[job_id])
+        )
 
     def _item(self, n: int, job_id: str, job: NewJob) -> dict[str, Any]:
         """A job as `enqueue` takes it: one dict filled in place (each copy of
@@ -171,7 +175,7 @@ class EnqueueSQL(SQLBase):
 
     def _inserting_graph(
         self, ids: Sequence[str], jobs: Sequence[NewJob], batch: list[dict[str, Any]]
-    ) -> Generator[InsertStep | QueryStep, Any, tuple[set[str], str]]:
+    ) -> Generator[InsertStep | QueryStep, Any, tuple[dict[str, Any], str]]:
         """Insert a batch with refs or dependencies: checked (graph.check), the
         stored jobs it names locked and read, each job in its first state, and
         the stored dependencies told of their new dependents. Raises
@@ -190,7 +194,7 @@ class EnqueueSQL(SQLBase):
         workflow_id = next(filter(None, joined), None) or new_job_ids(1)[0]
         for item, columns in zip(batch, graph.plan(jobs, edges, found, workflow_id), strict=True):
             item |= columns
-        inserted: set[str] = yield InsertStep(batch)
+        inserted: dict[str, Any] = yield InsertStep(batch)
         depended_on = {target for targets in edges.depends_on for target in targets}
         for n, job_id in enumerate(ids):
             if job_id not in inserted and job_id in depended_on:
@@ -198,15 +202,17 @@ class EnqueueSQL(SQLBase):
                     f"job {n}: its idempotency or unique key matched a stored job, so the jobs"
                     " of this call that depend on it cannot be linked; leave the key off"
                 )
-        told = graph.stored_dependents(edges, inserted)
+        told = graph.stored_dependents(edges, set(inserted))
         if told:
             items = [{"id": t, "dependents": new} for t, new in told.items()]
             yield QueryStep(self.Q["add_dependents"], {"items": dumps(items)})
         return inserted, workflow_id
 
-    def _insert(self, conn: Any, batch: list[dict[str, Any]]) -> set[str]:
-        """Insert the jobs of `batch` in one statement; the ids it inserted."""
-        return {r["id"] for r in conn.execute(self.Q["enqueue"], self._insert_params(batch))}
+    def _insert(self, conn: Any, batch: list[dict[str, Any]]) -> dict[str, Any]:
+        """Insert the jobs of `batch` in one statement; the ids it inserted, each
+        with its created_at."""
+        rows = conn.execute(self.Q["enqueue"], self._insert_params(batch))
+        return {r["id"]: r["created_at"] for r in rows}
 
     def _insert_params(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
         return {"jobs": dumps(batch), "now": self.d.now(None)}

@@ -128,7 +128,7 @@ ORDER BY j.n
 -- active job (chit_jobs_unique) or the debounce key of one not started
 -- (chit_jobs_debounce); the store then finds the job that holds it.
 ON CONFLICT DO NOTHING
-RETURNING id
+RETURNING id, created_at
 
 -- name: clock
 -- The database clock read once, for statements that must agree on the time:
