@@ -16,7 +16,7 @@ import pytest
 
 import chit
 from chit.client import Event, SSEParser
-from chit.jobs import JobFilter, State, Succeeded
+from chit.jobs import Failed, JobFilter, State, Succeeded
 from support.api import (
     ACME_ADMIN,
     ACME_KEY,
@@ -210,6 +210,21 @@ async def test_cancel_cancels_what_has_not_finished(api: Api) -> None:
     assert view["states"] == {"cancelled": 3}
     again = await api.http.post(f"/workflows/{body['workflow_id']}/cancel")
     assert again.json()["cancelled"] == 0
+
+
+async def test_retrying_a_job_its_failed_dependency_cancelled_is_409_naming_it(
+    api: Api,
+) -> None:
+    ids = (await post(api, job("a", queue="r", max_attempts=1), job("b", "a"))).json()["jobs"]
+    [held] = api.store.claim("w", ["r"], 1, 30)
+    assert api.store.finish([Failed(held.id, held.lease_token, "boom")]) == [True]
+    refused = await api.http.post(f"/jobs/{ids['b']}/retry")
+    assert_error(refused, 409, "invalid_transition")
+    assert f"retry {ids['a']} first" in refused.json()["message"]
+    replayed = await api.http.post("/jobs/replay", json={"ids": [ids["b"]]})
+    assert replayed.status_code == 409
+    assert (await api.http.post(f"/jobs/{ids['a']}/retry")).json()["state"] == "queued"
+    assert (await api.http.get(f"/jobs/{ids['b']}")).json()["state"] == "waiting"
 
 
 async def test_an_unknown_workflow_is_404(api: Api) -> None:

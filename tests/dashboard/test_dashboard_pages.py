@@ -7,7 +7,7 @@ import pytest
 
 from chit import JobContext, JobRequest
 from chit.dashboard import graph, routes
-from chit.jobs import NewJob, State
+from chit.jobs import Failed, NewJob, State
 from support.dashboard import ADMIN_KEY, Browser, finished, hidden
 
 pytestmark = pytest.mark.anyio
@@ -95,6 +95,35 @@ async def test_a_job_page_shows_payload_result_attempts_and_acts(dashboard: Brow
     result = await dashboard.http.get(f"/ui/jobs/{big}/result")
     assert result.status_code == 200 and len(result.json()["blob"]) == 100_000
     assert (await dashboard.http.get("/ui/jobs/not-a-job-id")).status_code == 404
+
+
+async def test_a_dependent_of_a_failed_job_is_not_retried_and_a_waiting_job_says_why(
+    dashboard: Browser,
+) -> None:
+    store = dashboard.queue.store
+    first, then = (
+        r.id
+        for r in store.enqueue_many(
+            [
+                NewJob("work", {"message": "a"}, queue="dep", ref="a", max_attempts=1),
+                NewJob("work", {"message": "b"}, queue="dep", ref="b", depends_on=("a",)),
+            ]
+        )
+    )
+    [claimed] = store.claim("w", ["dep"], 1, 30)
+    assert store.finish([Failed(first, claimed.lease_token, "boom")]) == [True]
+    await dashboard.sign_in(ADMIN_KEY)
+    token = hidden((await dashboard.http.get(f"/ui/jobs/{then}")).text, "csrf_token")
+
+    refused = await dashboard.http.post(f"/ui/jobs/{then}/retry", data={"csrf_token": token})
+    assert refused.status_code == 409
+    assert f"retry {first} first" in refused.text
+    assert store.get(then).state is State.CANCELLED  # type: ignore[union-attr]
+
+    retried = await dashboard.http.post(f"/ui/jobs/{first}/retry", data={"csrf_token": token})
+    assert retried.status_code == 303
+    waiting = (await dashboard.http.get(f"/ui/jobs/{then}")).text
+    assert f"waiting on dependencies: {first} (work, queued)" in waiting
 
 
 async def test_a_job_page_shows_its_steps(dashboard: Browser) -> None:
