@@ -6,15 +6,36 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from chit import durations
 from chit.cli.loading import Setup
 
 # A command's handler: the parsed arguments to an exit code.
 Command = Callable[[argparse.Namespace, Setup], int]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with chit's errors: one line naming the command and what was
+    wrong (an unknown flag by name), pointing at its --help, in place of the
+    usage block argparse prints first. Every command's parser is one (argparse
+    makes subcommands' parsers of their parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # A command's parser sees all the words after its name, so a word left
+        # over is one it does not know: refused here, where the command is known,
+        # not by `chit` itself ("chit: error: unrecognized arguments").
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 class AddCommand(Protocol):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import chit
 from chit import logs
 from chit.cli import flow, keys, operating, processes, schedules, submitting
-from chit.cli.flags import Command, common_flags
+from chit.cli.flags import Command, Parser, common_flags
 from chit.cli.loading import Setup
 from chit.errors import ChitError, ConfigError, InvalidRequest, JobNotFound, StoreError
 
@@ -21,7 +21,7 @@ from chit.errors import ChitError, ConfigError, InvalidRequest, JobNotFound, Sto
 def build_parser() -> argparse.ArgumentParser:
     common, action_common = common_flags(), common_flags(action=True)
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="chit",
         description="Durable background jobs: a job table you can query, workers under leases.",
         epilog="Exit codes: 0 ok; 1 the job failed, was cancelled or a wait timed out; "
