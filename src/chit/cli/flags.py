@@ -45,12 +45,12 @@ class AddCommand(Protocol):
     def __call__(self, name: str, handler: Command, help: str) -> argparse.ArgumentParser: ...
 
 
-def common_flags(action: bool = False) -> argparse.ArgumentParser:
+def common_flags(action: bool = False) -> Parser:
     """The flags every command takes. An action's copy (`chit limits set`) has
     no defaults: argparse would write them over the same flag given before the
     action (`chit limits --json set ...`)."""
     d: dict[str, Any] = {"default": argparse.SUPPRESS} if action else {}
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument(
         "--database-url", help="database URL (CHIT_DATABASE_URL; default sqlite:///chit.db)", **d
     )
