@@ -307,3 +307,10 @@ async def test_events_stream_every_jobs_changes_until_all_have_finished(api: Api
     last = events_of(response.text)[-1].id
     done = await api.http.get(f"{body['status_url']}/events", headers={"Last-Event-ID": last})
     assert done.status_code == 204
+
+
+async def test_a_malformed_idempotency_key_is_refused_as_on_post_jobs(api: Api) -> None:
+    for key in ("k" * 256, "tab\tinside"):
+        answer = await post(api, job("a"), **{"Idempotency-Key": key})
+        assert_error(answer, 422, "invalid_request")
+    assert stored(api) == 0

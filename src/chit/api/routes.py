@@ -68,7 +68,9 @@ RUNNING_RETRY_AFTER = 1
 
 # Operation ids are the routes' names (`submit_job`, `get_job`): what generated
 # clients call their methods, rather than FastAPI's `submit_job_jobs_post`.
-router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
+router = APIRouter(
+    route_class=ChitRoute, generate_unique_id_function=lambda route: route.name, tags=["jobs"]
+)
 
 
 # Submitting
