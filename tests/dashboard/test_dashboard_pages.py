@@ -3,11 +3,13 @@ per-kind rates that `/stats` and `/metrics` give for alerting."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from chit import JobContext, JobRequest
 from chit.dashboard import graph, routes
-from chit.jobs import Failed, NewJob, State
+from chit.jobs import Failed, NewJob, RunOn, State, WorkflowJob
 from support.dashboard import ADMIN_KEY, Browser, finished, hidden
 
 pytestmark = pytest.mark.anyio
@@ -265,3 +267,13 @@ async def test_a_nul_in_a_replayed_group_is_422_and_replays_nothing(dashboard: B
         assert response.status_code == 422, response.text
         assert "postgres" not in response.text.lower()
     assert dashboard.queue.store.get(failed).state is State.FAILED  # type: ignore[union-attr]
+
+
+def test_no_template_or_drawing_has_an_inline_style() -> None:
+    """The dashboard's Content-Security-Policy (style-src 'self') refuses every
+    inline style: a page's look is classes in static/dashboard.css."""
+    templates = Path(routes.__file__).parent / "templates"
+    found = [p.name for p in templates.glob("*.html") if "style=" in p.read_text()]
+    assert found == []
+    job = WorkflowJob("01j0", "a", "work", State.QUEUED, (), RunOn.SUCCEEDED)
+    assert "style" not in graph.svg([job], "/ui/jobs/")
