@@ -163,7 +163,7 @@ def _set(args: argparse.Namespace, setup: Setup) -> int:
             "--key-concurrency M or --key-rate N/m"
         )
     with flow_of(args, setup) as flow:
-        if not args.force:
+        if not args.force and not args.url:
             _check_declared(kind, flow, setup)
         entry = flow.set_limits(kind, given)
     if args.json:
@@ -179,12 +179,13 @@ def _set(args: argparse.Namespace, setup: Setup) -> int:
 def _check_declared(kind: str, flow: Flow, setup: Setup) -> None:
     """A limit on a kind no task declares holds nothing back (a typo, most
     often), so it is refused unless --force. Declared means: a task of the app
-    (--app, CHIT_APP), a kind a live worker runs (on the database; over --url
-    the CLI sees no workers), or a kind that has limits already."""
+    (--app, CHIT_APP), a kind a live worker runs, or a kind that has limits
+    already. Not checked over --url, where the CLI sees neither the server's
+    tasks nor its workers."""
     known = {k.kind for k in flow.limits()}
     if setup.settings.app:
         known |= set(setup.queue().tasks)
-    if isinstance(flow, FleetView):
+    if isinstance(flow, FleetView):  # the store (RemoteFlow is never checked)
         known |= {kind for w in flow.live_workers() for kind in w.beat.kinds}
     if kind in known:
         return
