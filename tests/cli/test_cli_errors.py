@@ -344,6 +344,7 @@ def test_submit_without_an_app_says_how_to_name_one(
         ),
         (["submit", "echo"], "chit submit: error: the following arguments are required: JSON"),
         (["wrk"], "chit: error: argument COMMAND: invalid choice: 'wrk'"),
+        (["--nope", "list"], "chit: error: unrecognized arguments: --nope"),
         (["worker", "--concurrency", "x"], "chit worker: error: argument --concurrency: invalid"),
     ],
 )

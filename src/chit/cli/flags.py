@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn, Protocol
@@ -32,6 +33,12 @@ class Parser(argparse.ArgumentParser):
         # A command's parser sees all the words after its name, so a word left
         # over is one it does not know: refused here, where the command is known,
         # not by `chit` itself ("chit: error: unrecognized arguments").
+        words = list(sys.argv[1:] if args is None else args)
+        first = words[0].split("=", 1)[0] if words else ""
+        known = any(option.startswith(first) for option in self._option_string_actions)
+        if self._subparsers is not None and first.startswith("-") and not known:
+            # Before the command: argparse would only say the command is missing.
+            self.error(f"unrecognized arguments: {words[0]}")
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
