@@ -23,7 +23,7 @@ from typing import Any
 
 import pydantic
 
-from chit import tracing
+from chit import retrying, tracing
 from chit.bounds import (
     MAX_ATTEMPTS,
     NAME_MAX,
@@ -51,6 +51,7 @@ from chit.jobs import (
     Job,
     JobChange,
     NewJob,
+    ReplaySelector,
     State,
     Workflow,
     WorkflowView,
@@ -376,6 +377,42 @@ class Queue:
         if result is CancelResult.NOT_FOUND:
             raise JobNotFound(job_id)
         return result
+
+    def retry(self, job_id: str, *, tenant: str | None = None) -> Job:
+        """A failed or cancelled job queued again, attempts reset (`waiting`
+        while its dependencies are not met); returns it. Raises JobNotFound,
+        and InvalidTransition when it is in another state or a dependency it
+        needs ended failed or cancelled (chit.retrying: retry that one first)."""
+        job = self.store.get(job_id, tenant)
+        if job is None:
+            raise JobNotFound(job_id)
+        self._check_retry(job)
+        if not self.store.retry(job.id, tenant):
+            job = self.store.get(job_id, tenant) or job
+            raise InvalidTransition(
+                f"job {job.id} is {job.state.value}: only failed or cancelled jobs can be retried"
+            )
+        return self.get(job.id, tenant=tenant)
+
+    def replay(self, selector: ReplaySelector) -> int:
+        """`retry` for every job the selector matches; how many. Jobs named by
+        id are checked as `retry` checks them, and none is replayed when one is
+        refused (InvalidTransition); filters match only failed jobs, which ran."""
+        for job_id in selector.ids:
+            job = self.store.get(job_id, selector.tenant)
+            if job is not None and job.state in (State.FAILED, State.CANCELLED):
+                self._check_retry(job)
+        return self.store.replay(selector)
+
+    def _check_retry(self, job: Job) -> None:
+        if job.state not in (State.FAILED, State.CANCELLED):
+            raise InvalidTransition(
+                f"job {job.id} is {job.state.value}: only failed or cancelled jobs can be retried"
+            )
+        if job.depends_on:
+            reason = retrying.refusal(job, self.store.dependencies(job.id))
+            if reason is not None:
+                raise InvalidTransition(reason)
 
     def update(
         self,

@@ -58,9 +58,9 @@ def test_submit_poll_events_and_errors(generated: tuple[str, Any]) -> None:
 
 
 def calls(package: Any, models: Any, client: Any) -> None:
-    api = f"{package.__name__}.api.default"
+    api = f"{package.__name__}.api.jobs"  # the operations' tag
     submit = importlib.import_module(f"{api}.submit_job")
-    body = models.SubmitJobSubmitEcho(kind="echo", payload=models.Echo(message="generated"))
+    body = models.SubmitEcho(kind="echo", payload=models.PayloadEcho(message="generated"))
     answer = submit.sync_detailed(client=client, body=body)
     assert answer.status_code == 202
     submitted = answer.parsed
@@ -84,9 +84,44 @@ def calls(package: Any, models: Any, client: Any) -> None:
     assert isinstance(missing, models.ErrorOut) and missing.error == "job_not_found"
     unknown = submit.sync(
         client=client,
-        body=models.SubmitJobSubmitEcho.from_dict(
+        body=models.SubmitEcho.from_dict(
             {"kind": "echo", "payload": {"message": "x"}, "priority": 10**12}
         ),
     )
     assert isinstance(unknown, models.ErrorOut) and unknown.error == "invalid_request"
     assert [e["loc"] for e in unknown.details.additional_properties["errors"]] == [["priority"]]
+
+
+def test_a_workflow_is_submitted_and_read_back(generated: tuple[str, Any]) -> None:
+    """`POST /workflows`'s body is in the document (it once pointed at a
+    `$defs` that was not), so the generator makes `submit_workflow`."""
+    url, package = generated
+    models = module(package, "models")
+    api = f"{package.__name__}.api.workflows"
+    submit = importlib.import_module(f"{api}.submit_workflow")
+    first = models.SubmitEcho(kind="echo", payload=models.PayloadEcho(message="a"), ref="a")
+    then = models.SubmitEcho(
+        kind="echo", payload=models.PayloadEcho(message="b"), ref="b", depends_on=["a"]
+    )
+    with package.Client(base_url=url, raise_on_unexpected_status=True) as client:
+        answer = submit.sync_detailed(client=client, body=models.SubmitWorkflow(jobs=[first, then]))
+        assert answer.status_code == 202, answer.content
+        submitted = answer.parsed
+        assert isinstance(submitted, models.WorkflowSubmitted)
+        ids = submitted.jobs.additional_properties
+        view = importlib.import_module(f"{api}.get_workflow").sync(
+            submitted.workflow_id, client=client
+        )
+        assert isinstance(view, models.WorkflowOut)
+        assert [(j.ref, j.depends_on) for j in view.jobs] == [("a", []), ("b", [ids["a"]])]
+        refused = submit.sync(
+            client=client,
+            body=models.SubmitWorkflow(
+                jobs=[
+                    models.SubmitEcho(
+                        kind="echo", payload=models.PayloadEcho(message="x"), depends_on=["nope"]
+                    )
+                ]
+            ),
+        )
+        assert isinstance(refused, models.ErrorOut) and refused.error == "invalid_request"

@@ -4,9 +4,15 @@ event stream's first block carries `retry:` with its first event."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from pydantic import BaseModel, create_model
+
+import chit
+from chit.api import create_app
 from chit.jobs import Failed
+from chit.settings import Settings
 from support.api import Api, assert_error
 
 pytestmark = pytest.mark.anyio
@@ -76,3 +82,70 @@ async def test_the_first_block_of_a_stream_carries_retry_with_an_event(api: Api)
     first = text.split("\n\n", 1)[0]
     assert first.startswith("retry: ") and "event: state" in first and "data: " in first
     assert text.count("retry: ") == 1
+
+
+def _refs(node: object) -> list[str]:
+    if isinstance(node, dict):
+        return [r for v in node.values() for r in _refs(v)] + (
+            [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        )
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+def test_payload_models_are_named_by_kind_and_every_reference_resolves(tmp_path: Path) -> None:
+    """A task model called ErrorOut leaves chit's error schema alone, two called
+    Request get one each, and a kind a component name cannot hold is renamed."""
+
+    class ErrorOut(BaseModel):
+        code: int
+
+    def request(field: str) -> type[BaseModel]:
+        return create_model("Request", **{field: (str, ...)})  # type: ignore[call-overload]
+
+    class Line(BaseModel):
+        sku: str
+
+    class Order(BaseModel):
+        lines: list[Line]
+
+    queue = chit.Queue(settings=Settings(database_url=f"sqlite:///{tmp_path / 'q.db'}"))
+    for kind, model in [
+        ("oops", ErrorOut),
+        ("send_mail", request("to")),
+        ("send_sms", request("number")),
+        ("orders.place", Order),
+        ("orders place", None),
+        ("orders_place", None),
+    ]:
+        queue.task(kind, payload=model)(lambda job, body: None)
+    spec = create_app(queue).openapi()
+    schemas = spec["components"]["schemas"]
+
+    assert schemas["ErrorOut"]["required"] == ["error", "message"]  # chit's own
+    assert schemas["Payload_oops"]["properties"] == {"code": {"title": "Code", "type": "integer"}}
+    assert list(schemas["Payload_send_mail"]["properties"]) == ["to"]
+    assert list(schemas["Payload_send_sms"]["properties"]) == ["number"]
+    assert "Payload_orders.place_Line" in schemas
+    assert {"Submit_orders_place", "Submit_orders_place_2"} <= set(schemas)
+    assert all(schemas[name]["title"] == name for name in schemas if name.startswith("Submit_"))
+    body = spec["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["discriminator"]["mapping"]["send_sms"] == "#/components/schemas/Submit_send_sms"
+    assert len(body["oneOf"]) == 6
+    assert schemas["SubmitWorkflow"]["properties"]["jobs"]["items"] == body
+    for ref in _refs(spec):
+        assert ref.startswith("#/components/schemas/") and ref.rsplit("/", 1)[1] in schemas, ref
+
+    operations = [op for item in spec["paths"].values() for op in item.values()]
+    assert all(len(op["tags"]) == 1 for op in operations)
+    assert {t["name"] for t in spec["tags"]} == {op["tags"][0] for op in operations}
+    assert spec["paths"]["/workflows"]["post"]["tags"] == ["workflows"]
+
+
+async def test_the_reference_lists_each_kind_and_its_body(api: Api) -> None:
+    page = (await api.http.get("/docs")).text
+    body = page.split("<code>/jobs</code> Submit a job", 1)[1].split("<h3", 1)[0]
+    assert "object or object" not in body
+    assert "<td><code>echo</code></td><td><a href='#schema-Submit_echo'>Submit_echo</a>" in body
+    assert "id='schema-Payload_echo'" in page

@@ -16,7 +16,7 @@ import pytest
 
 import chit
 from chit.client import Event, SSEParser
-from chit.jobs import JobFilter, State, Succeeded
+from chit.jobs import Failed, JobFilter, State, Succeeded
 from support.api import (
     ACME_ADMIN,
     ACME_KEY,
@@ -212,6 +212,21 @@ async def test_cancel_cancels_what_has_not_finished(api: Api) -> None:
     assert again.json()["cancelled"] == 0
 
 
+async def test_retrying_a_job_its_failed_dependency_cancelled_is_409_naming_it(
+    api: Api,
+) -> None:
+    ids = (await post(api, job("a", queue="r", max_attempts=1), job("b", "a"))).json()["jobs"]
+    [held] = api.store.claim("w", ["r"], 1, 30)
+    assert api.store.finish([Failed(held.id, held.lease_token, "boom")]) == [True]
+    refused = await api.http.post(f"/jobs/{ids['b']}/retry")
+    assert_error(refused, 409, "invalid_transition")
+    assert f"retry {ids['a']} first" in refused.json()["message"]
+    replayed = await api.http.post("/jobs/replay", json={"ids": [ids["b"]]})
+    assert replayed.status_code == 409
+    assert (await api.http.post(f"/jobs/{ids['a']}/retry")).json()["state"] == "queued"
+    assert (await api.http.get(f"/jobs/{ids['b']}")).json()["state"] == "waiting"
+
+
 async def test_an_unknown_workflow_is_404(api: Api) -> None:
     for response in (
         await api.http.get("/workflows/nope"),
@@ -292,3 +307,10 @@ async def test_events_stream_every_jobs_changes_until_all_have_finished(api: Api
     last = events_of(response.text)[-1].id
     done = await api.http.get(f"{body['status_url']}/events", headers={"Last-Event-ID": last})
     assert done.status_code == 204
+
+
+async def test_a_malformed_idempotency_key_is_refused_as_on_post_jobs(api: Api) -> None:
+    for key in ("k" * 256, "tab\tinside"):
+        answer = await post(api, job("a"), **{"Idempotency-Key": key})
+        assert_error(answer, 422, "invalid_request")
+    assert stored(api) == 0

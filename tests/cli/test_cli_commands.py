@@ -307,6 +307,35 @@ def test_replay_by_ids_resets_attempts(
     assert get(app, failed["ok"][0]).state is State.SUCCEEDED
 
 
+def test_status_lists_dependencies_and_replay_refuses_a_job_its_failed_one_cancelled(
+    cli: Cli, app: chit.Queue
+) -> None:
+    flow = app.enqueue_workflow(
+        [
+            chit.JobRequest("boom", {"message": "disk full"}, ref="a"),
+            chit.JobRequest("echo", {}, ref="b", depends_on=["a"]),
+        ]
+    )
+    first, then = flow.jobs["a"], flow.jobs["b"]
+    run_jobs(app)
+    out = cli("status", then).out
+    rows = out.split("depends on (runs once every one has succeeded):\n", 1)[1].splitlines()
+    assert rows[1].split() == [first, "boom", "failed"]
+    assert cli("status", first).out.count("depends on") == 0  # none of its own
+    body = cli("status", then, "--json").json()
+    assert body["dependency_states"] == [{"id": first, "kind": "boom", "state": "failed"}]
+
+    refused = cli("replay", then)
+    assert refused.code != 0 and refused.out == ""
+    assert f"{first} (boom) is failed; retry {first} first" in refused.err
+    assert get(app, then).state is State.CANCELLED
+
+    assert cli("replay", first).out == "replayed 1 job\n"
+    waiting = cli("status", then).out
+    assert "state       waiting" in waiting
+    assert f"waiting on dependencies: {first} (boom, queued)" in waiting
+
+
 def test_replay_by_kind_and_error_prefix(
     cli: Cli, app: chit.Queue, failed: dict[str, list[str]]
 ) -> None:

@@ -332,3 +332,27 @@ def test_submit_without_an_app_says_how_to_name_one(
     assert result.code != 0
     assert "none are registered" in result.err and "--app module:queue" in result.err
     assert "Traceback" not in result.err
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["worker", "--bogus"], "chit worker: error: unrecognized arguments: --bogus"),
+        (
+            ["limits", "set", "echo", "--burst", "5"],
+            "chit limits set: error: unrecognized arguments: --burst 5",
+        ),
+        (["submit", "echo"], "chit submit: error: the following arguments are required: JSON"),
+        (["wrk"], "chit: error: argument COMMAND: invalid choice: 'wrk'"),
+        (["--nope", "list"], "chit: error: unrecognized arguments: --nope"),
+        (["worker", "--concurrency", "x"], "chit worker: error: argument --concurrency: invalid"),
+    ],
+)
+def test_a_wrong_flag_is_one_line_naming_it_and_the_commands_help(
+    cli: Cli, args: list[str], line: str
+) -> None:
+    result = cli(*args)
+    assert (result.code, result.out) == (2, "")
+    [shown] = result.err.splitlines()
+    command = line.split(":", 1)[0]
+    assert shown.startswith(line) and shown.endswith(f"(see {command} --help)")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import chit
+from chit.fleet import WorkerBeat
 from chit.limits import Limits
 from support.cli import Cli, assert_refused, ok, snapshot
 
@@ -54,6 +55,24 @@ def test_set_show_merge_and_clear(cli: Cli, app: chit.Queue) -> None:
         "cleared": False,
     }
     assert app.store.limits() == []
+
+
+def test_a_kind_no_task_declares_takes_limits_with_force(cli: Cli, app: chit.Queue) -> None:
+    ok(cli("limits", "set", "not_deployed_yet", "--concurrency", "2", "--force"))
+    assert [k.kind for k in app.store.limits()] == ["not_deployed_yet"]
+    # Once it has limits it is known: changing them needs no --force.
+    ok(cli("limits", "set", "not_deployed_yet", "--rate", "5/s"))
+
+
+def test_without_the_app_no_kind_is_known_until_a_worker_runs_it(
+    cli: Cli, app: chit.Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CHIT_APP")
+    assert_refused(
+        cli("limits", "set", "echo", "--concurrency", "2"), 2, "(kinds declared: none seen)"
+    )
+    app.store.beat_worker(WorkerBeat("w1", "host", 1, ("default",), ("echo",), 1, 0), 60)
+    ok(cli("limits", "set", "echo", "--concurrency", "2"))
 
 
 def test_an_override_over_the_codes_limits(cli: Cli, app: chit.Queue) -> None:
@@ -191,6 +210,10 @@ BAD = {
     "clear a kind too long": (["limits", "clear", LONG], ["a kind name is 1 to 200"]),
     "an unknown action": (["limits", "raise", "echo"], ["invalid choice: 'raise'"]),
     "an unknown flag": (["limits", "set", "echo", "--burst", "5"], ["unrecognized arguments"]),
+    "set a kind no task declares": (
+        ["limits", "set", "ecko", "--concurrency", "3"],
+        ["no task declares kind 'ecko'", "boom, echo, flaky", "--force"],
+    ),
     "pause nothing": (["pause"], ["give a QUEUE or --kind KIND (exactly one)"]),
     "pause both": (["pause", "q", "--kind", "echo"], ["exactly one"]),
     "pause an empty queue": (["pause", ""], ["a queue name is 1 to 200"]),

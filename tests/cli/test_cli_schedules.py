@@ -18,6 +18,23 @@ def test_no_schedules_says_how_to_make_one(cli: Cli) -> None:
     assert ok(cli("schedules", "--json")).json() == {"schedules": []}
 
 
+def test_times_are_printed_in_the_schedules_zone_and_named(cli: Cli) -> None:
+    """08:00 in Paris is 07:00 or 06:00 UTC: printed as the rule says, zone named."""
+    added = ok(
+        cli(
+            "schedules", "add", "n", "--kind", "echo", "--cron", "0 8 * * *", "--tz", "Europe/Paris"
+        )
+    ).out
+    assert added.rstrip().endswith(("08:00:00 CET (Europe/Paris)", "08:00:00 CEST (Europe/Paris)"))
+    in_utc = ok(cli("schedules", "add", "u", "--kind", "echo", "--cron", "0 8 * * *")).out
+    assert in_utc.rstrip().endswith(" 08:00:00 UTC")
+    rows = ok(cli("schedules")).out.splitlines()
+    paris = next(r for r in rows if r.startswith("n "))
+    assert " 08:00:00 CE" in paris and "Europe/Paris" in paris
+    utc = next(r for r in rows if r.startswith("u "))
+    assert " 08:00:00 UTC" in utc
+
+
 def test_add_list_pause_resume_remove(cli: Cli, app: chit.Queue) -> None:
     out = ok(cli("schedules", "add", "hb", "--kind", "echo", "--every", "30s")).out
     assert out.startswith("hb: every 30s, kind echo; next run ")

@@ -338,6 +338,35 @@ def test_a_workflow_page_draws_the_graph_and_links_its_jobs(page: Any, stack: St
     page.wait_for_url(f"**/ui/workflows/{submitted['workflow_id']}")
 
 
+def test_a_wide_workflow_scrolls_in_its_box_and_breaks_no_content_security_policy(
+    page: Any, stack: Stack
+) -> None:
+    """40 parallel jobs once made the page 6,813 px wide, and the box's inline
+    style, which was to scroll it, was refused by the dashboard's own CSP."""
+    parallel = [{"ref": f"p{i}", "kind": "work", "payload": {"message": "p"}} for i in range(40)]
+    merge = {"ref": "merge", "kind": "work", "payload": {"message": "m"}}
+    body = {"jobs": [*parallel, merge | {"depends_on": [p["ref"] for p in parallel]}]}
+    response = stack.http.post("/workflows", json=body)
+    assert response.status_code == 202, response.text
+    workflow_id = response.json()["workflow_id"]
+    console: list[str] = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+
+    sign_in(page, stack, path=f"/ui/workflows/{workflow_id}")
+    assert page.locator("svg.workflow-graph g.node").count() == 41
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 1280, f"the page is {width} px wide"
+    box = page.evaluate(
+        "(() => { const b = document.getElementById('graph');"
+        " return [b.scrollWidth, b.clientWidth, getComputedStyle(b).overflowX]; })()"
+    )
+    assert box[0] > box[1] and box[2] == "auto", box
+    page.evaluate("document.getElementById('graph').scrollLeft = 100000")
+    assert page.evaluate("document.getElementById('graph').scrollLeft") > 0
+    screenshot(page, "workflow-wide")
+    assert [m for m in console if "Content Security Policy" in m or "error" in m] == []
+
+
 def test_a_schedule_put_over_http_runs_on_the_workers_and_shows_its_runs(
     page: Any, stack: Stack
 ) -> None:

@@ -3,11 +3,13 @@ per-kind rates that `/stats` and `/metrics` give for alerting."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from chit import JobContext, JobRequest
 from chit.dashboard import graph, routes
-from chit.jobs import NewJob, State
+from chit.jobs import Failed, NewJob, RunOn, State, WorkflowJob
 from support.dashboard import ADMIN_KEY, Browser, finished, hidden
 
 pytestmark = pytest.mark.anyio
@@ -95,6 +97,35 @@ async def test_a_job_page_shows_payload_result_attempts_and_acts(dashboard: Brow
     result = await dashboard.http.get(f"/ui/jobs/{big}/result")
     assert result.status_code == 200 and len(result.json()["blob"]) == 100_000
     assert (await dashboard.http.get("/ui/jobs/not-a-job-id")).status_code == 404
+
+
+async def test_a_dependent_of_a_failed_job_is_not_retried_and_a_waiting_job_says_why(
+    dashboard: Browser,
+) -> None:
+    store = dashboard.queue.store
+    first, then = (
+        r.id
+        for r in store.enqueue_many(
+            [
+                NewJob("work", {"message": "a"}, queue="dep", ref="a", max_attempts=1),
+                NewJob("work", {"message": "b"}, queue="dep", ref="b", depends_on=("a",)),
+            ]
+        )
+    )
+    [claimed] = store.claim("w", ["dep"], 1, 30)
+    assert store.finish([Failed(first, claimed.lease_token, "boom")]) == [True]
+    await dashboard.sign_in(ADMIN_KEY)
+    token = hidden((await dashboard.http.get(f"/ui/jobs/{then}")).text, "csrf_token")
+
+    refused = await dashboard.http.post(f"/ui/jobs/{then}/retry", data={"csrf_token": token})
+    assert refused.status_code == 409
+    assert f"retry {first} first" in refused.text
+    assert store.get(then).state is State.CANCELLED  # type: ignore[union-attr]
+
+    retried = await dashboard.http.post(f"/ui/jobs/{first}/retry", data={"csrf_token": token})
+    assert retried.status_code == 303
+    waiting = (await dashboard.http.get(f"/ui/jobs/{then}")).text
+    assert f"waiting on dependencies: {first} (work, queued)" in waiting
 
 
 async def test_a_job_page_shows_its_steps(dashboard: Browser) -> None:
@@ -236,3 +267,13 @@ async def test_a_nul_in_a_replayed_group_is_422_and_replays_nothing(dashboard: B
         assert response.status_code == 422, response.text
         assert "postgres" not in response.text.lower()
     assert dashboard.queue.store.get(failed).state is State.FAILED  # type: ignore[union-attr]
+
+
+def test_no_template_or_drawing_has_an_inline_style() -> None:
+    """The dashboard's Content-Security-Policy (style-src 'self') refuses every
+    inline style: a page's look is classes in static/dashboard.css."""
+    templates = Path(routes.__file__).parent / "templates"
+    found = [p.name for p in templates.glob("*.html") if "style=" in p.read_text()]
+    assert found == []
+    job = WorkflowJob("01j0", "a", "work", State.QUEUED, (), RunOn.SUCCEEDED)
+    assert "style" not in graph.svg([job], "/ui/jobs/")

@@ -42,14 +42,14 @@ def ok(result: Result) -> Result:
 
 
 def assert_refused(result: Result, code: int, *phrases: str) -> str:
-    """The error is one line starting 'chit: error:' (argparse: its usage line, then that)."""
+    """The error is one line, 'chit: error: ...' (or 'chit COMMAND: error: ...'
+    from argparse, which adds where to read the command's flags), and no more."""
     assert result.code == code, result
     assert "Traceback" not in result.err
     assert result.out == ""
-    error_lines = [line for line in result.err.splitlines() if "error:" in line]
-    assert len(error_lines) == 1, result.err
-    line = error_lines[0]
-    assert line.startswith("chit"), line
+    assert len(result.err.splitlines()) == 1, result.err
+    line = result.err.splitlines()[0]
+    assert line.startswith("chit") and "error: " in line, line
     for phrase in phrases:
         assert phrase in line, f"{phrase!r} not in {line!r}"
     return line

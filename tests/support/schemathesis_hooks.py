@@ -7,13 +7,20 @@ schema-valid requests would count against it:
   other bodies (`idempotency_conflict`): a key already used with another body
   is made unique;
 - `depends_on` names generated job ids, which exist nowhere (`no such job`):
-  a well-formed list is emptied;
+  a well-formed list is emptied; a workflow left with no job that has a ref
+  or dependencies (the schema's `contains`) gets a ref on a job that can take
+  one, and a ref given twice in one workflow (`duplicate ref`) is made unique;
 - `expires_at` must be in the future and after `run_at`, which depends on the
   clock: a well-formed time that is not is left out;
 - a schedule's cron rule must parse, its time zone exist and its kind be a
   task of the server's app, which no schema says: a string there is replaced
   by one that does (a rule, "UTC", the app's `big` task), a positive `every`
   by a whole number of seconds.
+
+- a payload's text may hold no NUL (PostgreSQL's text cannot), at any depth of
+  a model-less task's payload, which no JSON schema can say: NULs are removed;
+- a debounce key debounces one kind (`held by job ... of kind`), which depends
+  on what was sent before: each kind's keys are made its own.
 
 Values the schema refuses are left as they are, to be refused."""
 
@@ -41,6 +48,10 @@ def before_call(ctx: Any, case: Any, **kwargs: Any) -> None:
             if isinstance(job, dict):
                 _no_dependencies(job)
                 _no_past_expiry(job)
+                _no_nul_in_payload(job)
+                _debounce_key_of_its_kind(job)
+    if case.path == "/workflows" and isinstance(case.body, dict):
+        _a_real_workflow(case.body)
     schedule = case.method.upper() == "PUT" and case.path == "/schedules/{name}"
     if schedule and isinstance(case.body, dict):
         _a_real_schedule(case.body)
@@ -54,6 +65,47 @@ def _no_dependencies(body: dict[str, Any]) -> None:
         for n in names
     ):
         body["depends_on"] = []
+
+
+def _no_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, list):
+        return [_no_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {_no_nul(k): _no_nul(v) for k, v in value.items()}
+    return value
+
+
+def _no_nul_in_payload(body: dict[str, Any]) -> None:
+    if isinstance(body.get("payload"), dict):
+        body["payload"] = _no_nul(body["payload"])
+
+
+def _debounce_key_of_its_kind(body: dict[str, Any]) -> None:
+    key, kind = body.get("debounce_key"), body.get("kind")
+    if isinstance(key, str) and isinstance(kind, str) and 1 <= len(key) <= 100:
+        body["debounce_key"] = f"{key}~{kind}"[: bounds.NAME_MAX]
+
+
+def _a_real_workflow(body: dict[str, Any]) -> None:
+    jobs = body.get("jobs")
+    if not isinstance(jobs, list):
+        return
+    jobs = [j for j in jobs if isinstance(j, dict)]
+    seen: set[str] = set()
+    for i, job in enumerate(jobs):
+        ref = job.get("ref")
+        if isinstance(ref, str) and ref in seen:
+            job["ref"] = ref = f"{ref[: bounds.REF_MAX - 8]}~{i}"
+        if isinstance(ref, str):
+            seen.add(ref)
+    if any(isinstance(j.get("ref"), str) or j.get("depends_on") for j in jobs):
+        return
+    for i, job in enumerate(jobs):
+        if job.get("debounce_key") is None:  # a debounced job takes no ref
+            job["ref"] = f"job-{i}"
+            return
 
 
 def _a_real_schedule(body: dict[str, Any]) -> None:

@@ -8,7 +8,6 @@ The API server never runs jobs: workers are separate processes.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -20,7 +19,17 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from chit.api import changes, health, limits, queues, reference, routes, schedules, workflows
+from chit.api import (
+    changes,
+    health,
+    limits,
+    openapi,
+    queues,
+    reference,
+    routes,
+    schedules,
+    workflows,
+)
 from chit.api.auth import KEY_CACHE_SECONDS, Authenticator, parse_env_keys
 from chit.api.deps import ApiState
 from chit.api.errors import answer_exception
@@ -154,7 +163,7 @@ def create_app(queue: Queue, *, dashboard: bool = True, **options: Any) -> FastA
             expose_headers=["Location", "Retry-After", "ETag"],
             max_age=600,
         )
-    app.openapi = lambda: _openapi_with_tasks(app, queue)  # type: ignore[method-assign]
+    app.openapi = lambda: openapi.document(app, queue)  # type: ignore[method-assign]
     return app
 
 
@@ -178,49 +187,3 @@ def _add_reference(app: FastAPI) -> None:
 def _include_dashboard(target: FastAPI | APIRouter) -> None:
     for part in DASHBOARD_ROUTERS:
         target.include_router(part, prefix=DASHBOARD_PREFIX)
-
-
-def _errors_as_json(schema: dict[str, Any]) -> None:
-    """Errors are JSON on every route. FastAPI documents them in the route's
-    own media type: text/plain for /metrics, which generated clients then
-    read as text (schemathesis: "content type not documented")."""
-    for item in schema["paths"].values():
-        for operation in item.values():
-            for status, response in operation.get("responses", {}).items():
-                content = response.get("content")
-                if status[0] in "45" and content and "application/json" not in content:
-                    response["content"] = {"application/json": next(iter(content.values()))}
-
-
-def _openapi_with_tasks(app: FastAPI, queue: Queue) -> dict[str, Any]:
-    """The OpenAPI schema, with `POST /jobs` spelled out per registered task: its
-    kind and the payload its model accepts. Built once, on first request."""
-    if app.openapi_schema is not None:
-        return app.openapi_schema
-    schema = FastAPI.openapi(app)
-    _errors_as_json(schema)
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
-    body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
-    variants = []
-    for kind, task in sorted(queue.tasks.items()):
-        payload: dict[str, Any] = {
-            "type": ["object", "null"],
-            "description": "any JSON object; null or none is {}",
-        }
-        if task.payload_model is not None:
-            model = task.payload_model.model_json_schema(
-                ref_template="#/components/schemas/{model}"
-            )
-            components.update(model.pop("$defs", {}))
-            components[task.payload_model.__name__] = model
-            payload = {"$ref": f"#/components/schemas/{task.payload_model.__name__}"}
-        variant = copy.deepcopy(body["schema"])
-        variant["title"] = f"Submit {kind}"
-        variant["properties"]["kind"] = {"const": kind}
-        variant["properties"]["payload"] = payload
-        variant["required"] = ["kind", "payload"] if task.payload_model is not None else ["kind"]
-        variants.append(variant)
-    if variants:
-        body["schema"] = {"oneOf": variants}
-    app.openapi_schema = schema
-    return schema

@@ -16,7 +16,9 @@ from chit.errors import JobNotFound
 from chit.ids import is_job_id
 from chit.jobs import Job
 
-router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
+router = APIRouter(
+    route_class=ChitRoute, generate_unique_id_function=lambda route: route.name, tags=["jobs"]
+)
 
 _EDIT_BODY = {
     "required": True,

@@ -12,7 +12,9 @@ from chit.store.capabilities import WriteLock
 # Seconds /readyz waits for the database's write lock before saying not ready.
 WRITABLE_WITHIN = 1.0
 
-router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
+router = APIRouter(
+    route_class=ChitRoute, generate_unique_id_function=lambda route: route.name, tags=["health"]
+)
 
 
 @router.get("/healthz", response_model=Health, summary="Liveness: the process answers")

@@ -15,7 +15,11 @@ from chit.api.deps import Operator, api_state, blocking
 from chit.api.errors import ApiProblem, ChitRoute, documented
 from chit.api.schemas.limits import Cleared, KindPause, LimitOut, LimitsOut, QueuePause, SetLimits
 
-router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
+router = APIRouter(
+    route_class=ChitRoute,
+    generate_unique_id_function=lambda route: route.name,
+    tags=["flow control"],
+)
 
 
 class _Name(Convertor[str]):

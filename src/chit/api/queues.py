@@ -15,7 +15,9 @@ from chit.api.errors import ChitRoute, documented
 from chit.queue import Queue
 from chit.store import FullStore
 
-router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
+router = APIRouter(
+    route_class=ChitRoute, generate_unique_id_function=lambda route: route.name, tags=["queues"]
+)
 
 
 class QueueOut(BaseModel):

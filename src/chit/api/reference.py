@@ -80,6 +80,7 @@ def _operation(path: str, method: str, op: dict[str, Any]) -> str:
         parts.append("</table>")
     for media, content in op.get("requestBody", {}).get("content", {}).items():
         parts.append(f"<p>Body ({escape(media)}): {_type(content.get('schema', {}))}</p>")
+        parts.append(_kinds(content.get("schema", {})))
     rows = []
     for status, answer in op.get("responses", {}).items():
         kinds = ", ".join(
@@ -95,6 +96,19 @@ def _operation(path: str, method: str, op: dict[str, Any]) -> str:
         parts.extend(rows)
         parts.append("</table>")
     return "\n".join(parts)
+
+
+def _kinds(schema: dict[str, Any]) -> str:
+    """A body told apart by `kind` (`POST /jobs` with tasks registered): each
+    kind, with the schema of its submission."""
+    mapping = schema.get("discriminator", {}).get("mapping", {})
+    if not mapping:
+        return ""
+    rows = "".join(
+        f"<tr><td><code>{escape(kind)}</code></td><td>{_type({'$ref': ref})}</td></tr>"
+        for kind, ref in mapping.items()
+    )
+    return f"<table><tr><th>kind</th><th>body</th></tr>{rows}</table>"
 
 
 def _type(schema: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ the app with `create_app(queue)` or include `create_router(queue)` in yours."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 from datetime import UTC, datetime
@@ -67,7 +68,9 @@ RUNNING_RETRY_AFTER = 1
 
 # Operation ids are the routes' names (`submit_job`, `get_job`): what generated
 # clients call their methods, rather than FastAPI's `submit_job_jobs_post`.
-router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
+router = APIRouter(
+    route_class=ChitRoute, generate_unique_id_function=lambda route: route.name, tags=["jobs"]
+)
 
 
 # Submitting
@@ -349,15 +352,9 @@ async def _events_token(request: Request, job_id: str, tenant: str) -> EventsTok
     responses=documented(404, 409),
 )
 async def retry_job(request: Request, job_id: str, principal: Admin) -> Response:
-    store = api_state(request).store
     job = await load_job(request, job_id, principal)
-    if job.state not in (State.FAILED, State.CANCELLED) or not await blocking(
-        store.retry, job.id, principal.tenant
-    ):
-        now = await load_job(request, job_id, principal)
-        raise InvalidTransition(
-            f"job {job.id} is {now.state.value}: only failed or cancelled jobs can be retried"
-        )
+    queue = api_state(request).queue
+    await blocking(functools.partial(queue.retry, job.id, tenant=principal.tenant))
     return await answer_job(request, job_id, principal)
 
 
@@ -430,7 +427,7 @@ async def replay_jobs(request: Request, principal: Admin) -> Replayed:
         since=body.since,
         tenant=principal.tenant,
     )
-    return Replayed(replayed=await blocking(state.store.replay, selector))
+    return Replayed(replayed=await blocking(state.queue.replay, selector))
 
 
 @router.get(

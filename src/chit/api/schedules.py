@@ -26,7 +26,9 @@ from chit.api.schemas.schedules import (
 from chit.schedules import NAME_MAX, NAME_PATTERN, StoredSchedule, check_name
 from chit.store import FullStore
 
-router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
+router = APIRouter(
+    route_class=ChitRoute, generate_unique_id_function=lambda route: route.name, tags=["schedules"]
+)
 
 # Schedules hold for every tenant: only a key of every tenant reads them.
 GlobalReader = Annotated[Principal, Depends(caller("read", every_tenant=True))]

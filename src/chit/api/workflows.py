@@ -34,13 +34,16 @@ from chit.api.schemas.workflows import (
     WorkflowOut,
     WorkflowSubmitted,
 )
+from chit.checks import check_idempotency_key
 from chit.errors import IdempotencyConflict, InvalidRequest, WorkflowNotFound
 from chit.jobs import Enqueued, Job, RunOn, State, WorkflowJob, WorkflowView
 from chit.queue import Queue
 from chit.requests import JobRequest
 from chit.store import FullStore
 
-router = APIRouter(route_class=ChitRoute, generate_unique_id_function=lambda route: route.name)
+router = APIRouter(
+    route_class=ChitRoute, generate_unique_id_function=lambda route: route.name, tags=["workflows"]
+)
 
 WorkflowPath = Annotated[
     str, Path(min_length=1, max_length=bounds.CURSOR_MAX, description="a workflow id")
@@ -193,6 +196,7 @@ def _job_keys(key: str | None, count: int) -> list[str | None]:
     Idempotency-Key gives the same keys, and they fit the keys' bound."""
     if key is None:
         return [None] * count
+    check_idempotency_key(key)  # as POST /jobs checks it: only its digest is stored
     digest = hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
     return [f"workflow:{digest}:{n}" for n in range(count)]
 

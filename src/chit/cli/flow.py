@@ -10,7 +10,7 @@ import argparse
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from chit.api.schemas.limits import LimitOut, LimitsOut, LimitValues
 from chit.bounds import NAME_MAX
@@ -18,6 +18,7 @@ from chit.cli import output
 from chit.cli.flags import AddCommand, api_key, remote_flags
 from chit.cli.loading import Setup
 from chit.errors import InvalidRequest
+from chit.fleet import LiveWorker
 from chit.limits import KindLimits, Limits, Paused
 
 if TYPE_CHECKING:
@@ -33,6 +34,13 @@ class Flow(Protocol):
     def clear_limits(self, kind: str) -> bool: ...
     def pause(self, queue: str | None = None, kind: str | None = None) -> bool: ...
     def resume(self, queue: str | None = None, kind: str | None = None) -> bool: ...
+
+
+@runtime_checkable
+class FleetView(Protocol):
+    """The store's view of live workers (not RemoteFlow's: the API has none)."""
+
+    def live_workers(self) -> Sequence[LiveWorker]: ...
 
 
 @contextmanager
@@ -85,6 +93,11 @@ def add_parsers(command: AddCommand, action_common: argparse.ArgumentParser) -> 
         dest="limit_key_rate",
         metavar="N/m",
         help="at most N starts per period per concurrency key",
+    )
+    k.add_argument(
+        "--force",
+        action="store_true",
+        help="set limits for a kind no task declares yet (refused without it)",
     )
     k = actions.add_parser(
         "clear", parents=[action_common], help="drop the operator's limits: the code's apply again"
@@ -150,6 +163,8 @@ def _set(args: argparse.Namespace, setup: Setup) -> int:
             "--key-concurrency M or --key-rate N/m"
         )
     with flow_of(args, setup) as flow:
+        if not args.force and not args.url:
+            _check_declared(kind, flow, setup)
         entry = flow.set_limits(kind, given)
     if args.json:
         output.print_json(LimitOut.of(entry).model_dump(mode="json"))
@@ -159,6 +174,26 @@ def _set(args: argparse.Namespace, setup: Setup) -> int:
             f"{kind}); running {entry.running}, waiting {entry.waiting}"
         )
     return 0
+
+
+def _check_declared(kind: str, flow: Flow, setup: Setup) -> None:
+    """A limit on a kind no task declares holds nothing back (a typo, most
+    often), so it is refused unless --force. Declared means: a task of the app
+    (--app, CHIT_APP), a kind a live worker runs, or a kind that has limits
+    already. Not checked over --url, where the CLI sees neither the server's
+    tasks nor its workers."""
+    known = {k.kind for k in flow.limits()}
+    if setup.settings.app:
+        known |= set(setup.queue().tasks)
+    if isinstance(flow, FleetView):  # the store (RemoteFlow is never checked)
+        known |= {kind for w in flow.live_workers() for kind in w.beat.kinds}
+    if kind in known:
+        return
+    listed = ", ".join(sorted(known)[:20]) or "none seen"
+    raise InvalidRequest(
+        f"no task declares kind {kind!r} (kinds declared: {listed}); check the name, "
+        "name the app with --app, or give --force to limit a kind not deployed yet"
+    )
 
 
 def _clear(args: argparse.Namespace, setup: Setup) -> int:

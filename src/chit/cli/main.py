@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import chit
 from chit import logs
 from chit.cli import processes
-from chit.cli.flags import Command, common_flags
+from chit.cli.flags import Command, Parser, common_flags
 from chit.cli.loading import Setup
 from chit.errors import ChitError, ConfigError, InvalidRequest, JobNotFound, StoreError
 
@@ -24,7 +24,7 @@ def build_parser(worker_only: bool = False) -> argparse.ArgumentParser:
     schemas (some 0.1 s of a worker's 0.4 s start on a 2-core machine)."""
     common, action_common = common_flags(), common_flags(action=True)
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="chit",
         description="Durable background jobs: a job table you can query, workers under leases.",
         epilog="Exit codes: 0 ok; 1 the job failed, was cancelled or a wait timed out; "

@@ -118,7 +118,7 @@ def replay(args: argparse.Namespace, setup: Setup) -> int:
         error_prefix=args.error,
         since=None if args.since is None else durations.moment(args.since),
     )
-    count = queue.store.replay(selector)
+    count = queue.replay(selector)
     if args.json:
         output.print_json({"replayed": count})
     else:

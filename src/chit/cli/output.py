@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 
 def to_json(value: Any) -> Any:
@@ -41,6 +42,15 @@ def submitted_line(job_id: str, created: bool, debounced: bool) -> str:
 
 def when(value: datetime | None) -> str:
     return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def when_in(value: datetime | None, tz: str) -> str:
+    """A time in the zone `tz` (an IANA name), its abbreviation after it: a
+    schedule's times read as its rule is written (`08:00:00 CET`, or `UTC`)."""
+    if value is None:
+        return "-"
+    local = value.astimezone(ZoneInfo(tz))
+    return f"{local.strftime('%Y-%m-%d %H:%M:%S')} {local.tzname() or tz}"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

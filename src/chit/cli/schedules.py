@@ -127,8 +127,8 @@ def table(listed: list[StoredSchedule]) -> str:
             s.rule.cron if s.rule.cron is not None else str(s.rule),
             s.rule.tz,
             "paused" if s.paused else "no",
-            output.when(s.next_at),
-            None if s.last_slot is None else output.when(s.last_slot),
+            output.when_in(s.next_at, s.rule.tz),
+            None if s.last_slot is None else output.when_in(s.last_slot, s.rule.tz),
             s.last_job_state,
         )
         for s in listed
@@ -198,7 +198,9 @@ def _remove(args: argparse.Namespace, setup: Setup) -> int:
 
 
 def _next(s: StoredSchedule) -> str:
-    return output.when(s.next_at)
+    """The next run in the schedule's own zone, named: 08:00 CET, as the rule says."""
+    shown = output.when_in(s.next_at, s.rule.tz)
+    return shown if s.rule.tz == "UTC" else f"{shown} ({s.rule.tz})"
 
 
 def add_parsers(command: Any, action_common: argparse.ArgumentParser) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from chit import durations, fleet
+from chit import durations, fleet, retrying
 from chit.api.schemas.jobs import JobStatus
 from chit.cli import output
 from chit.cli.flags import AddCommand, api_key, remote_flags, run_at
@@ -183,11 +183,18 @@ def status(args: argparse.Namespace, setup: Setup) -> int:
     job = _job(queue, args.id)
     attempts = queue.store.attempts(job.id)
     steps = queue.store.steps(job.id)
+    deps = queue.store.dependencies(job.id) if job.depends_on else []
     if args.json:
         history = {"attempts_history": output.to_json(attempts), "steps": output.to_json(steps)}
-        output.print_json(output.to_json(job) | history)
+        states = [{"id": d.id, "kind": d.kind, "state": d.state.value} for d in deps]
+        output.print_json(output.to_json(job) | history | {"dependency_states": states})
         return 0
     print(_describe(job, queue.store.live_workers()))
+    if deps:
+        print(f"\ndepends on (runs once every one has {job.run_on.value}):")
+        print(output.table(["id", "kind", "state"], [(d.id, d.kind, d.state.value) for d in deps]))
+        if job.state is State.WAITING and (unmet := retrying.unmet(job, deps)):
+            print(retrying.waiting_on(unmet))
     if attempts:
         print("\nattempts:")
         rows = [

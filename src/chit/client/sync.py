@@ -132,6 +132,8 @@ class Client:
         return self._send(calls.list_jobs(state, kind, queue, since, limit, cursor))
 
     def retry(self, job_id: str) -> JobStatus:
+        """A failed or cancelled job queued again. InvalidTransition when it is
+        in another state, or a dependency it needs failed (retry that first)."""
         return self._send(calls.job_call("POST", job_id, "/retry"))
 
     def cancel(self, job_id: str) -> JobStatus:

@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
-from chit import fleet
+from chit import fleet, retrying
 from chit.api import events
 from chit.api.auth import Principal
 from chit.api.deps import api_state, blocking, load_job, render_status
@@ -45,7 +45,6 @@ NOTICES = {
     "retried": "Queued again, attempts reset: a worker will pick it up.",
     "cancelled": "Cancelled.",
     "cancel_requested": "Cancellation requested: the worker stops it at its next heartbeat.",
-    "not_retried": "Not retried: only failed or cancelled jobs can be retried.",
     "not_cancelled": "Not cancelled: the job had already finished.",
     "run_now": "Due now: a worker will pick it up.",
     "edited": "Changed.",
@@ -111,11 +110,14 @@ def _edit_form(job: Job) -> dict[str, str]:
 
 def _held_back(request: Request, job: Job, every_tenant: bool) -> tuple[list[str], str]:
     """Why a queued job waits (a pause, a full concurrency limit, no worker
-    with code for its kind) and the limits of its kind in words; nothing is
-    read for a job that is not queued."""
+    with code for its kind) and the limits of its kind in words; why a waiting
+    job waits (its dependencies not done); nothing for a job in another state."""
+    store = api_state(request).store
+    if job.state is State.WAITING:
+        unmet = retrying.unmet(job, store.dependencies(job.id))
+        return ([retrying.waiting_on(unmet)] if unmet else []), ""
     if job.state is not State.QUEUED:
         return [], ""
-    store = api_state(request).store
     now = datetime.now(UTC)
     limits = store.limits(now)
     held = flow.waiting_on(job, limits, store.pauses(), now, every_tenant)
@@ -165,8 +167,12 @@ async def job_events(request: Request, job_id: str) -> Response:
 async def retry(request: Request, job_id: str) -> Response:
     current, _ = await checked_form(request, admin=True)
     job = await _job(request, job_id, current.principal)
-    done = await blocking(api_state(request).store.retry, job.id, current.principal.tenant)
-    return _redirect(request, job, "retried" if done else "not_retried")
+    queue = api_state(request).queue
+    try:
+        await blocking(functools.partial(queue.retry, job.id, tenant=current.principal.tenant))
+    except Exception as e:
+        return await _refused(request, current, job, e)
+    return _redirect(request, job, "retried")
 
 
 @router.post("/jobs/{job_id}/cancel", name="ui_job_cancel")

@@ -17,7 +17,22 @@ class SubmitWorkflow(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    jobs: list[SubmitJob] = Field(min_length=1, description="in the order they are stored")
+    jobs: list[SubmitJob] = Field(
+        min_length=1,
+        description="in the order they are stored; one at least with a ref or depends_on",
+        # What Queue.enqueue_workflow checks: without, no job would be of a workflow.
+        json_schema_extra={
+            "contains": {
+                "anyOf": [
+                    {"required": ["ref"], "properties": {"ref": {"type": "string"}}},
+                    {
+                        "required": ["depends_on"],
+                        "properties": {"depends_on": {"type": "array", "minItems": 1}},
+                    },
+                ]
+            }
+        },
+    )
 
     @model_validator(mode="after")
     def _edges(self) -> SubmitWorkflow:
