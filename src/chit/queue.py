@@ -325,19 +325,26 @@ class Queue:
             # Without refs or dependencies the jobs would be stored under no workflow.
             raise InvalidRequest("a workflow needs at least one job with a ref or dependencies")
         results = self.enqueue_many(requests, connection=connection)
+        return Workflow(
+            id=self.workflow_of(results),
+            jobs={r.ref: e.id for r, e in zip(requests, results, strict=True) if r.ref},
+            ids=[e.id for e in results],
+        )
+
+    def workflow_of(self, results: Sequence[Enqueued]) -> str:
+        """The workflow the jobs of one `enqueue_many` call joined; when none was
+        stored (each answered by a job stored before, under its idempotency,
+        unique or debounce key), that job's, or InvalidRequest if it has none."""
         workflow_id = next((r.workflow_id for r in results if r.workflow_id), None)
-        if workflow_id is None:  # every job was stored before, under its idempotency key
+        if workflow_id is None:
             stored = self.store.get(results[0].id)
             workflow_id = stored.workflow_id if stored is not None else None
         if workflow_id is None:
             raise InvalidRequest(
-                "the jobs stored before under these idempotency keys have no workflow"
+                "no job of this workflow was stored: each was answered by a job stored"
+                " before (its idempotency, unique or debounce key), which has no workflow"
             )
-        return Workflow(
-            id=workflow_id,
-            jobs={r.ref: e.id for r, e in zip(requests, results, strict=True) if r.ref},
-            ids=[e.id for e in results],
-        )
+        return workflow_id
 
     def workflow(self, workflow_id: str, *, tenant: str | None = None) -> WorkflowView:
         """The workflow's jobs, states and edges. Raises WorkflowNotFound."""

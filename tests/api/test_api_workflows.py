@@ -200,6 +200,27 @@ async def test_the_idempotency_key_answers_the_same_workflow(api: Api) -> None:
     assert stored(api) == 2
 
 
+async def test_a_workflow_whose_every_job_an_older_job_answers(api: Api) -> None:
+    # Schemathesis found it: the one job matched a unique key held by a job of
+    # no workflow, so no workflow was stored; the answer said so with a 500.
+    holder = await api.http.post(
+        "/jobs",
+        json=job(unique_key="only-one"),
+    )
+    assert holder.status_code == 202, holder.text
+    alone = await post(api, job("a", unique_key="only-one"))
+    assert_error(alone, 422, "invalid_request")
+    assert "no job of this workflow was stored" in alone.json()["message"]
+    # A holder inside a workflow answers with that workflow.
+    first = await post(api, job("b", unique_key="in-a-graph"), job("c", "b"))
+    assert first.status_code == 202, first.text
+    again = await post(api, job("b", unique_key="in-a-graph"))
+    assert again.status_code == 200, again.text
+    assert again.json()["workflow_id"] == first.json()["workflow_id"]
+    assert again.json()["created"] is False
+    assert stored(api) == 3
+
+
 async def test_cancel_cancels_what_has_not_finished(api: Api) -> None:
     body = (await post(api, job("a"), job("b", "a"), job("c", "b"))).json()
     response = await api.http.post(f"/workflows/{body['workflow_id']}/cancel")

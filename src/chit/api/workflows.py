@@ -110,7 +110,9 @@ async def submit_workflow(
         if found is None:
             raise
         return _submitted(request, found, created=False)
-    return _submitted(request, _view_of(requests, results), created=any(r.created for r in results))
+    workflow_id = await blocking(queue.workflow_of, results)
+    view = _view_of(workflow_id, requests, results)
+    return _submitted(request, view, created=any(r.created for r in results))
 
 
 @router.get(
@@ -240,9 +242,10 @@ def _same(queue: Queue, requests: list[JobRequest], view: WorkflowView) -> bool:
     return True
 
 
-def _view_of(requests: list[JobRequest], results: list[Enqueued]) -> WorkflowView:
+def _view_of(
+    workflow_id: str, requests: list[JobRequest], results: list[Enqueued]
+) -> WorkflowView:
     """What the answer needs of a workflow just stored (its ids by ref)."""
-    workflow_id = next((r.workflow_id for r in results if r.workflow_id), "")
     jobs = [
         WorkflowJob(e.id, r.ref, r.kind, State.WAITING, (), RunOn(r.run_on))
         for r, e in zip(requests, results, strict=True)
