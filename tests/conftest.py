@@ -25,6 +25,7 @@ from support.postgres import (
     sqlite_or_emptied_postgres,
 )
 from support.processes import Procs, running_procs
+from support.redis import redis_url  # noqa: F401  (the session's own redis-server)
 
 
 @pytest.fixture(scope="session")

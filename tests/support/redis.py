@@ -1,0 +1,90 @@
+"""A `redis-server` of the test session's own: a free port, a temporary folder,
+the durability chit's Redis store insists on (AOF on, no eviction), no RDB
+snapshots. The shared server on 6379 is never used by tests.
+
+`CHIT_TEST_REDIS_SERVER` names another binary (default: `redis-server` on the
+PATH; `make test` installs Debian's when it is missing, scripts/test-deps.sh).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+import pytest
+
+START_SECONDS = 20.0
+
+
+def _free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def redis_binary() -> str:
+    binary = os.environ.get("CHIT_TEST_REDIS_SERVER") or shutil.which("redis-server")
+    if binary is None:
+        pytest.fail(
+            "redis-server is not installed: `make test` installs it (scripts/test-deps.sh),"
+            " or set CHIT_TEST_REDIS_SERVER to a binary",
+            pytrace=False,
+        )
+    return binary
+
+
+@contextmanager
+def redis_server(*extra: str) -> Iterator[str]:
+    """A running server of our own, as a redis:// URL; stopped and its folder
+    removed when the block ends."""
+    import redis
+
+    folder = Path(tempfile.mkdtemp(prefix="chit-redis-"))
+    for _ in range(3):  # another process may take the free port before the server binds it
+        port = _free_port()
+        args = [redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder)]
+        args += ["--appendonly", "yes", "--maxmemory-policy", "noeviction", "--save", ""]
+        args += ["--daemonize", "no", "--logfile", str(folder / "redis.log"), *extra]
+        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"redis://127.0.0.1:{port}/0"
+        client = redis.Redis.from_url(url, socket_connect_timeout=1)
+        deadline = time.monotonic() + START_SECONDS
+        try:
+            while process.poll() is None and time.monotonic() < deadline:
+                try:
+                    client.ping()
+                    break
+                except redis.ConnectionError:
+                    time.sleep(0.02)  # the server is starting: nothing to wait on but its port
+            else:
+                continue
+        finally:
+            client.close()
+        try:
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    log = (folder / "redis.log").read_text() if (folder / "redis.log").exists() else ""
+    shutil.rmtree(folder, ignore_errors=True)
+    pytest.fail(f"redis-server did not start:\n{log[-2000:]}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """The session's own Redis server (one per test process)."""
+    with redis_server() as url:
+        yield url
