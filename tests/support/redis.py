@@ -70,7 +70,7 @@ def redis_server(*extra: str) -> Iterator[str]:
         try:
             yield url
         finally:
-            process.terminate()
+            _shut_down(url)
             try:
                 process.wait(10)
             except subprocess.TimeoutExpired:
@@ -81,6 +81,20 @@ def redis_server(*extra: str) -> Iterator[str]:
     log = (folder / "redis.log").read_text() if (folder / "redis.log").exists() else ""
     shutil.rmtree(folder, ignore_errors=True)
     pytest.fail(f"redis-server did not start:\n{log[-2000:]}", pytrace=False)
+
+
+def _shut_down(url: str) -> None:
+    """SHUTDOWN NOSAVE FORCE: SIGTERM is refused while an AOF is first written
+    (a test that turned appendonly off and on again)."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=1)
+    try:
+        client.shutdown(nosave=True, force=True)
+    except redis.ConnectionError:
+        pass  # it went down answering, or was down already
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="session")
