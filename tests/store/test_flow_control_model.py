@@ -53,7 +53,8 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.limits import Limits, Rate
-from chit.store.capabilities import FullStore
+from chit.store.capabilities import FlowControl, FullStore
+from support.store_backends import needs
 
 if TYPE_CHECKING:
     from support.store_backends import Backend
@@ -309,6 +310,7 @@ def assert_rate(rate: Rate, starts: list[datetime], what: str) -> None:
         assert after - first >= period, (what, str(rate), [s.isoformat() for s in ordered])
 
 
+@needs(FlowControl)
 def test_claims_never_exceed_a_limit_and_take_what_the_limits_leave(backend: Backend) -> None:
     store = backend.open()
     assert isinstance(store, FullStore)

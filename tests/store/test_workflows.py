@@ -25,9 +25,9 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store.base import Store
-from chit.store.capabilities import FullStore
+from chit.store.capabilities import FullStore, Workflows
 from store.test_contract import LEASE, later, new
-from support.store_backends import Backend
+from support.store_backends import Backend, needs
 from support.store_inspection import StoreInspection
 
 FINISHED = RunOn.FINISHED
@@ -54,6 +54,7 @@ def succeed(store: Store, claimed: list[ClaimedJob]) -> None:
     assert all(store.finish([Succeeded(c.id, c.lease_token, {"kind": c.kind}) for c in claimed]))
 
 
+@needs(Workflows)
 def test_a_diamond_is_released_level_by_level_and_the_last_job_reads_both_results(
     store: Store,
 ) -> None:
@@ -163,6 +164,7 @@ def test_a_dependent_added_to_a_running_job_joins_its_workflow_and_is_released(
     assert [c.id for c in claim_all(store)] == [later_job.id]
 
 
+@needs(Workflows)
 def test_cancelling_a_job_cancels_its_waiting_dependents(store: Store) -> None:
     ids = graph(
         store,
