@@ -12,8 +12,7 @@ import pytest
 
 from chit.jobs import NewJob, State, Succeeded
 from chit.limits import Limits
-from chit.store.capabilities import FlowControl, FullStore
-from support.store_backends import needs
+from chit.store.capabilities import FullStore
 
 LEASE = 30.0
 
@@ -29,7 +28,6 @@ def mixed(store: FullStore, n: int = 3) -> dict[str, list[str]]:
     return ids
 
 
-@needs(FlowControl)
 @pytest.mark.parametrize("flow", ["plain", "limited", "paused-other"])
 def test_a_claim_takes_only_the_kinds_it_names(store: FullStore, flow: str) -> None:
     if flow == "limited":  # claims go through the flow claim

@@ -12,8 +12,7 @@ import pytest
 
 from chit.jobs import Claimed, NewJob, Succeeded
 from chit.limits import Limits, Rate
-from chit.store.capabilities import FlowControl, FullStore
-from support.store_backends import needs
+from chit.store.capabilities import FullStore
 
 LEASE = 30.0
 
@@ -30,7 +29,6 @@ def claim(store: FullStore, n: int, now: datetime, worker: str = "w1") -> Claime
     return store.claim(worker, ["default"], n, LEASE, now=now)
 
 
-@needs(FlowControl)
 def test_a_concurrency_limit_holds_across_claims_until_an_outcome_frees_a_slot(
     store: FullStore,
 ) -> None:
@@ -45,7 +43,6 @@ def test_a_concurrency_limit_holds_across_claims_until_an_outcome_frees_a_slot(
     assert claim(store, 10, now, "w3") == []
 
 
-@needs(FlowControl)
 def test_an_expired_lease_frees_its_slot_before_any_rescue(store: FullStore) -> None:
     store.declare_limits({"k": Limits(concurrency=2)})
     store.enqueue_many(jobs("k", 4))
@@ -55,7 +52,6 @@ def test_an_expired_lease_frees_its_slot_before_any_rescue(store: FullStore) -> 
     assert len(claim(store, 10, now + timedelta(seconds=LEASE + 1), "w2")) == 2
 
 
-@needs(FlowControl)
 def test_a_rate_limit_is_a_sliding_window_of_starts(store: FullStore) -> None:
     store.declare_limits({"k": Limits(rate=Rate(3, 1.0))})
     store.enqueue_many(jobs("k", 10))
@@ -68,7 +64,6 @@ def test_a_rate_limit_is_a_sliding_window_of_starts(store: FullStore) -> None:
     assert len(claim(store, 10, now + timedelta(seconds=1.01))) == 3
 
 
-@needs(FlowControl)
 def test_a_key_limit_bounds_each_key_and_jobs_without_a_key_run_free(store: FullStore) -> None:
     store.declare_limits({"k": Limits(key_concurrency=1)})
     for key in ("a", "a", "b", "b"):
@@ -79,7 +74,6 @@ def test_a_key_limit_bounds_each_key_and_jobs_without_a_key_run_free(store: Full
     assert keys == {"a": 1, "b": 1, "": 2}
 
 
-@needs(FlowControl)
 def test_an_operators_limit_wins_until_cleared(store: FullStore) -> None:
     store.declare_limits({"k": Limits(concurrency=1, rate=Rate(100, 60.0))})
     shown = store.set_limits("k", Limits(concurrency=3))
@@ -96,14 +90,12 @@ def test_an_operators_limit_wins_until_cleared(store: FullStore) -> None:
     assert claim(store, 10, now) == []
 
 
-@needs(FlowControl)
 def test_a_later_worker_that_declares_no_limit_ends_the_codes_limit(store: FullStore) -> None:
     store.declare_limits({"k": Limits(concurrency=1)})
     store.declare_limits({"k": Limits()})
     assert store.limits() == []
 
 
-@needs(FlowControl)
 def test_a_paused_queue_or_kind_keeps_its_jobs_queued(store: FullStore) -> None:
     store.enqueue_many(jobs("a", 2) + jobs("b", 2))
     now = t0()
@@ -121,7 +113,6 @@ def test_a_paused_queue_or_kind_keeps_its_jobs_queued(store: FullStore) -> None:
         store.pause(queue="default", kind="a")
 
 
-@needs(FlowControl)
 def test_tenants_take_turns_whatever_one_tenants_backlog(store: FullStore) -> None:
     store.enqueue_many(jobs("k", 300, tenant="big"))
     store.enqueue_many(jobs("k", 3, tenant="small"))
@@ -139,7 +130,6 @@ def test_priority_still_wins_within_a_tenant(store: FullStore) -> None:
     assert first_of_a is not None and first_of_a.priority == 0
 
 
-@needs(FlowControl)
 def test_a_full_kind_holds_back_no_other_kind(store: FullStore) -> None:
     store.declare_limits({"slow": Limits(concurrency=1)})
     store.enqueue_many(jobs("slow", 200, priority=-1))
@@ -150,7 +140,6 @@ def test_a_full_kind_holds_back_no_other_kind(store: FullStore) -> None:
     assert [j.kind for j in got] == ["fast"] * 3
 
 
-@needs(FlowControl)
 def test_a_kinds_limit_holds_across_the_queues_of_one_claim(store: FullStore) -> None:
     store.declare_limits({"k": Limits(concurrency=3)})
     store.enqueue_many(jobs("k", 4, queue="q1") + jobs("k", 4, queue="q2"))
@@ -158,7 +147,6 @@ def test_a_kinds_limit_holds_across_the_queues_of_one_claim(store: FullStore) ->
     assert len(got) == 3
 
 
-@needs(FlowControl)
 def test_a_key_limit_holds_across_tenants(store: FullStore) -> None:
     store.declare_limits({"k": Limits(key_concurrency=2)})
     for tenant in ("a", "b", "c"):
@@ -167,7 +155,6 @@ def test_a_key_limit_holds_across_tenants(store: FullStore) -> None:
     assert len(got) == 2
 
 
-@needs(FlowControl)
 def test_a_key_rate_counts_each_keys_starts(store: FullStore) -> None:
     store.declare_limits({"k": Limits(key_rate=Rate(2, 60.0))})
     store.enqueue_many(jobs("k", 5, concurrency_key="x") + jobs("k", 5, concurrency_key="y"))
@@ -179,7 +166,6 @@ def test_a_key_rate_counts_each_keys_starts(store: FullStore) -> None:
     assert len(claim(store, 10, now + timedelta(seconds=61))) == 4
 
 
-@needs(FlowControl)
 def test_one_job_claims_take_tenants_in_turn(store: FullStore) -> None:
     store.enqueue_many(jobs("k", 20, tenant="big"))
     store.enqueue_many(jobs("k", 2, tenant="small"))
@@ -188,7 +174,6 @@ def test_one_job_claims_take_tenants_in_turn(store: FullStore) -> None:
     assert sorted(tenants) == ["big", "big", "small", "small"]
 
 
-@needs(FlowControl)
 def test_a_throttled_claim_says_when_to_look_again(store: FullStore) -> None:
     store.declare_limits({"k": Limits(rate=Rate(2, 60.0))})
     store.enqueue_many(jobs("k", 3))

@@ -5,7 +5,9 @@ key, and errors that name the server but never its password."""
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 
 import pytest
@@ -13,6 +15,7 @@ import redis
 
 from chit.errors import StoreError
 from chit.jobs import NewJob, Succeeded
+from chit.limits import Limits
 from chit.store.redis import RedisStore
 from chit.store.redis.connection import VERSION
 
@@ -94,3 +97,26 @@ def test_every_key_is_under_the_prefix(redis_url: str, client: redis.Redis) -> N
 def test_a_prefix_without_a_hash_tag_is_refused(redis_url: str) -> None:
     with pytest.raises(StoreError, match="hash tag"):
         RedisStore(redis_url, prefix="chit")
+
+
+def test_racing_flow_claims_never_both_take_a_limited_kinds_last_slot(redis_url: str) -> None:
+    stores = [RedisStore(redis_url, prefix="{chit-race}") for _ in range(4)]
+    try:
+        stores[0].declare_limits({"k": Limits(concurrency=2)})
+        # Two tenants: every claim is a flow claim, its reads and claim several calls.
+        stores[0].enqueue_many([NewJob("k", {}, tenant=f"t{n % 2}") for n in range(40)])
+        start = threading.Barrier(len(stores))
+
+        def claim(store: RedisStore) -> int:
+            start.wait()
+            return sum(len(store.claim("w", ["default"], 2, 30)) for _ in range(5))
+
+        with ThreadPoolExecutor(len(stores)) as pool:
+            assert sum(pool.map(claim, stores)) == 2
+    finally:
+        client = redis.Redis.from_url(redis_url)
+        for key in client.scan_iter(match="{chit-race}:*"):
+            client.delete(key)
+        client.close()
+        for store in stores:
+            store.close()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from chit.jobs import AttemptOutcome, ClaimedJob, Enqueued, NewJob, Snoozed, State, Succeeded
 from chit.store.base import Store
-from chit.store.capabilities import FlowControl, Reports
+from chit.store.capabilities import Reports
 from support.store_backends import needs
 
 if TYPE_CHECKING:
@@ -149,7 +149,6 @@ def test_an_expired_waiting_job_is_cancelled_with_its_dependents(store: Store) -
     assert after.error == f"dependency {waiting.id} cancelled"
 
 
-@needs(FlowControl)
 def test_a_flow_claim_skips_expired_jobs_too(store: Store) -> None:
     from chit.limits import Limits
 

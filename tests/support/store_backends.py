@@ -253,7 +253,7 @@ class RedisBackend(Backend):
         return self.url
 
     def _inspection(self) -> StoreInspection:
-        return RedisInspection(self.url, self.prefix, self.store_class.__module__)
+        return RedisInspection(self.url, self.prefix, "chit.store.redis.core")
 
     def _open(self, **options: Any) -> Store:
         return self.store_class(self.url, prefix=self.prefix, **options)

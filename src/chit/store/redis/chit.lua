@@ -8,6 +8,15 @@
 --   P:j:<id>     a job's hash (fields below; a missing field is None)
 --   P:r:<queue>  ready jobs: score priority, member run_at (13 digits) .. id,
 --                so equal priorities sort by due time, then id
+--   P:gr:<queue> NUL <group>  the same, for one group (kind NUL tenant NUL
+--                concurrency key: the job's field g), for flow claims
+--   P:qg:<queue> group -> its queued jobs (due or not); P:queues every queue
+--   P:rk:<kind>, P:rkk:<kind> NUL <key>  running jobs by lease expiry
+--   P:sk:<kind>, P:skk:<kind> NUL <key>  starts (lease tokens) by time, the
+--                last hour's: what limits count
+--   P:limits     kind -> JSON {code, operator, updated_at}; P:pauses
+--                ("queue"|"kind") NUL name -> paused_at; P:lock:<kind> a flow
+--                claim's short lock of a limited kind
 --   P:s:<queue>  scheduled jobs (run_at in the future): score run_at, member id;
 --                a claim moves those due to P:r
 --   P:w:<queue>  wake tokens: enqueue pushes, idle workers BLPOP
@@ -19,7 +28,7 @@
 --   P:st:<id>    steps: name -> "attempt|created_at|result"
 --   P:tok        the lease token counter
 
-local VERSION = 1
+local VERSION = 2
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 
@@ -42,12 +51,16 @@ local function wake(P, queue)
   if redis.call('LLEN', w) < WAKE_TOKENS then redis.call('RPUSH', w, '1') end
 end
 
+local function gkey(P, queue, g) return P .. ':gr:' .. queue .. '\0' .. g end
+
 -- Put a queued job where claims find it: ready when due, else scheduled.
 local function place(P, id, queue, priority, run_at, now)
   if run_at <= now then
     local m = member(run_at, id)
+    local k = jkey(P, id)
     redis.call('ZADD', P .. ':r:' .. queue, priority, m)
-    redis.call('HSET', jkey(P, id), 'rm', m)
+    redis.call('ZADD', gkey(P, queue, redis.call('HGET', k, 'g')), priority, m)
+    redis.call('HSET', k, 'rm', m)
     wake(P, queue)
   else
     redis.call('ZADD', P .. ':s:' .. queue, run_at, id)
@@ -55,9 +68,23 @@ local function place(P, id, queue, priority, run_at, now)
 end
 
 local function unplace(P, id, queue, rm)
-  if rm then redis.call('ZREM', P .. ':r:' .. queue, rm) end
+  local k = jkey(P, id)
+  if rm then
+    redis.call('ZREM', P .. ':r:' .. queue, rm)
+    redis.call('ZREM', gkey(P, queue, redis.call('HGET', k, 'g')), rm)
+  end
   redis.call('ZREM', P .. ':s:' .. queue, id)
-  redis.call('HDEL', jkey(P, id), 'rm')
+  redis.call('HDEL', k, 'rm')
+end
+
+-- A job becomes queued, or stops being: its group's count.
+local function queued_in(P, id, queue)
+  redis.call('HINCRBY', P .. ':qg:' .. queue, redis.call('HGET', jkey(P, id), 'g'), 1)
+end
+
+local function queued_out(P, id, queue)
+  local qg, g = P .. ':qg:' .. queue, redis.call('HGET', jkey(P, id), 'g')
+  if redis.call('HINCRBY', qg, g, -1) <= 0 then redis.call('HDEL', qg, g) end
 end
 
 local function held_by(P, index, tenant, key, id)
@@ -109,6 +136,7 @@ local function count_down(P, id, callbacks_only, now)
       redis.call('HSET', k, 'deps_pending', pending, 'updated_at', now)
       if f[1] == 'waiting' and pending <= 0 then
         redis.call('HSET', k, 'state', 'queued')
+        queued_in(P, d, f[4])
         place(P, d, f[4], tonumber(f[5]), tonumber(f[6]), now)
       end
     end
@@ -244,7 +272,7 @@ local function enqueue(keys, args)
       local fields = {'id', id, 'kind', args[b + J_KIND], 'queue', queue, 'priority', priority,
         'payload', args[b + J_PAYLOAD], 'state', state, 'attempts', 0,
         'max_attempts', args[b + J_MAX], 'run_at', run_at, 'created_at', now, 'updated_at', now,
-        'tenant', tenant}
+        'tenant', tenant, 'g', args[b + J_KIND] .. '\0' .. tenant .. '\0' .. args[b + J_CKEY]}
       local function opt(name, v) if v ~= nil and v ~= '' then fields[#fields + 1] = name; fields[#fields + 1] = v end end
       opt('idem', args[b + J_IDEM])
       opt('rhash', args[b + J_HASH])
@@ -280,7 +308,11 @@ local function enqueue(keys, args)
         if uniq then redis.call('HSET', P .. ':uniq', tenant .. '\0' .. uniq, id) end
         if deb then redis.call('HSET', P .. ':deb', tenant .. '\0' .. deb, id) end
         if expires_at then redis.call('ZADD', P .. ':exp', tonumber(expires_at), id) end
-        if state == 'queued' then place(P, id, queue, priority, run_at, now) end
+        if state == 'queued' then
+          queued_in(P, id, queue)
+          place(P, id, queue, priority, run_at, now)
+        end
+        redis.call('SADD', P .. ':queues', queue)
       end
     elseif code == 'd' then
       -- The holder takes this payload and start, never past its bound.
@@ -329,23 +361,43 @@ local function promote(P, queue, now)
   local s = P .. ':s:' .. queue
   local due = redis.call('ZRANGEBYSCORE', s, '-inf', now, 'LIMIT', 0, 1000)
   for _, id in ipairs(due) do
-    local f = redis.call('HMGET', jkey(P, id), 'priority', 'run_at')
+    local f = redis.call('HMGET', jkey(P, id), 'priority', 'run_at', 'g')
     local m = member(tonumber(f[2]), id)
     redis.call('ZADD', P .. ':r:' .. queue, tonumber(f[1]), m)
+    redis.call('ZADD', gkey(P, queue, f[3]), tonumber(f[1]), m)
     redis.call('HSET', jkey(P, id), 'rm', m)
   end
   if #due > 0 then redis.call('ZREM', s, unpack(due)) end
 end
 
-local function start(P, id, worker, lease_ms, now, token)
+-- A job's lease in the indexes limits read: by kind, and by key.
+local function leased(P, id, kind, ckey, expires)
+  redis.call('ZADD', P .. ':leases', expires, id)
+  redis.call('ZADD', P .. ':rk:' .. kind, expires, id)
+  if ckey and ckey ~= '' then redis.call('ZADD', P .. ':rkk:' .. kind .. '\0' .. ckey, expires, id) end
+end
+
+local HOUR = 3600000
+
+local function started(P, key, now, token)
+  redis.call('ZADD', key, now, token)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - HOUR)
+end
+
+-- A queued job (its ready entry `m` already gone from P:r) starts.
+local function start(P, id, worker, lease_ms, now, token, m)
   local k = jkey(P, id)
-  local f = redis.call('HMGET', k, 'started_at', 'kind', 'ckey', 'tenant', 'deb', 'attempts')
+  local f = redis.call('HMGET', k, 'started_at', 'kind', 'ckey', 'tenant', 'deb', 'attempts', 'queue', 'g')
   local attempt = tonumber(f[6]) + 1
+  redis.call('ZREM', gkey(P, f[7], f[8]), m)
+  queued_out(P, id, f[7])
   redis.call('HSET', k, 'state', 'running', 'attempts', attempt, 'lease_token', token,
     'lease_expires_at', now + lease_ms, 'worker', worker, 'updated_at', now)
   redis.call('HDEL', k, 'rm')
   if not f[1] then redis.call('HSET', k, 'started_at', now) end
-  redis.call('ZADD', P .. ':leases', now + lease_ms, id)
+  leased(P, id, f[2], f[3], now + lease_ms)
+  started(P, P .. ':sk:' .. f[2], now, token)
+  if f[3] and f[3] ~= '' then started(P, P .. ':skk:' .. f[2] .. '\0' .. f[3], now, token) end
   redis.call('ZREM', P .. ':exp', id)
   held_by(P, ':deb', f[4], f[5], id)
   close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost')
@@ -354,20 +406,29 @@ local function start(P, id, worker, lease_ms, now, token)
   return redis.call('HMGET', k, unpack(CLAIMED))
 end
 
--- ARGV from `base`: worker, lease (ms), limit, kinds (JSON, "" for any), queue count, queues.
+local function kind_set(arg)
+  if arg == '' then return nil end
+  local set = {}
+  for _, kind in ipairs(cjson.decode(arg)) do set[kind] = true end
+  return set
+end
+
+local function next_token(P, id)
+  return string.format('%x', redis.call('INCR', P .. ':tok')) .. '-' .. id
+end
+
+-- ARGV from `base`: worker, lease (ms), limit, kinds (JSON, "" for any),
+-- held kinds (JSON: limited or paused ones, left to flow claims; "" for none),
+-- queue count, queues.
 local function claim_in(P, args, base, now)
   local worker, lease_ms, limit = args[base], tonumber(args[base + 1]), tonumber(args[base + 2])
-  local kinds = nil
-  if args[base + 3] ~= '' then
-    kinds = {}
-    for _, kind in ipairs(cjson.decode(args[base + 3])) do kinds[kind] = true end
-  end
-  local nq = tonumber(args[base + 4])
+  local kinds, held = kind_set(args[base + 3]), kind_set(args[base + 4]) or {}
+  local nq = tonumber(args[base + 5])
   local out = {}
   local taken = 0
   for q = 1, nq do
     if taken >= limit then break end
-    local queue = args[base + 4 + q]
+    local queue = args[base + 5 + q]
     promote(P, queue, now)
     local r = P .. ':r:' .. queue
     local offset = 0
@@ -380,10 +441,9 @@ local function claim_in(P, args, base, now)
         local id = string.sub(m, 14)
         local f = redis.call('HMGET', jkey(P, id), 'kind', 'expires_at', 'started_at')
         local expired = f[2] and not f[3] and tonumber(f[2]) <= now
-        if (kinds == nil or kinds[f[1]]) and not expired then
+        if (kinds == nil or kinds[f[1]]) and not held[f[1]] and not expired then
           redis.call('ZREM', r, m)
-          local token = redis.call('INCR', P .. ':tok')
-          local row = start(P, id, worker, lease_ms, now, string.format('%x', token) .. '-' .. id)
+          local row = start(P, id, worker, lease_ms, now, next_token(P, id), m)
           for _, v in ipairs(row) do out[#out + 1] = v end
           taken = taken + 1
         else
@@ -406,8 +466,11 @@ end
 
 -- A job leaves `running`: its lease and fence go.
 local function unlease(P, id, k)
+  local f = redis.call('HMGET', k, 'kind', 'ckey')
   redis.call('HDEL', k, 'lease_token', 'lease_expires_at')
   redis.call('ZREM', P .. ':leases', id)
+  if f[1] then redis.call('ZREM', P .. ':rk:' .. f[1], id) end
+  if f[2] and f[2] ~= '' then redis.call('ZREM', P .. ':rkk:' .. f[1] .. '\0' .. f[2], id) end
 end
 
 local function fenced(k, token)
@@ -471,6 +534,7 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   redis.call('HSET', k, 'state', state, 'updated_at', now)
   if requeue_at then
     redis.call('HSET', k, 'run_at', requeue_at)
+    queued_in(P, id, f[5])
     place(P, id, f[5], tonumber(f[6]), requeue_at, now)
   else
     redis.call('HSET', k, 'finished_at', now)
@@ -525,7 +589,8 @@ local function heartbeat(keys, args)
     local k = jkey(P, id)
     if fenced(k, args[b + 1]) then
       redis.call('HSET', k, 'lease_expires_at', now + lease_ms, 'updated_at', now)
-      redis.call('ZADD', P .. ':leases', now + lease_ms, id)
+      local g = redis.call('HMGET', k, 'kind', 'ckey')
+      leased(P, id, g[1], g[2], now + lease_ms)
       if args[b + 2] == '1' then
         redis.call('HDEL', k, 'pdone', 'ptotal')
         if args[b + 3] ~= '' then redis.call('HSET', k, 'pdone', args[b + 3]) end
@@ -547,7 +612,8 @@ local function checkpoint(keys, args)
   if not fenced(k, args[3]) then return 0 end
   local lease_ms = tonumber(args[5])
   redis.call('HSET', k, 'checkpoint', args[4], 'lease_expires_at', now + lease_ms, 'updated_at', now)
-  redis.call('ZADD', P .. ':leases', now + lease_ms, id)
+  local g = redis.call('HMGET', k, 'kind', 'ckey')
+  leased(P, id, g[1], g[2], now + lease_ms)
   if args[6] == '1' then
     redis.call('HDEL', k, 'pdone', 'ptotal')
     if args[7] ~= '' then redis.call('HSET', k, 'pdone', args[7]) end
@@ -593,6 +659,7 @@ local function rescue_expired(keys, args)
       redis.call('HSET', k, 'state', state, 'run_at', now, 'updated_at', now)
       close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost')
       if state == 'queued' then
+        queued_in(P, id, f[5])
         place(P, id, f[5], tonumber(f[6]), now, now)
       else
         redis.call('HSET', k, 'finished_at', now)
@@ -607,6 +674,7 @@ local function rescue_expired(keys, args)
 end
 
 local function cancel_now(P, id, k, f, now, err)
+  if f.state == 'queued' then queued_out(P, id, f.queue) end
   unplace(P, id, f.queue, f.rm)
   redis.call('HSET', k, 'state', 'cancelled', 'finished_at', now, 'updated_at', now)
   if err then redis.call('HSET', k, 'error', err) end
@@ -623,7 +691,7 @@ local function expire_jobs(keys, args)
     local f = redis.call('HMGET', k, 'state', 'started_at', 'queue', 'rm')
     redis.call('ZREM', P .. ':exp', id)
     if (f[1] == 'queued' or f[1] == 'waiting') and not f[2] then
-      cancel_now(P, id, k, {queue = f[3], rm = f[4]}, now, 'expired before it started')
+      cancel_now(P, id, k, {state = f[1], queue = f[3], rm = f[4]}, now, 'expired before it started')
       n = n + 1
       if has_dependents(P, id) then table.insert(finished, id) end
     end
@@ -648,7 +716,7 @@ local function cancel(keys, args)
   if not f[1] or not tenant_ok(f[2], args[3]) then return 'not_found' end
   if f[1] == 'queued' or f[1] == 'waiting' then
     redis.call('HSET', k, 'cancel', '1')
-    cancel_now(P, id, k, {queue = f[3], rm = f[4]}, now, nil)
+    cancel_now(P, id, k, {state = f[1], queue = f[3], rm = f[4]}, now, nil)
     if has_dependents(P, id) then settle(P, {}, {id}, now) end
     return 'cancelled'
   elseif f[1] == 'running' then
@@ -699,7 +767,10 @@ local function reset(P, id, k, f, now)
   redis.call('ZREM', P .. ':done', id)
   redis.call('ZREM', P .. ':failed', id)
   if f.unique then redis.call('HSET', P .. ':uniq', f.tenant .. '\0' .. f.unique, id) end
-  if state == 'queued' then place(P, id, f.queue, tonumber(f.priority), now, now) end
+  if state == 'queued' then
+    queued_in(P, id, f.queue)
+    place(P, id, f.queue, tonumber(f.priority), now, now)
+  end
 end
 
 local REPLAY_FIELDS = {'state', 'tenant', 'unique', 'deps_pending', 'queue', 'priority', 'kind', 'error', 'finished_at', 'run_on'}
@@ -721,6 +792,7 @@ local function replayed(P, ids, now)
         if f.run_on == 'finished' then
           redis.call('HSET', k, 'deps_pending', tonumber(f.deps_pending or '0') + 1, 'updated_at', now)
           if f.state == 'queued' then
+            queued_out(P, d, f.queue)
             unplace(P, d, f.queue, redis.call('HGET', k, 'rm'))
             redis.call('HSET', k, 'state', 'waiting')
           end
@@ -862,6 +934,174 @@ local function next_due(keys, args)
   return math.max(0, first - clock(''))
 end
 
+-- Flow claims (chit/store/flow.py): the reads a FlowClaim asks, and its claim.
+
+-- ARGV: now, queue. The queue's due scheduled jobs made ready, then its
+-- groups with queued jobs (flat: group, count).
+local function groups(keys, args)
+  local P = keys[1]
+  promote(P, args[2], clock(args[1]))
+  return redis.call('HGETALL', P .. ':qg:' .. args[2])
+end
+
+-- ARGV: now, queue, group, limit. Up to `limit` due jobs of the group not
+-- expired, in claim order: id, priority, run_at (ms) of each.
+local function group_jobs(keys, args)
+  local P = keys[1]
+  local now, limit = clock(args[1]), tonumber(args[4])
+  local gr = gkey(P, args[2], args[3])
+  local out, n, offset = {}, 0, 0
+  while n < limit do
+    local page = redis.call('ZRANGE', gr, offset, offset + SCAN - 1, 'WITHSCORES')
+    for i = 1, #page, 2 do
+      local m = page[i]
+      local id = string.sub(m, 14)
+      local f = redis.call('HMGET', jkey(P, id), 'expires_at', 'started_at')
+      if not (f[1] and not f[2] and tonumber(f[1]) <= now) then
+        out[#out + 1] = id
+        out[#out + 1] = page[i + 1]
+        out[#out + 1] = string.sub(m, 1, 13)
+        n = n + 1
+        if n >= limit then break end
+      end
+    end
+    if #page < 2 * SCAN then break end
+    offset = offset + SCAN
+  end
+  return out
+end
+
+-- ARGV: now, kind, key ("" for the kind), window (ms, "" for none). Running
+-- jobs (leases not expired), starts within the window, and the milliseconds
+-- until the oldest of those leaves it (-1 without one).
+local function in_use(keys, args)
+  local P = keys[1]
+  local now, kind, key = clock(args[1]), args[2], args[3]
+  local rk, sk = P .. ':rk:' .. kind, P .. ':sk:' .. kind
+  if key ~= '' then
+    rk, sk = P .. ':rkk:' .. kind .. '\0' .. key, P .. ':skk:' .. kind .. '\0' .. key
+  end
+  local running = redis.call('ZCOUNT', rk, '(' .. now, '+inf')
+  if args[4] == '' then return {running, 0, -1} end
+  local since = now - tonumber(args[4])
+  local started_n = redis.call('ZCOUNT', sk, '(' .. since, '+inf')
+  local oldest = redis.call('ZRANGEBYSCORE', sk, '(' .. since, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local frees = -1
+  if #oldest > 0 then frees = tonumber(oldest[2]) - since end
+  return {running, started_n, frees}
+end
+
+-- ARGV: now, worker, lease (ms), ids. The jobs a flow claim chose, in that
+-- order, skipping any no longer ready (another claim took it) or expired.
+local function claim_ids(keys, args)
+  local P = keys[1]
+  local now, worker, lease_ms = clock(args[1]), args[2], tonumber(args[3])
+  local out = {}
+  for i = 4, #args do
+    local id = args[i]
+    local f = redis.call('HMGET', jkey(P, id), 'state', 'rm', 'queue', 'expires_at', 'started_at')
+    if f[1] == 'queued' and f[2] and not (f[4] and not f[5] and tonumber(f[4]) <= now) then
+      redis.call('ZREM', P .. ':r:' .. f[3], f[2])
+      local row = start(P, id, worker, lease_ms, now, next_token(P, id), f[2])
+      for _, v in ipairs(row) do out[#out + 1] = v end
+    end
+  end
+  return out
+end
+
+-- ARGV: token, milliseconds, kinds. Lock every kind or none: 1 when locked.
+local function lock(keys, args)
+  local P = keys[1]
+  local taken = {}
+  for i = 3, #args do
+    local k = P .. ':lock:' .. args[i]
+    if not redis.call('SET', k, args[1], 'NX', 'PX', args[2]) then
+      for _, t in ipairs(taken) do redis.call('DEL', t) end
+      return 0
+    end
+    taken[#taken + 1] = k
+  end
+  return 1
+end
+
+-- ARGV: token, kinds. Unlock those this token holds.
+local function unlock(keys, args)
+  local P = keys[1]
+  for i = 2, #args do
+    local k = P .. ':lock:' .. args[i]
+    if redis.call('GET', k) == args[1] then redis.call('DEL', k) end
+  end
+  return 1
+end
+
+-- Limits and pauses
+
+local LIMIT_FIELDS = {'concurrency', 'rate', 'rate_seconds', 'key_concurrency', 'key_rate', 'key_rate_seconds'}
+
+-- ARGV: now, mode (declare, set, clear), kind, limits (JSON of the fields
+-- given). Returns 1 when something was there to clear (clear), else 1.
+local function write_limits(keys, args)
+  local P = keys[1]
+  local now, mode, kind = clock(args[1]), args[2], args[3]
+  local stored = redis.call('HGET', P .. ':limits', kind)
+  local row = stored and cjson.decode(stored) or {}
+  local result = 1
+  if mode == 'declare' then
+    local new = cjson.decode(args[4])
+    if next(new) == nil then
+      row.code, row.code_at = nil, nil
+    else
+      local old = row.code and cjson.encode(row.code) or ''
+      row.code = new
+      if old ~= cjson.encode(new) then row.code_at = now end
+    end
+  elseif mode == 'set' then
+    local op = row.operator or {}
+    for name, v in pairs(cjson.decode(args[4])) do op[name] = v end
+    row.operator, row.operator_at = op, now
+  else
+    if not row.operator then result = 0 end
+    row.operator, row.operator_at = nil, nil
+  end
+  if row.code == nil and row.operator == nil then
+    redis.call('HDEL', P .. ':limits', kind)
+  else
+    redis.call('HSET', P .. ':limits', kind, cjson.encode(row))
+  end
+  return result
+end
+
+-- ARGV: now, pause (1) or resume (""), scope, name: 1 when it changed.
+local function pausing(keys, args)
+  local P = keys[1]
+  local field = args[3] .. '\0' .. args[4]
+  if args[2] == '1' then return redis.call('HSETNX', P .. ':pauses', field, clock(args[1])) end
+  return redis.call('HDEL', P .. ':pauses', field)
+end
+
+-- ARGV: now, kinds. Each kind's running jobs and its due queued ones (flat).
+local function limit_usage(keys, args)
+  local P = keys[1]
+  local now = clock(args[1])
+  local queues = redis.call('SMEMBERS', P .. ':queues')
+  local out = {}
+  for i = 2, #args do
+    local kind = args[i]
+    local waiting = 0
+    for _, queue in ipairs(queues) do
+      local groups_ = redis.call('HKEYS', P .. ':qg:' .. queue)
+      for _, g in ipairs(groups_) do
+        if string.sub(g, 1, #kind + 1) == kind .. '\0' then
+          waiting = waiting + redis.call('ZCARD', gkey(P, queue, g))
+        end
+      end
+    end
+    out[#out + 1] = redis.call('ZCOUNT', P .. ':rk:' .. kind, '(' .. now, '+inf')
+    out[#out + 1] = waiting
+  end
+  return out
+end
+
 local function version() return VERSION end
 
 local RO = {'no-writes'}
@@ -885,3 +1125,12 @@ redis.register_function{function_name = 'chit_get_result', callback = get_result
 redis.register_function{function_name = 'chit_dependencies', callback = dependencies, flags = RO}
 redis.register_function{function_name = 'chit_lookup', callback = lookup, flags = RO}
 redis.register_function{function_name = 'chit_next_due', callback = next_due, flags = RO}
+redis.register_function('chit_groups', groups)
+redis.register_function{function_name = 'chit_group_jobs', callback = group_jobs, flags = RO}
+redis.register_function{function_name = 'chit_in_use', callback = in_use, flags = RO}
+redis.register_function('chit_claim_ids', claim_ids)
+redis.register_function('chit_lock', lock)
+redis.register_function('chit_unlock', unlock)
+redis.register_function('chit_write_limits', write_limits)
+redis.register_function('chit_pausing', pausing)
+redis.register_function{function_name = 'chit_limit_usage', callback = limit_usage, flags = RO}
