@@ -25,9 +25,9 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store.base import Store
-from chit.store.capabilities import FullStore, Workflows
+from chit.store.capabilities import Workflows
 from store.test_contract import LEASE, later, new
-from support.store_backends import Backend, needs
+from support.store_backends import Backend
 from support.store_inspection import StoreInspection
 
 FINISHED = RunOn.FINISHED
@@ -54,7 +54,6 @@ def succeed(store: Store, claimed: list[ClaimedJob]) -> None:
     assert all(store.finish([Succeeded(c.id, c.lease_token, {"kind": c.kind}) for c in claimed]))
 
 
-@needs(Workflows)
 def test_a_diamond_is_released_level_by_level_and_the_last_job_reads_both_results(
     store: Store,
 ) -> None:
@@ -92,7 +91,7 @@ def test_a_diamond_is_released_level_by_level_and_the_last_job_reads_both_result
         (ids["b"], "b", State.SUCCEEDED, {"kind": "b"}),
         (ids["c"], "c", State.SUCCEEDED, {"kind": "c"}),
     ]
-    assert isinstance(store, FullStore)
+    assert isinstance(store, Workflows)
     assert store.dependents(ids["a"]) == [ids["b"], ids["c"]]
     view = store.workflow(next(iter({store.get(ids["a"]).workflow_id})))  # type: ignore[union-attr]
     assert view is not None
@@ -164,7 +163,6 @@ def test_a_dependent_added_to_a_running_job_joins_its_workflow_and_is_released(
     assert [c.id for c in claim_all(store)] == [later_job.id]
 
 
-@needs(Workflows)
 def test_cancelling_a_job_cancels_its_waiting_dependents(store: Store) -> None:
     ids = graph(
         store,
@@ -176,7 +174,7 @@ def test_cancelling_a_job_cancels_its_waiting_dependents(store: Store) -> None:
     assert store.cancel(ids["b"]).value == "cancelled"
     assert state(store, ids["c"]) is State.CANCELLED
     assert state(store, ids["cb"]) is State.QUEUED
-    assert isinstance(store, FullStore)
+    assert isinstance(store, Workflows)
     workflow_id = store.get(ids["a"]).workflow_id  # type: ignore[union-attr]
     assert workflow_id is not None
     assert store.cancel_workflow(workflow_id) == 2  # a and cb

@@ -15,7 +15,11 @@ from chit.errors import StoreError
 
 T = TypeVar("T")
 
-LIBRARY = importlib.resources.files("chit.store.redis").joinpath("chit.lua").read_text()
+# The library's parts, in order: chit.lua (the core, and the helpers the
+# others use) first, then each capability's.
+PARTS = ("chit.lua", "flow.lua", "workflows.lua")
+_FILES = importlib.resources.files("chit.store.redis")
+LIBRARY = "\n".join(_FILES.joinpath(part).read_text() for part in PARTS)
 # The library's VERSION: what `migrate` loads and `schema_version` reports.
 VERSION = int(LIBRARY.split("local VERSION = ", 1)[1].split("\n", 1)[0])
 DEFAULT_PREFIX = "{chit}"

@@ -71,7 +71,7 @@ def _s(value: Any) -> Any:
     return "" if value is None else value
 
 
-def _tenant(tenant: str | None) -> str:
+def tenant_arg(tenant: str | None) -> str:
     return "" if tenant is None else "=" + tenant
 
 
@@ -360,7 +360,7 @@ class RedisCore(Store):
     # Reading
 
     def get(self, job_id: str, tenant: str | None = None) -> Job | None:
-        out = self.redis.fcall_ro("chit_get", job_id, _tenant(tenant))
+        out = self.redis.fcall_ro("chit_get", job_id, tenant_arg(tenant))
         if not out:
             return None
         fields, now_ms, states = out
@@ -376,7 +376,7 @@ class RedisCore(Store):
         ]
 
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
-        out = self.redis.fcall_ro("chit_get_result", job_id, _tenant(tenant))
+        out = self.redis.fcall_ro("chit_get_result", job_id, tenant_arg(tenant))
         if not out[0]:
             return False, None
         return True, codec.opt_json(out[1] if len(out) > 1 else None)
@@ -384,13 +384,13 @@ class RedisCore(Store):
     # Operating
 
     def cancel(self, job_id: str, tenant: str | None = None) -> CancelResult:
-        return CancelResult(self.redis.fcall("chit_cancel", "", job_id, _tenant(tenant)))
+        return CancelResult(self.redis.fcall("chit_cancel", "", job_id, tenant_arg(tenant)))
 
     def update(self, job_id: str, change: JobChange, tenant: str | None = None) -> ChangeResult:
         args = [
             "",
             job_id,
-            _tenant(tenant),
+            tenant_arg(tenant),
             "1" if change.run_now else "",
             "" if change.run_at is None else ms(change.run_at),
             _s(change.priority),
@@ -400,7 +400,13 @@ class RedisCore(Store):
 
     def replay(self, selector: ReplaySelector) -> int:
         since = "" if selector.since is None else ms(selector.since)
-        args = ["", _tenant(selector.tenant), _s(selector.kind), _s(selector.error_prefix), since]
+        args = [
+            "",
+            tenant_arg(selector.tenant),
+            _s(selector.kind),
+            _s(selector.error_prefix),
+            since,
+        ]
         return int(self.redis.fcall("chit_replay", *args, *selector.ids))
 
     def prune(self, older_than_seconds: float, now: datetime | None = None) -> int:
