@@ -37,7 +37,7 @@ from chit.jobs import (
 from chit.settings import Settings
 from chit.store import open_store
 from chit.store.base import Store
-from chit.store.capabilities import ApiKeys, FullStore, Reports
+from chit.store.capabilities import ApiKeys, FullStore
 from support.store_backends import needs
 
 if TYPE_CHECKING:
@@ -133,7 +133,6 @@ def test_get_of_an_unknown_job_or_another_tenants_job_is_none(store: Store) -> N
     assert store.get_result(job_id, tenant="other") == (False, None)
 
 
-@needs(Reports)
 def test_idempotency_key_returns_the_same_job_with_created_false_and_stored_hash(
     store: Store,
 ) -> None:
@@ -161,7 +160,6 @@ def test_enqueue_many_returns_results_in_input_order(store: Store) -> None:
     assert [r.id for r in results] == sorted(r.id for r in results)
 
 
-@needs(Reports)
 def test_enqueue_many_dedupes_idempotency_keys_inside_the_batch_and_against_stored_jobs(
     store: Store,
 ) -> None:
@@ -181,7 +179,6 @@ def test_enqueue_many_dedupes_idempotency_keys_inside_the_batch_and_against_stor
     assert len(store.list(JobFilter()).jobs) == 3
 
 
-@needs(Reports)
 def test_enqueue_many_is_one_transaction(store: Store) -> None:
     with pytest.raises(StoreError):
         store.enqueue_many([new(), new(max_attempts=0)])  # violates CHECK (max_attempts > 0)
@@ -194,7 +191,6 @@ def test_enqueue_many_is_one_transaction(store: Store) -> None:
 LARGE = 300
 
 
-@needs(Reports)
 def test_a_large_enqueue_many_keeps_order_keys_and_every_field(store: Store) -> None:
     stored = store.enqueue(new(idempotency_key="old", request_hash="h-old"))
     at = later(3600).replace(microsecond=0)
@@ -240,7 +236,6 @@ def test_a_large_enqueue_many_keeps_order_keys_and_every_field(store: Store) -> 
     assert len(claimed) == LARGE - 2
 
 
-@needs(Reports)
 @pytest.mark.parametrize("where", [1, LARGE - 1], ids=["early", "last"])
 def test_a_job_that_fails_validation_as_the_store_reads_it_stores_none(
     store: Store, where: int
@@ -262,7 +257,6 @@ def test_a_job_that_fails_validation_as_the_store_reads_it_stores_none(
     assert len({r.id for r in queue.enqueue_many(requests)}) == LARGE  # nothing left half done
 
 
-@needs(Reports)
 @pytest.mark.parametrize("bad", [0, LARGE - 1], ids=["first", "last"])
 @pytest.mark.parametrize("key", [None, "k"], ids=["plain", "keyed"])
 def test_a_large_enqueue_many_is_one_transaction(store: Store, bad: int, key: str | None) -> None:
@@ -338,7 +332,6 @@ def test_claim_stops_at_the_limit_across_queues(store: Store) -> None:
     assert store.claim("w1", ["a", "b"], 0, LEASE) == []
 
 
-@needs(Reports)
 def test_claim_counts_an_attempt_sets_a_lease_and_opens_an_attempt_record(store: Store) -> None:
     job_id = store.enqueue(new(max_attempts=3)).id
     now = later(1).replace(microsecond=0)
@@ -361,7 +354,6 @@ def test_claim_counts_an_attempt_sets_a_lease_and_opens_an_attempt_record(store:
     assert close_to(attempt.started_at, now)
 
 
-@needs(Reports)
 def test_a_claim_on_the_database_clock_opens_the_attempt_at_the_jobs_start(
     store: Store,
 ) -> None:
@@ -387,7 +379,6 @@ def test_every_claim_gets_a_new_lease_token(store: Store) -> None:
     assert len(tokens) == 5
 
 
-@needs(Reports)
 def test_invariant1_concurrent_claimers_never_get_the_same_job(backend: Backend) -> None:
     backend.open().enqueue_many([new(payload={"i": i}) for i in range(500)])
     stores = [backend.open() for _ in range(4)]
@@ -417,7 +408,6 @@ def test_invariant1_concurrent_claimers_never_get_the_same_job(backend: Backend)
 # Leases and rescue
 
 
-@needs(Reports)
 def test_invariant2_a_running_job_has_a_lease_and_is_stale_once_it_expires(store: Store) -> None:
     store.enqueue(new(run_at=later(-3600)))
     past = later(-120)
@@ -434,7 +424,6 @@ def test_invariant2_a_running_job_has_a_lease_and_is_stale_once_it_expires(store
     assert store.stats(now=later(LEASE + 1)).stale_running == 2
 
 
-@needs(Reports)
 def test_invariant2_rescue_requeues_an_expired_job_that_has_attempts_left(store: Store) -> None:
     job = enqueue_and_claim(store, max_attempts=2)
     assert store.rescue_expired(now=later(LEASE - 5)).requeued == 0
@@ -451,7 +440,6 @@ def test_invariant2_rescue_requeues_an_expired_job_that_has_attempts_left(store:
     assert claim_one(store, now=at).attempt == 2
 
 
-@needs(Reports)
 def test_invariant2_rescue_fails_with_the_exact_error_when_attempts_are_used_up(
     store: Store,
 ) -> None:
@@ -477,7 +465,6 @@ def test_invariant2_rescue_cancels_a_job_whose_cancellation_was_requested(store:
     assert got is not None and got.state is State.CANCELLED and got.finished_at is not None
 
 
-@needs(Reports)
 def test_rescue_leaves_live_leases_and_other_states_alone(store: Store) -> None:
     live = enqueue_and_claim(store)
     store.enqueue(new())
@@ -487,7 +474,6 @@ def test_rescue_leaves_live_leases_and_other_states_alone(store: Store) -> None:
     assert store.stats().by_state["queued"] == 1
 
 
-@needs(Reports)
 def test_a_stray_open_attempt_is_closed_at_the_next_claim_instead_of_blocking_it(
     backend: Backend,
 ) -> None:
@@ -511,7 +497,6 @@ def test_a_stray_open_attempt_is_closed_at_the_next_claim_instead_of_blocking_it
 # Fencing
 
 
-@needs(Reports)
 def test_invariant3_a_rescued_workers_token_can_no_longer_write_anything(store: Store) -> None:
     old = enqueue_and_claim(store, max_attempts=3)
     assert store.heartbeat([Beat(old.id, old.lease_token, Progress(1, 10))], LEASE).held
@@ -551,7 +536,6 @@ def test_invariant3_a_finished_job_fences_out_its_own_token(store: Store) -> Non
     assert got is not None and (got.state, got.result, got.error) == (State.SUCCEEDED, 1, None)
 
 
-@needs(Reports)
 def test_finish_records_a_batch_and_reports_each_item_in_input_order(store: Store) -> None:
     store.enqueue_many([new(payload={"i": i}) for i in range(5)])
     a, b, c, d, e = store.claim("w1", ["default"], 5, LEASE)
@@ -580,7 +564,6 @@ def test_finish_records_a_batch_and_reports_each_item_in_input_order(store: Stor
     assert store.finish([]) == []
 
 
-@needs(Reports)
 def test_finish_and_claim_records_the_outcomes_and_claims_in_one_call(store: Store) -> None:
     store.enqueue_many([new(payload={"i": i}) for i in range(6)])
     a, b = store.claim("w1", ["default"], 2, LEASE)
@@ -637,7 +620,6 @@ def test_finish_and_claim_with_nothing_to_claim_or_nothing_to_finish(store: Stor
     assert store.finish_and_claim([], "w1", ["default"], 5, LEASE) == ([], [])
 
 
-@needs(Reports)
 def test_finish_and_claim_can_take_back_a_job_it_queued_for_a_retry_now(store: Store) -> None:
     store.enqueue(new())
     job = claim_one(store)
@@ -680,7 +662,6 @@ def test_fail_with_retry_in_queues_the_job_again_after_the_delay(store: Store) -
     assert claim_one(store, now=at + timedelta(seconds=90)).attempt == 2
 
 
-@needs(Reports)
 def test_a_retry_asked_for_after_the_last_attempt_fails_the_job(store: Store) -> None:
     job = enqueue_and_claim(store, max_attempts=1)
     assert store.finish([Failed(job.id, job.lease_token, "flaky", retry_in=5)]) == [True]
@@ -779,7 +760,6 @@ def test_invariant6_a_released_job_does_not_use_up_an_attempt(store: Store) -> N
     assert again.attempt == 1 and again.max_attempts == 1
 
 
-@needs(Reports)
 def test_invariant6_hand_backs_after_the_third_use_up_attempts_and_end_failed(
     store: Store,
 ) -> None:
@@ -820,7 +800,6 @@ def test_a_replayed_job_has_its_free_hand_backs_again(store: Store) -> None:
     assert (got.state, got.attempts) == (State.QUEUED, 0)
 
 
-@needs(Reports)
 def test_attempt_history_records_every_outcome_with_worker_and_error(store: Store) -> None:
     job_id = store.enqueue(new(max_attempts=5)).id
 
@@ -893,7 +872,6 @@ def test_cancel_of_a_queued_job_cancels_it_at_once(store: Store) -> None:
     assert store.cancel(job_id) is CancelResult.ALREADY_FINISHED
 
 
-@needs(Reports)
 def test_cancel_of_a_running_job_is_requested_and_seen_at_the_next_heartbeat(
     store: Store,
 ) -> None:
@@ -912,7 +890,6 @@ def test_cancel_of_a_running_job_is_requested_and_seen_at_the_next_heartbeat(
     assert store.attempts(job.id)[-1].outcome is AttemptOutcome.CANCELLED
 
 
-@needs(Reports)
 @pytest.mark.parametrize(
     "outcome",
     ["failed", "failed-with-retry", "released"],
@@ -957,7 +934,6 @@ def _fail(store: Store, kind: str, error: str, **fields: object) -> str:
     return job_id
 
 
-@needs(Reports)
 def test_retry_puts_a_failed_or_cancelled_job_back_with_attempts_zero(store: Store) -> None:
     failed = _fail(store, "k", "boom", max_attempts=1)
     cancelled = store.enqueue(new()).id
@@ -995,7 +971,6 @@ def test_retry_of_a_job_in_any_other_state_is_refused(store: Store) -> None:
     assert store.retry(failed, tenant="t")
 
 
-@needs(Reports)
 def test_replay_by_ids_kind_error_prefix_and_since_counts_and_leaves_others_alone(
     store: Store,
 ) -> None:
@@ -1046,7 +1021,6 @@ def test_replay_respects_the_tenant(store: Store) -> None:
     assert store.get(theirs).state is State.FAILED  # type: ignore[union-attr]
 
 
-@needs(Reports)
 def test_failures_are_grouped_by_kind_and_first_line_with_counts_and_times(
     store: Store,
 ) -> None:
@@ -1074,7 +1048,6 @@ def test_failures_are_grouped_by_kind_and_first_line_with_counts_and_times(
     assert other
 
 
-@needs(Reports)
 def test_stats_count_states_kinds_last_hour_lag_and_stale(store: Store) -> None:
     running = enqueue_and_claim(store, kind="b")
     done = enqueue_and_claim(store, kind="a")
@@ -1110,7 +1083,6 @@ def test_stats_count_states_kinds_last_hour_lag_and_stale(store: Store) -> None:
     assert sum(empty.by_state.values()) == 0 and empty.oldest_queued_age is None
 
 
-@needs(Reports)
 def test_prune_deletes_only_terminal_jobs_older_than_the_cutoff_with_their_history(
     backend: Backend,
 ) -> None:
@@ -1134,7 +1106,6 @@ def test_prune_deletes_only_terminal_jobs_older_than_the_cutoff_with_their_histo
     assert len(store.attempts(running.id)) == 1
 
 
-@needs(Reports)
 def test_prune_works_through_a_backlog_in_short_batches(
     store: Store, inspect: StoreInspection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1150,7 +1121,6 @@ def test_prune_works_through_a_backlog_in_short_batches(
 # Listing
 
 
-@needs(Reports)
 def test_list_filters_by_state_kind_queue_tenant_and_since(store: Store) -> None:
     c = enqueue_and_claim(store, kind="a", tenant="t").id
     a = store.enqueue(new("a")).id
@@ -1175,7 +1145,6 @@ def test_list_filters_by_state_kind_queue_tenant_and_since(store: Store) -> None
     assert ids(kind="nothing") == []
 
 
-@needs(Reports)
 def test_list_keyset_pagination_walks_every_page_once(store: Store) -> None:
     ids = [r.id for r in store.enqueue_many([new(payload={"i": i}) for i in range(23)])]
     store.enqueue_many([new("other") for _ in range(4)])
@@ -1195,7 +1164,6 @@ def test_list_keyset_pagination_walks_every_page_once(store: Store) -> None:
     assert len(exact.jobs) == 4 and exact.next_cursor is None
 
 
-@needs(Reports)
 def test_list_by_kind_queue_or_tenant_pages_through_jobs_in_every_state(store: Store) -> None:
     """Newest first whatever their state, one page at a time: PostgreSQL finds
     finished, queued and running jobs of a kind, queue or tenant by different
@@ -1294,7 +1262,6 @@ def test_an_error_with_a_nul_character_is_still_recorded(store: Store) -> None:
 # The HTTP API's reads and keys
 
 
-@needs(Reports)
 def test_get_many_reads_every_existing_job_in_one_call(store: Store) -> None:
     ids = [r.id for r in store.enqueue_many([new(payload={"i": i}) for i in range(5)])]
     running = claim_one(store)
@@ -1305,7 +1272,6 @@ def test_get_many_reads_every_existing_job_in_one_call(store: Store) -> None:
     assert store.get_many([]) == []
 
 
-@needs(Reports)
 def test_attempt_stats_count_outcomes_and_bucket_durations(store: Store) -> None:
     t = later(1).replace(microsecond=0)
     store.enqueue_many([new("a"), new("a"), new("a"), new("b", tenant="t")])
@@ -1360,7 +1326,6 @@ def test_api_keys_are_stored_found_by_hash_listed_and_revoked(store: Store) -> N
 # The dashboard
 
 
-@needs(Reports)
 def test_count_jobs_by_state_and_kind_capped_and_per_tenant(store: Store) -> None:
     running = enqueue_and_claim(store, kind="zeta")
     _fail(store, "b", "boom")
@@ -1386,7 +1351,6 @@ def test_count_jobs_by_state_and_kind_capped_and_per_tenant(store: Store) -> Non
     assert running
 
 
-@needs(Reports)
 def test_finished_per_minute_counts_the_last_hours_outcomes_per_kind(store: Store) -> None:
     for kind in ("a", "a", "b"):
         done = enqueue_and_claim(store, kind=kind)
@@ -1409,7 +1373,6 @@ def test_finished_per_minute_counts_the_last_hours_outcomes_per_kind(store: Stor
     assert totals(now=later(3601)) == {}
 
 
-@needs(Reports)
 def test_oldest_queued_is_the_job_due_longest(store: Store) -> None:
     assert store.oldest_queued() is None
     store.enqueue(new("later", run_at=later(3600)))
@@ -1423,7 +1386,6 @@ def test_oldest_queued_is_the_job_due_longest(store: Store) -> None:
     assert store.oldest_queued(now=later(3700)).id == first  # type: ignore[union-attr]
 
 
-@needs(Reports)
 def test_stale_jobs_are_running_jobs_past_their_lease(store: Store) -> None:
     held = enqueue_and_claim(store)
     other = enqueue_and_claim(store, tenant="t2")
@@ -1434,7 +1396,6 @@ def test_stale_jobs_are_running_jobs_past_their_lease(store: Store) -> None:
     assert len(store.stale_jobs(limit=1, now=later(LEASE + 1))) == 1
 
 
-@needs(Reports)
 def test_search_finds_an_id_by_its_prefix_and_a_job_by_its_idempotency_key(
     store: Store,
 ) -> None:
@@ -1453,7 +1414,6 @@ def test_search_finds_an_id_by_its_prefix_and_a_job_by_its_idempotency_key(
     assert len(store.search(plain[:1], limit=2)) == 2
 
 
-@needs(Reports)
 def test_replay_failure_group_replays_exactly_one_group(store: Store) -> None:
     one = _fail(store, "sync", "Timeout: upstream\n  File a.py")
     two = _fail(store, "sync", "Timeout: upstream")

@@ -14,8 +14,6 @@ import pytest
 from chit.errors import InvalidRequest
 from chit.jobs import Debounce, Enqueued, Failed, NewJob, State, Succeeded
 from chit.store.base import Store
-from chit.store.capabilities import Reports
-from support.store_backends import needs
 
 if TYPE_CHECKING:
     from support.store_backends import Backend
@@ -97,7 +95,6 @@ def test_keys_are_per_tenant_and_apart_from_other_keys(store: Store) -> None:
     assert store.enqueue(debounced(2, tenant="b")).id == b.id
 
 
-@needs(Reports)
 def test_a_key_held_by_another_kind_is_refused_and_stores_nothing(store: Store) -> None:
     first = store.enqueue(debounced(1, kind="digest"))
     before = store.get(first.id)
@@ -118,7 +115,6 @@ def test_one_batch_of_one_key_stores_one_job_with_the_last_payload(store: Store)
     assert store.get(results[0].id).payload == {"n": 5}  # type: ignore[union-attr]
 
 
-@needs(Reports)
 def test_concurrent_enqueues_of_one_key_store_one_job(backend: Backend) -> None:
     stores = [backend.open() for _ in range(4)]
     go = threading.Barrier(len(stores))
@@ -140,7 +136,6 @@ def test_concurrent_enqueues_of_one_key_store_one_job(backend: Backend) -> None:
     assert stores[0].stats().by_state["queued"] == 1
 
 
-@needs(Reports)
 def test_enqueues_racing_claims_never_change_a_started_job(backend: Backend) -> None:
     """Each enqueue either debounces into a job not yet claimed (and the claim
     then runs the payload it left) or makes a new job: a payload never lands in

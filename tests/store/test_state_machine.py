@@ -42,8 +42,6 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store.base import Store
-from chit.store.capabilities import Reports
-from support.store_backends import needs
 
 if TYPE_CHECKING:
     from support.store_backends import Backend
@@ -311,7 +309,6 @@ class StoreMachine(RuleBasedStateMachine):
             assert 0 <= got.attempts <= got.max_attempts
 
 
-@needs(Reports)
 def test_the_store_follows_the_job_state_machine(backend: Backend) -> None:
     store = backend.open()
     run_state_machine_as_test(

@@ -17,8 +17,6 @@ import pytest
 from chit import InvalidStep, JobContext, PermanentError
 from chit.jobs import ClaimedJob, Failed, NewJob, ReplaySelector, Succeeded
 from chit.store.base import Store
-from chit.store.capabilities import Reports
-from support.store_backends import needs
 
 if TYPE_CHECKING:
     from support.store_inspection import StoreInspection
@@ -52,7 +50,6 @@ class Counted:
         return self.result if not args and not kwargs else [self.result, list(args), kwargs]
 
 
-@needs(Reports)
 def test_a_step_runs_once_and_a_later_attempt_gets_its_result(store: Store) -> None:
     job_id = store.enqueue(NewJob("k", {}, max_attempts=3)).id
     first = context(store, claim(store))
@@ -82,7 +79,6 @@ def test_the_stored_form_is_returned_the_first_time_too(store: Store) -> None:
     assert ctx.stored_step("never") == (False, None)
 
 
-@needs(Reports)
 def test_a_fenced_out_step_stores_nothing_and_is_logged(
     store: Store, inspect: StoreInspection, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -144,7 +140,6 @@ def test_a_bad_step_name_is_refused_before_anything_runs(
     assert fn.calls == 0 and inspect.step_count() == 0
 
 
-@needs(Reports)
 def test_a_step_name_of_200_characters_is_stored(store: Store) -> None:
     store.enqueue(NewJob("k", {}))
     ctx = context(store, claim(store))
@@ -211,7 +206,6 @@ def test_steps_are_kept_by_retry_and_replay(store: Store) -> None:
     assert context(store, claim(store)).stored_step("fetch") == (True, "kept")
 
 
-@needs(Reports)
 def test_prune_deletes_the_steps_of_pruned_jobs_only(
     store: Store, inspect: StoreInspection
 ) -> None:

@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING
 
 from chit.jobs import AttemptOutcome, ClaimedJob, Enqueued, NewJob, Snoozed, State, Succeeded
 from chit.store.base import Store
-from chit.store.capabilities import Reports
-from support.store_backends import needs
 
 if TYPE_CHECKING:
     from support.store_backends import Backend
@@ -32,7 +30,6 @@ def claim(store: Store, now: datetime | None = None, limit: int = 1) -> list[Cla
 # Snooze
 
 
-@needs(Reports)
 def test_snoozed_twice_then_succeeded_counts_one_attempt(store: Store) -> None:
     job_id = store.enqueue(new(max_attempts=1)).id
     at = datetime.now(UTC)
@@ -60,7 +57,6 @@ def test_snoozed_twice_then_succeeded_counts_one_attempt(store: Store) -> None:
     assert all(a.finished_at is not None and a.error is None for a in history)
 
 
-@needs(Reports)
 def test_a_snooze_is_fenced_by_the_lease_and_ends_a_cancel_requested_job(store: Store) -> None:
     job_id = store.enqueue(new()).id
     [job] = claim(store)
@@ -100,7 +96,6 @@ def test_expires_in_counts_from_the_store_clock_and_expires_at_is_kept(store: St
     assert never is not None and never.expires_at is None
 
 
-@needs(Reports)
 def test_a_job_not_started_by_its_expiry_is_never_claimed_and_ends_cancelled(
     store: Store,
 ) -> None:

@@ -32,7 +32,7 @@
 -- The library is this file, then flow.lua and the capabilities' files
 -- (connection.PARTS), loaded as one: they use the helpers here.
 
-local VERSION = 3
+local VERSION = 4
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 
@@ -47,6 +47,24 @@ local function jkey(P, id) return P .. ':j:' .. id end
 local function member(run_at, id) return string.format('%013d', run_at) .. id end
 
 local function nonempty(v) if v == '' then return nil end return v end
+
+-- A job's state changed (`from` nil: stored; `to` nil: deleted): the indexes
+-- reports read, P:bs:<state> (ids by state) and P:cnt (state NUL kind NUL
+-- tenant -> jobs), moved with it.
+local function moved(P, id, from, to)
+  local f = redis.call('HMGET', jkey(P, id), 'kind', 'tenant')
+  local tail = '\0' .. f[1] .. '\0' .. f[2]
+  if from then
+    if redis.call('HINCRBY', P .. ':cnt', from .. tail, -1) <= 0 then
+      redis.call('HDEL', P .. ':cnt', from .. tail)
+    end
+    redis.call('ZREM', P .. ':bs:' .. from, id)
+  end
+  if to then
+    redis.call('HINCRBY', P .. ':cnt', to .. tail, 1)
+    redis.call('ZADD', P .. ':bs:' .. to, 0, id)
+  end
+end
 
 -- Queue placement
 
@@ -64,6 +82,7 @@ local function place(P, id, queue, priority, run_at, now)
     local k = jkey(P, id)
     redis.call('ZADD', P .. ':r:' .. queue, priority, m)
     redis.call('ZADD', gkey(P, queue, redis.call('HGET', k, 'g')), priority, m)
+    redis.call('ZADD', P .. ':due', run_at, id)
     redis.call('HSET', k, 'rm', m)
     wake(P, queue)
   else
@@ -78,6 +97,7 @@ local function unplace(P, id, queue, rm)
     redis.call('ZREM', gkey(P, queue, redis.call('HGET', k, 'g')), rm)
   end
   redis.call('ZREM', P .. ':s:' .. queue, id)
+  redis.call('ZREM', P .. ':due', id)
   redis.call('HDEL', k, 'rm')
 end
 
@@ -107,6 +127,10 @@ local function ended(P, id, state, now)
   redis.call('ZREM', P .. ':exp', id)
   redis.call('ZADD', P .. ':done', now, id)
   if state == 'failed' then redis.call('ZADD', P .. ':failed', now, id) end
+  if state == 'failed' or state == 'succeeded' then
+    redis.call('ZADD', P .. ':fin:' .. state, now, id)
+    redis.call('ZADD', P .. ':fin:' .. state .. '\0' .. f[1], now, id)
+  end
 end
 
 -- Attempt records
@@ -121,6 +145,11 @@ local function close_attempt(P, id, now, outcome, err)
   rec.outcome = outcome
   rec.error = err
   redis.call('LSET', a, -1, cjson.encode(rec))
+  -- Durations by kind, outcome and tenant, for attempt_stats' histograms.
+  local g = rec.kind .. '\0' .. outcome .. '\0' .. (redis.call('HGET', jkey(P, id), 'tenant') or '')
+  local seconds = (now - rec.started_at) / 1000
+  redis.call('ZADD', P .. ':dur:' .. g, seconds, id .. ':' .. rec.attempt)
+  redis.call('HINCRBYFLOAT', P .. ':dursum', g, seconds)
 end
 
 -- Workflows: what an outcome does to the jobs depending on it.
@@ -140,6 +169,7 @@ local function count_down(P, id, callbacks_only, now)
       redis.call('HSET', k, 'deps_pending', pending, 'updated_at', now)
       if f[1] == 'waiting' and pending <= 0 then
         redis.call('HSET', k, 'state', 'queued')
+        moved(P, d, 'waiting', 'queued')
         queued_in(P, d, f[4])
         place(P, d, f[4], tonumber(f[5]), tonumber(f[6]), now)
       end
@@ -161,6 +191,7 @@ local function settle(P, succeeded, finished, now)
         if f[1] == 'waiting' and f[2] == 'succeeded' then
           redis.call('HSET', k, 'state', 'cancelled', 'error', 'dependency ' .. x .. ' ' .. how,
             'finished_at', now, 'updated_at', now)
+          moved(P, d, 'waiting', 'cancelled')
           ended(P, d, 'cancelled', now)
           table.insert(next_round, d)
         end
@@ -218,6 +249,11 @@ local function enqueue(keys, args)
     local b = 3 + i * width + 1
     local id, tenant = args[b + J_ID], args[b + J_TENANT]
     local idem, uniq, deb = nonempty(args[b + J_IDEM]), nonempty(args[b + J_UNIQUE]), nonempty(args[b + J_DEB])
+    -- What the SQL stores' CHECK constraints refuse, refused here before any write.
+    local max_attempts = tonumber(args[b + J_MAX])
+    if not max_attempts or max_attempts < 1 then
+      return {'invalid', i, 'max_attempts must be at least 1, not ' .. args[b + J_MAX]}
+    end
     local code, holder, rhash = 'c', id, false
     if idem then
       local k = tenant .. '\0' .. idem
@@ -304,6 +340,8 @@ local function enqueue(keys, args)
       end
       if state == 'cancelled' then opt('finished_at', now) end
       redis.call('HSET', k, unpack(fields))
+      moved(P, id, nil, state)
+      redis.call('ZADD', P .. ':all', 0, id)
       local idem, uniq = nonempty(args[b + J_IDEM]), nonempty(args[b + J_UNIQUE])
       if idem then redis.call('HSET', P .. ':idem', tenant .. '\0' .. idem, id) end
       if state == 'cancelled' then
@@ -398,6 +436,8 @@ local function start(P, id, worker, lease_ms, now, token, m)
   queued_out(P, id, f[7])
   redis.call('HSET', k, 'state', 'running', 'attempts', attempt, 'lease_token', token,
     'lease_expires_at', now + lease_ms, 'worker', worker, 'updated_at', now)
+  moved(P, id, 'queued', 'running')
+  redis.call('ZREM', P .. ':due', id)
   redis.call('HDEL', k, 'rm')
   if not f[1] then redis.call('HSET', k, 'started_at', now) end
   leased(P, id, f[2], f[3], now + lease_ms)
@@ -491,7 +531,7 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   local f = redis.call('HMGET', k, 'cancel', 'attempts', 'max_attempts', 'hand_backs', 'queue', 'priority')
   local cancel = f[1] == '1'
   local attempts, max = tonumber(f[2]), tonumber(f[3])
-  local state, outcome, err = nil, nil, false
+  local state, outcome, err = nil, nil, nil
   unlease(P, id, k)
   local requeue_at = nil
   if code == 'S' then
@@ -537,6 +577,7 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
     outcome = state == 'queued' and 'snoozed' or state
   end
   redis.call('HSET', k, 'state', state, 'updated_at', now)
+  moved(P, id, 'running', state)
   if requeue_at then
     redis.call('HSET', k, 'run_at', requeue_at)
     queued_in(P, id, f[5])
@@ -662,6 +703,7 @@ local function rescue_expired(keys, args)
         redis.call('HSET', k, 'error', 'worker lost: lease expired after ' .. f[3] .. ' attempts')
       end
       redis.call('HSET', k, 'state', state, 'run_at', now, 'updated_at', now)
+      moved(P, id, 'running', state)
       close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost')
       if state == 'queued' then
         queued_in(P, id, f[5])
@@ -682,6 +724,7 @@ local function cancel_now(P, id, k, f, now, err)
   if f.state == 'queued' then queued_out(P, id, f.queue) end
   unplace(P, id, f.queue, f.rm)
   redis.call('HSET', k, 'state', 'cancelled', 'finished_at', now, 'updated_at', now)
+  moved(P, id, f.state, 'cancelled')
   if err then redis.call('HSET', k, 'error', err) end
   ended(P, id, 'cancelled', now)
 end
@@ -768,6 +811,11 @@ local function reset(P, id, k, f, now)
     'lease_token', 'lease_expires_at', 'finished_at', 'expires_at', 'deb', 'deb_until')
   redis.call('HSET', k, 'state', state, 'attempts', 0, 'hand_backs', 0, 'run_at', now,
     'cancel', '0', 'updated_at', now)
+  moved(P, id, f.state, state)
+  redis.call('ZREM', P .. ':fin:failed', id)
+  redis.call('ZREM', P .. ':fin:failed\0' .. f.tenant, id)
+  redis.call('ZREM', P .. ':fin:succeeded', id)
+  redis.call('ZREM', P .. ':fin:succeeded\0' .. f.tenant, id)
   redis.call('DEL', P .. ':res:' .. id)
   redis.call('ZREM', P .. ':done', id)
   redis.call('ZREM', P .. ':failed', id)
@@ -800,11 +848,13 @@ local function replayed(P, ids, now)
             queued_out(P, d, f.queue)
             unplace(P, d, f.queue, redis.call('HGET', k, 'rm'))
             redis.call('HSET', k, 'state', 'waiting')
+            moved(P, d, 'queued', 'waiting')
           end
         elseif f.state == 'cancelled' and (f.error == 'dependency ' .. x .. ' failed'
             or f.error == 'dependency ' .. x .. ' cancelled') and unique_free(P, d, f.tenant, f.unique) then
           redis.call('HDEL', k, 'error', 'finished_at')
           redis.call('HSET', k, 'state', 'waiting', 'cancel', '0', 'updated_at', now)
+          moved(P, d, 'cancelled', 'waiting')
           redis.call('ZREM', P .. ':done', d)
           if f.unique then redis.call('HSET', P .. ':uniq', f.tenant .. '\0' .. f.unique, d) end
           if has_dependents(P, d) then table.insert(next_round, d) end
@@ -859,6 +909,21 @@ local function prune(keys, args)
     if f[3] == 'succeeded' or f[3] == 'failed' or f[3] == 'cancelled' then
       held_by(P, ':idem', f[1], f[2], id)
       if f[4] then redis.call('ZREM', P .. ':wf:' .. f[4], id) end
+      moved(P, id, f[3], nil)
+      redis.call('ZREM', P .. ':all', id)
+      for _, name in ipairs({'succeeded', 'failed'}) do
+        redis.call('ZREM', P .. ':fin:' .. name, id)
+        redis.call('ZREM', P .. ':fin:' .. name .. '\0' .. f[1], id)
+      end
+      for _, rec in ipairs(redis.call('LRANGE', P .. ':att:' .. id, 0, -1)) do
+        local a = cjson.decode(rec)
+        if a.outcome then
+          local g = a.kind .. '\0' .. a.outcome .. '\0' .. f[1]
+          if redis.call('ZREM', P .. ':dur:' .. g, id .. ':' .. a.attempt) == 1 then
+            redis.call('HINCRBYFLOAT', P .. ':dursum', g, -(a.finished_at - a.started_at) / 1000)
+          end
+        end
+      end
       redis.call('DEL', k, P .. ':res:' .. id, P .. ':att:' .. id, P .. ':st:' .. id, P .. ':sto:' .. id)
     end
     redis.call('ZREM', P .. ':done', id)

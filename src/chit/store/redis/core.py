@@ -200,6 +200,8 @@ class RedisCore(Store):
                 f"job {out[1]}: its idempotency or unique key matched a stored job, so the jobs"
                 " of this call that depend on it cannot be linked; leave the key off"
             )
+        if out and out[0] == "invalid":
+            raise StoreError(f"Redis at {self.redis.name}: job {out[1]}: {out[2]}")
         if out and out[0] == "kind":
             _, _, holder, kind, key = out
             raise InvalidRequest(
