@@ -37,7 +37,7 @@ from chit.jobs import (
 from chit.settings import Settings
 from chit.store import open_store
 from chit.store.base import Store
-from chit.store.capabilities import ApiKeys, FullStore
+from chit.store.capabilities import FullStore
 from support.store_backends import needs
 
 if TYPE_CHECKING:
@@ -1295,7 +1295,6 @@ def test_attempt_stats_count_outcomes_and_bucket_durations(store: Store) -> None
     assert a3
 
 
-@needs(ApiKeys)
 def test_api_keys_are_stored_found_by_hash_listed_and_revoked(store: Store) -> None:
     first = store.create_api_key(
         NewApiKey(id="key1", key_hash="h1", tenant="*", scopes=("read", "admin"), name="ops")
