@@ -16,9 +16,7 @@ from chit.errors import ConfigError, InvalidRequest, UnknownKind
 from chit.jobs import JobFilter
 from chit.schedules import Rule, plan, slot_key
 from chit.store import FullStore
-from chit.store.capabilities import Reports, Schedules
 from chit.worker.scheduler import Scheduler
-from support.store_backends import needs
 
 T0 = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
 
@@ -55,7 +53,6 @@ def _declare(queue: chit.Queue, name: str, now: datetime, **rule: Any) -> None:
     queue.store.declare_schedule(schedule, now=now)
 
 
-@needs(Schedules)
 def test_a_schedule_is_declared_listed_paused_resumed_and_removed(store: FullStore) -> None:
     queue = _queue(store)
     _declare(queue, "nightly", T0 + timedelta(seconds=30), cron="0 8 * * *", tz="Europe/Paris")
@@ -85,7 +82,6 @@ def test_a_schedule_is_declared_listed_paused_resumed_and_removed(store: FullSto
     assert store.get_schedule("nightly") is None and store.list_schedules() == []
 
 
-@needs(Schedules)
 def test_declaring_again_keeps_the_next_slot_unless_the_rule_changed(store: FullStore) -> None:
     queue = _queue(store)
     _declare(queue, "s", T0, every="1m")
@@ -98,7 +94,6 @@ def test_declaring_again_keeps_the_next_slot_unless_the_rule_changed(store: Full
     assert stored.rule == Rule(every=120)
 
 
-@needs(Reports, Schedules)
 def test_every_second_enqueues_each_slot_once_with_several_schedulers(store: FullStore) -> None:
     queues = [_queue(store) for _ in range(3)]
     _declare(queues[0], "tick", T0, every="1s")
@@ -116,7 +111,6 @@ def test_every_second_enqueues_each_slot_once_with_several_schedulers(store: Ful
     assert stored.next_at == T0 + timedelta(seconds=8)
 
 
-@needs(Reports, Schedules)
 def test_an_idle_tick_enqueues_nothing_and_says_when_to_look(store: FullStore) -> None:
     queue = _queue(store)
     _declare(queue, "s", T0, every="1m")
@@ -126,7 +120,6 @@ def test_an_idle_tick_enqueues_nothing_and_says_when_to_look(store: FullStore) -
     assert _slots(store, "s") == []
 
 
-@needs(Reports, Schedules)
 @pytest.mark.parametrize(
     ("catch_up", "expected"),
     [
@@ -148,7 +141,6 @@ def test_a_worker_down_five_minutes_catches_up_per_policy(
     assert [s[11:16] for s in _slots(store, "minutely")] == expected
 
 
-@needs(Reports, Schedules)
 def test_catch_up_all_is_bounded_per_tick_and_resumes(store: FullStore) -> None:
     queue = _queue(store)
     _declare(queue, "s", T0, every="1s", catch_up="all")
@@ -161,7 +153,6 @@ def test_catch_up_all_is_bounded_per_tick_and_resumes(store: FullStore) -> None:
     assert len(_slots(store, "s")) == 1501
 
 
-@needs(Reports, Schedules)
 def test_a_long_downtime_of_a_minutely_rule_catches_up_latest_cheaply(store: FullStore) -> None:
     queue = _queue(store)
     _declare(queue, "s", T0, cron="*/5 * * * *")
@@ -178,7 +169,6 @@ def _paris_slots(cron: str, start: datetime, end: datetime) -> list[str]:
     return slots
 
 
-@needs(Reports, Schedules)
 def test_daylight_saving_changes_in_paris_give_the_expected_slots(store: FullStore) -> None:
     # Spring forward, 29 March 2026: 02:00 CET becomes 03:00 CEST.
     spring = datetime(2026, 3, 28, 12, tzinfo=UTC), datetime(2026, 3, 31, 12, tzinfo=UTC)
@@ -226,7 +216,6 @@ def test_daylight_saving_changes_in_paris_give_the_expected_slots(store: FullSto
     ]
 
 
-@needs(Reports, Schedules)
 def test_a_paused_schedule_enqueues_nothing(store: FullStore) -> None:
     queue = _queue(store)
     _declare(queue, "s", T0, every="1s")
@@ -235,7 +224,6 @@ def test_a_paused_schedule_enqueues_nothing(store: FullStore) -> None:
     assert _slots(store, "s") == []
 
 
-@needs(Reports, Schedules)
 def test_a_worker_without_the_kind_leaves_the_schedule_to_others(store: FullStore) -> None:
     queue = _queue(store)
     _declare(queue, "s", T0, every="1s")
@@ -257,7 +245,6 @@ def test_the_slot_key_and_plan_are_the_same_everywhere() -> None:
     assert plan(rule, T0, T0 - timedelta(seconds=1), "all").slots == []
 
 
-@needs(Schedules)
 def test_queue_schedule_declares_in_code_and_the_worker_writes_it(store: FullStore) -> None:
     queue = _queue(store)
     queue.schedule("heartbeat", "digest", {"list": "x"}, every="30s")
@@ -268,7 +255,6 @@ def test_queue_schedule_declares_in_code_and_the_worker_writes_it(store: FullSto
         queue.schedule("heartbeat", "digest", every="30s")
 
 
-@needs(Schedules)
 def test_a_schedule_of_a_kind_without_a_task_is_refused(store: FullStore) -> None:
     queue = _queue(store)
     with pytest.raises(UnknownKind):
@@ -288,7 +274,6 @@ class Body(pydantic.BaseModel):
     n: int
 
 
-@needs(Schedules)
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

@@ -32,7 +32,7 @@
 -- The library is this file, then flow.lua and the capabilities' files
 -- (connection.PARTS), loaded as one: they use the helpers here.
 
-local VERSION = 5
+local VERSION = 6
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 

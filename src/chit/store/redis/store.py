@@ -6,8 +6,9 @@ from __future__ import annotations
 from chit.store.redis.access import AccessRedis
 from chit.store.redis.flow import FlowRedis
 from chit.store.redis.reports import ReportsRedis
+from chit.store.redis.schedules import SchedulesRedis
 from chit.store.redis.workflows import WorkflowsRedis
 
 
-class RedisStore(FlowRedis, WorkflowsRedis, ReportsRedis, AccessRedis):
+class RedisStore(FlowRedis, WorkflowsRedis, ReportsRedis, AccessRedis, SchedulesRedis):
     """The Redis store (Redis 7.0+, Valkey 7.2+); see chit.store.redis.core."""
