@@ -7,15 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 from chit.fleet import QueueCounts, WorkerBeat, fleet, queue_loads
 from chit.jobs import NewJob
-from chit.store.capabilities import Fleet, FullStore
-from support.store_backends import needs
+from chit.store.capabilities import FullStore
 
 
 def beat(worker_id: str, busy: int = 0, queues: tuple[str, ...] = ("default",)) -> WorkerBeat:
     return WorkerBeat(worker_id, "host-a", 4242, queues, ("k", "m"), 8, busy)
 
 
-@needs(Fleet)
 def test_a_worker_beats_is_seen_and_forgotten_when_it_stops(store: FullStore) -> None:
     store.beat_worker(beat("w1", busy=3), stale_after=60)
     store.beat_worker(beat("w2", queues=("emails", "default")), stale_after=60)
@@ -31,7 +29,6 @@ def test_a_worker_beats_is_seen_and_forgotten_when_it_stops(store: FullStore) ->
     store.forget_worker("never-was")  # nothing to forget: no error
 
 
-@needs(Fleet)
 def test_a_worker_that_stops_beating_is_left_out_then_deleted(store: FullStore) -> None:
     now = datetime.now(UTC)
     store.beat_worker(beat("dead"), stale_after=5, now=now)
@@ -42,7 +39,6 @@ def test_a_worker_that_stops_beating_is_left_out_then_deleted(store: FullStore) 
     assert [w.beat.id for w in store.live_workers(now=now)] == ["alive"]
 
 
-@needs(Fleet)
 def test_queue_counts_split_ready_scheduled_and_running(store: FullStore) -> None:
     now = datetime.now(UTC)
     for n in range(3):

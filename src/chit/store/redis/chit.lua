@@ -27,12 +27,13 @@
 --   P:res:<id>   a large result; P:att:<id> attempt records (JSON, in order);
 --   P:st:<id>    steps: name -> "attempt|created_at|result"
 --   P:tok        the lease token counter
+--   P:d:<queue>  its ready jobs by due time; P:run:<queue> its running jobs
 --   P:wf:<id>    a workflow's job ids
 --
 -- The library is this file, then flow.lua and the capabilities' files
 -- (connection.PARTS), loaded as one: they use the helpers here.
 
-local VERSION = 6
+local VERSION = 7
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 
@@ -82,7 +83,7 @@ local function place(P, id, queue, priority, run_at, now)
     local k = jkey(P, id)
     redis.call('ZADD', P .. ':r:' .. queue, priority, m)
     redis.call('ZADD', gkey(P, queue, redis.call('HGET', k, 'g')), priority, m)
-    redis.call('ZADD', P .. ':due', run_at, id)
+    redis.call('ZADD', P .. ':d:' .. queue, run_at, id)
     redis.call('HSET', k, 'rm', m)
     wake(P, queue)
   else
@@ -97,7 +98,7 @@ local function unplace(P, id, queue, rm)
     redis.call('ZREM', gkey(P, queue, redis.call('HGET', k, 'g')), rm)
   end
   redis.call('ZREM', P .. ':s:' .. queue, id)
-  redis.call('ZREM', P .. ':due', id)
+  redis.call('ZREM', P .. ':d:' .. queue, id)
   redis.call('HDEL', k, 'rm')
 end
 
@@ -408,6 +409,7 @@ local function promote(P, queue, now)
     local m = member(tonumber(f[2]), id)
     redis.call('ZADD', P .. ':r:' .. queue, tonumber(f[1]), m)
     redis.call('ZADD', gkey(P, queue, f[3]), tonumber(f[1]), m)
+    redis.call('ZADD', P .. ':d:' .. queue, tonumber(f[2]), id)
     redis.call('HSET', jkey(P, id), 'rm', m)
   end
   if #due > 0 then redis.call('ZREM', s, unpack(due)) end
@@ -437,7 +439,8 @@ local function start(P, id, worker, lease_ms, now, token, m)
   redis.call('HSET', k, 'state', 'running', 'attempts', attempt, 'lease_token', token,
     'lease_expires_at', now + lease_ms, 'worker', worker, 'updated_at', now)
   moved(P, id, 'queued', 'running')
-  redis.call('ZREM', P .. ':due', id)
+  redis.call('ZREM', P .. ':d:' .. f[7], id)
+  redis.call('SADD', P .. ':run:' .. f[7], id)
   redis.call('HDEL', k, 'rm')
   if not f[1] then redis.call('HSET', k, 'started_at', now) end
   leased(P, id, f[2], f[3], now + lease_ms)
@@ -511,7 +514,8 @@ end
 
 -- A job leaves `running`: its lease and fence go.
 local function unlease(P, id, k)
-  local f = redis.call('HMGET', k, 'kind', 'ckey')
+  local f = redis.call('HMGET', k, 'kind', 'ckey', 'queue')
+  redis.call('SREM', P .. ':run:' .. f[3], id)
   redis.call('HDEL', k, 'lease_token', 'lease_expires_at')
   redis.call('ZREM', P .. ':leases', id)
   if f[1] then redis.call('ZREM', P .. ':rk:' .. f[1], id) end

@@ -17,7 +17,15 @@ T = TypeVar("T")
 
 # The library's parts, in order: chit.lua (the core, and the helpers the
 # others use) first, then each capability's.
-PARTS = ("chit.lua", "flow.lua", "workflows.lua", "reports.lua", "access.lua", "schedules.lua")
+PARTS = (
+    "chit.lua",
+    "flow.lua",
+    "workflows.lua",
+    "reports.lua",
+    "access.lua",
+    "schedules.lua",
+    "fleet.lua",
+)
 _FILES = importlib.resources.files("chit.store.redis")
 LIBRARY = "\n".join(_FILES.joinpath(part).read_text() for part in PARTS)
 # The library's VERSION: what `migrate` loads and `schema_version` reports.

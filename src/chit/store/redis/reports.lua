@@ -112,6 +112,22 @@ local function failures(keys, args)
   return out
 end
 
+-- The ready job of the tenant's (or anyone's) due longest, over every queue.
+local function oldest_due(P, now, tenant)
+  local best, best_at = nil, nil
+  for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
+    local d = redis.call('ZRANGEBYSCORE', P .. ':d:' .. queue, '-inf', now, 'WITHSCORES')
+    for i = 1, #d, 2 do
+      if best_at and tonumber(d[i + 1]) >= best_at then break end
+      if tenant_ok(redis.call('HGET', jkey(P, d[i]), 'tenant'), tenant) then
+        best, best_at = d[i], tonumber(d[i + 1])
+        break
+      end
+    end
+  end
+  return best
+end
+
 local function each_tenant_key(P, base, tenant)
   if tenant == '' then return base end
   return base .. '\0' .. string.sub(tenant, 2)
@@ -127,10 +143,8 @@ local function stats(keys, args)
   local failed = redis.call('ZCOUNT', each_tenant_key(P, P .. ':fin:failed', tenant), hour, '+inf')
   local succeeded = redis.call('ZCOUNT', each_tenant_key(P, P .. ':fin:succeeded', tenant), hour, '+inf')
   local oldest = -1
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. ':due', '-inf', now)) do
-    local f = redis.call('HMGET', jkey(P, id), 'tenant', 'run_at')
-    if tenant_ok(f[1], tenant) then oldest = tonumber(f[2]); break end
-  end
+  local first = oldest_due(P, now, tenant)
+  if first then oldest = tonumber(redis.call('HGET', jkey(P, first), 'run_at')) end
   local stale = 0
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. ':leases', '-inf', '(' .. now)) do
     if tenant_ok(redis.call('HGET', jkey(P, id), 'tenant'), tenant) then stale = stale + 1 end
@@ -159,11 +173,8 @@ end
 local function oldest_queued(keys, args)
   local P = keys[1]
   local now = clock(args[1])
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. ':due', '-inf', now)) do
-    if tenant_ok(redis.call('HGET', jkey(P, id), 'tenant'), args[2]) then
-      return {now, job_flat(P, id)}
-    end
-  end
+  local first = oldest_due(P, now, args[2])
+  if first then return {now, job_flat(P, first)} end
   return {now}
 end
 

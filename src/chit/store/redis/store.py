@@ -4,11 +4,12 @@ the Redis store offers, one module each."""
 from __future__ import annotations
 
 from chit.store.redis.access import AccessRedis
+from chit.store.redis.fleet import FleetRedis
 from chit.store.redis.flow import FlowRedis
 from chit.store.redis.reports import ReportsRedis
 from chit.store.redis.schedules import SchedulesRedis
 from chit.store.redis.workflows import WorkflowsRedis
 
 
-class RedisStore(FlowRedis, WorkflowsRedis, ReportsRedis, AccessRedis, SchedulesRedis):
+class RedisStore(FlowRedis, WorkflowsRedis, ReportsRedis, AccessRedis, SchedulesRedis, FleetRedis):
     """The Redis store (Redis 7.0+, Valkey 7.2+); see chit.store.redis.core."""
