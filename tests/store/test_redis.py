@@ -16,6 +16,8 @@ import redis
 from chit.errors import StoreError
 from chit.jobs import NewJob, Succeeded
 from chit.limits import Limits
+from chit.settings import Settings
+from chit.store import open_store
 from chit.store.redis import RedisStore
 from chit.store.redis.connection import VERSION
 
@@ -120,3 +122,16 @@ def test_racing_flow_claims_never_both_take_a_limited_kinds_last_slot(redis_url:
         client.close()
         for store in stores:
             store.close()
+
+
+def test_open_store_takes_a_redis_url_and_its_prefix(redis_url: str, client: redis.Redis) -> None:
+    settings = Settings(database_url=f"{redis_url}?prefix=%7Bchit-url%7D", free_hand_backs=1)
+    store = open_store(settings)
+    try:
+        assert isinstance(store, RedisStore) and store.free_hand_backs == 1
+        job_id = store.enqueue(NewJob("k", {})).id
+        assert client.exists(f"{{chit-url}}:j:{job_id}")
+    finally:
+        for key in client.scan_iter(match="{chit-url}:*"):
+            client.delete(key)
+        store.close()

@@ -17,6 +17,7 @@ from contextlib import closing
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -250,7 +251,9 @@ class RedisBackend(Backend):
 
     @property
     def database_url(self) -> str:
-        return self.url
+        if self.prefix == "{chit}":
+            return self.url
+        return f"{self.url}?prefix={quote(self.prefix)}"
 
     def _inspection(self) -> StoreInspection:
         return RedisInspection(self.url, self.prefix, "chit.store.redis.core")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.resources
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 
@@ -42,11 +42,24 @@ def server_name(url: str) -> str:
     return f"{host}:{parts.port or 6379}"
 
 
+def _take_prefix(url: str) -> tuple[str, str | None]:
+    """The URL without its `prefix` query parameter (chit's, not redis-py's), and that."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    prefixes = [v for k, v in pairs if k == "prefix"]
+    if not prefixes:
+        return url, None
+    query = urlencode([(k, v) for k, v in pairs if k != "prefix"])
+    return urlunsplit(parts._replace(query=query)), prefixes[-1]
+
+
 class Connection:
     """A thread-safe client (redis-py's pool) and the calls the store makes on it."""
 
-    def __init__(self, url: str, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(self, url: str, prefix: str | None = None) -> None:
         self.name = server_name(url)
+        url, from_url = _take_prefix(url)
+        prefix = prefix or from_url or DEFAULT_PREFIX
         if "{" not in prefix or "}" not in prefix:
             raise StoreError(f"the Redis key prefix {prefix!r} needs a hash tag, e.g. '{{chit}}'")
         self.prefix = prefix

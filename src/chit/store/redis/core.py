@@ -50,7 +50,7 @@ from chit.store.base import Store, StoredStep
 from chit.store.flow import Claim
 from chit.store.redis import codec
 from chit.store.redis.codec import clock, dumps, loads, ms
-from chit.store.redis.connection import DEFAULT_PREFIX, VERSION, Connection
+from chit.store.redis.connection import VERSION, Connection
 
 # Jobs a prune call deletes at most: short calls, whatever the backlog.
 PRUNE_BATCH = 1_000
@@ -90,13 +90,13 @@ class RedisCore(Store):
         self,
         url: str,
         *,
-        prefix: str = DEFAULT_PREFIX,
+        prefix: str | None = None,
         result_inline_bytes: int = 64 * 1024,
         migrate: bool = True,
     ) -> None:
         self.result_inline_bytes = result_inline_bytes
         self.redis = Connection(url, prefix)
-        self.prefix = prefix
+        self.prefix = self.redis.prefix
         self.redis.check_durability()
         if migrate:
             self.migrate()
