@@ -301,9 +301,11 @@ class RedisCore(Store):
         return self._finish_and_claim(outcomes, claim, clock(now))
 
     def _finish_and_claim(
-        self, outcomes: Sequence[Outcome], claim: Claim, now: str
+        self, outcomes: Sequence[Outcome], claim: Claim, now: str, held: Sequence[str] = ()
     ) -> tuple[list[bool], Claimed]:
-        args = [now, self.free_hand_backs, *self._outcomes(outcomes), *self._claim_args(claim)]
+        """Both in one call, the claim leaving the `held` kinds' jobs queued."""
+        outcome_args = self._outcomes(outcomes)
+        args = [now, self.free_hand_backs, *outcome_args, *self._claim_args(claim, held)]
         applied, rows = self.redis.fcall("chit_finish_claim", *args)
         return [bool(n) for n in applied], Claimed(codec.claimed(rows))
 

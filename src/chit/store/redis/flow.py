@@ -176,12 +176,17 @@ class FlowRedis(RedisCore, FlowControl):
         return self._flow_claim(claim, now, flow)
 
     def _finish_and_claim(
-        self, outcomes: Sequence[Outcome], claim: Claim, now: str
+        self, outcomes: Sequence[Outcome], claim: Claim, now: str, held: Sequence[str] = ()
     ) -> tuple[list[bool], Claimed]:
-        if self._flow_for(claim) is None and not self._flow.held_kinds:
-            return super()._finish_and_claim(outcomes, claim, now)
+        flow = self._flow_for(claim)
+        if flow is None:
+            held = self._flow.held_kinds
+            applied, claimed = super()._finish_and_claim(outcomes, claim, now, held)
+            if held and len(claimed) < claim.limit:
+                claimed = self._and_the_rest(claim, now, claimed)
+            return applied, claimed
         # Under flow control the claim is several calls: the outcomes first.
-        return self.finish_at(outcomes, now), self._claim(claim, now)
+        return self.finish_at(outcomes, now), self._flow_claim(claim, now, flow)
 
     def _and_the_rest(self, claim: Claim, now: str, claimed: Claimed) -> Claimed:
         """After a one-call claim that left held kinds' jobs queued: their shapes
