@@ -40,33 +40,48 @@ def redis_binary() -> str:
     return binary
 
 
+def start_redis(folder: Path, port: int, *extra: str) -> subprocess.Popen[bytes] | None:
+    """A redis-server on `port` keeping its files (AOF) in `folder`, once it
+    answers; None when it did not start (the port was taken meanwhile)."""
+    import redis
+
+    args = [redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder)]
+    args += ["--appendonly", "yes", "--maxmemory-policy", "noeviction", "--save", ""]
+    args += ["--daemonize", "no", "--logfile", str(folder / "redis.log"), *extra]
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0", socket_connect_timeout=1)
+    deadline = time.monotonic() + START_SECONDS
+    try:
+        while process.poll() is None and time.monotonic() < deadline:
+            try:
+                client.ping()
+                return process
+            except redis.ConnectionError:
+                time.sleep(0.02)  # the server is starting: nothing to wait on but its port
+            except redis.BusyLoadingError:
+                time.sleep(0.02)  # reading its AOF back
+    finally:
+        client.close()
+    process.kill()
+    process.wait()
+    return None
+
+
+def free_port() -> int:
+    return _free_port()
+
+
 @contextmanager
 def redis_server(*extra: str) -> Iterator[str]:
     """A running server of our own, as a redis:// URL; stopped and its folder
     removed when the block ends."""
-    import redis
-
     folder = Path(tempfile.mkdtemp(prefix="chit-redis-"))
     for _ in range(3):  # another process may take the free port before the server binds it
         port = _free_port()
-        args = [redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder)]
-        args += ["--appendonly", "yes", "--maxmemory-policy", "noeviction", "--save", ""]
-        args += ["--daemonize", "no", "--logfile", str(folder / "redis.log"), *extra]
-        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = start_redis(folder, port, *extra)
+        if process is None:
+            continue
         url = f"redis://127.0.0.1:{port}/0"
-        client = redis.Redis.from_url(url, socket_connect_timeout=1)
-        deadline = time.monotonic() + START_SECONDS
-        try:
-            while process.poll() is None and time.monotonic() < deadline:
-                try:
-                    client.ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.02)  # the server is starting: nothing to wait on but its port
-            else:
-                continue
-        finally:
-            client.close()
         try:
             yield url
         finally:
