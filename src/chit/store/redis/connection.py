@@ -15,10 +15,13 @@ from chit.errors import StoreError
 
 T = TypeVar("T")
 
-# The library's parts, in order: chit.lua (the core, and the helpers the
-# others use) first, then each capability's.
+# The library's parts, in order: chit.lua (the helpers the others use), the
+# core contract's, then each capability's.
 PARTS = (
     "chit.lua",
+    "enqueue.lua",
+    "lifecycle.lua",
+    "operating.lua",
     "flow.lua",
     "workflows.lua",
     "reports.lua",

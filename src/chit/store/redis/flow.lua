@@ -1,4 +1,4 @@
--- chit.lua's second part (connection.py loads the parts as one library):
+-- Flow control (chit.store.redis.flow): limits, pauses, and a flow claim's reads.
 -- Flow claims (chit/store/flow.py): the reads a FlowClaim asks, and its claim.
 
 -- ARGV: now, queue. The queue's due scheduled jobs made ready, then its
