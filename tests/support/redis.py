@@ -112,6 +112,15 @@ def _shut_down(url: str) -> None:
         client.close()
 
 
+def emptied_redis(url: str) -> str:
+    """The server with every key deleted (chit's functions stay: they are no keys)."""
+    import redis
+
+    with closing(redis.Redis.from_url(url)) as client:
+        client.flushdb()
+    return url
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """The session's own Redis server (one per test process)."""
