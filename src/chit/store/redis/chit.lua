@@ -13,7 +13,7 @@
 --   P:qg:<queue> group -> its queued jobs (due or not); P:queues every queue
 --   P:rk:<kind>, P:rkk:<kind> NUL <key>  running jobs by lease expiry
 --   P:sk:<kind>, P:skk:<kind> NUL <key>  starts (lease tokens) by time, the
---                last hour's: what limits count
+--                last hour's, of kinds with a rate limit: what rates count
 --   P:limits     kind -> JSON {code, operator, updated_at}; P:pauses
 --                ("queue"|"kind") NUL name -> paused_at; P:lock:<kind> a flow
 --                claim's short lock of a limited kind
@@ -34,7 +34,7 @@
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 8
+local VERSION = 9
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 

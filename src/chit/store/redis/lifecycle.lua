@@ -50,8 +50,13 @@ local function start(P, id, worker, lease_ms, now, token, m)
   redis.call('HDEL', k, 'rm')
   if not f[1] then redis.call('HSET', k, 'started_at', now) end
   leased(P, id, f[2], f[3], now + lease_ms)
-  started(P, P .. ':sk:' .. f[2], now, token)
-  if f[3] and f[3] ~= '' then started(P, P .. ':skk:' .. f[2] .. '\0' .. f[3], now, token) end
+  -- Starts are kept (an hour at most) only for a kind with a rate to count
+  -- them against: at thousands of jobs a second they would fill the memory.
+  local limits = redis.call('HGET', P .. ':limits', f[2])
+  if limits and string.find(limits, 'rate"', 1, true) then
+    started(P, P .. ':sk:' .. f[2], now, token)
+    if f[3] and f[3] ~= '' then started(P, P .. ':skk:' .. f[2] .. '\0' .. f[3], now, token) end
+  end
   redis.call('ZREM', P .. ':exp', id)
   held_by(P, ':deb', f[4], f[5], id)
   close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost')

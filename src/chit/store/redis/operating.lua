@@ -168,7 +168,11 @@ local function prune(keys, args)
         if a.outcome then
           local g = a.kind .. '\0' .. a.outcome .. '\0' .. f[1]
           if redis.call('ZREM', P .. ':dur:' .. g, id .. ':' .. a.attempt) == 1 then
-            redis.call('HINCRBYFLOAT', P .. ':dursum', g, -(a.finished_at - a.started_at) / 1000)
+            if redis.call('EXISTS', P .. ':dur:' .. g) == 0 then
+              redis.call('HDEL', P .. ':dursum', g)
+            else
+              redis.call('HINCRBYFLOAT', P .. ':dursum', g, -(a.finished_at - a.started_at) / 1000)
+            end
           end
         end
       end
