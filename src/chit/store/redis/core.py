@@ -1,6 +1,6 @@
 """The Redis store's core: the contract of `chit.store.base.Store`, each transition
-one call of a function of chit.lua (FCALL), so it is atomic on the server and
-costs one round trip.
+one call (FCALL) of a function of chit's Lua library (enqueue.lua, lifecycle.lua,
+operating.lua), so it is atomic on the server and costs one round trip.
 
 Round trips: enqueue_many 1 (a workflow naming stored jobs: 2, reading them
 first); claim 1; finish 1; finish_and_claim 1; heartbeat 1; checkpoint 1;
@@ -58,6 +58,7 @@ PRUNE_BATCH = 1_000
 _STOP_CHECK_SECONDS = 0.05
 # How often an enqueue reads again stored dependencies that changed under it.
 _GRAPH_TRIES = 5
+# Arguments a job takes in enqueue.lua (`_fields`), and with a workflow's columns.
 _PLAIN_WIDTH = 19
 _GRAPH_WIDTH = 28
 
