@@ -5,7 +5,14 @@
 -- milliseconds, "" for the server's TIME (tests pass one).
 --
 -- Keys (P is the prefix):
---   P:j:<id>     a job's hash (fields below; a missing field is None)
+--   P:j:<id>     a job's hash (a missing field is None): id, kind, queue,
+--                priority, payload, state, attempts, max_attempts, run_at,
+--                created_at, updated_at, tenant, g (its group), idem, rhash,
+--                ckey, timeout, unique, tp (traceparent), deb, deb_until,
+--                expires_at, wf, ref, run_on, depends_on and dependents (JSON
+--                ids), deps_pending, error, lease_token, lease_expires_at,
+--                worker, pdone, ptotal, checkpoint, result, result_ext, cancel,
+--                started_at, finished_at, hand_backs, rm (its member of P:r)
 --   P:r:<queue>  ready jobs: score priority, member run_at (13 digits) .. id,
 --                so equal priorities sort by due time, then id
 --   P:gr:<queue> NUL <group>  the same, for one group (kind NUL tenant NUL

@@ -1,5 +1,5 @@
 """Values in and out of Redis: times as milliseconds since the epoch, JSON as
-text, and a job's hash (chit.lua's field names) read as a `Job`."""
+text, and a job's hash (chit.lua's field names: its header lists them) read as a `Job`."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def job(f: dict[str, str], now_ms: int, states: dict[str, int] | None = None) ->
     )
 
 
-# chit.lua's CLAIMED: the fields a claim returns for each job, in this order.
+# lifecycle.lua's CLAIMED: the fields a claim returns for each job, in this order.
 CLAIMED_WIDTH = 14
 
 

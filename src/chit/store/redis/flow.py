@@ -1,7 +1,7 @@
 """Limits and pauses on Redis (`FlowControl`), and claims under them: the
 flow claim (`chit.store.flow.FlowClaim`) with Redis answering its reads.
 
-A claim takes the one-call path (chit.lua's claim) while no queue of it is
+A claim takes the one-call path (lifecycle.lua's claim) while no queue of it is
 paused and each holds one group of queued jobs of a kind neither limited nor
 paused; that call leaves the limited and paused kinds' jobs queued. Otherwise
 the flow claim runs, each read one call: a queue's groups (P:qg, its due
