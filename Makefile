@@ -34,7 +34,7 @@ up: install
 TEST_WORKERS ?= 3
 XDIST := -n $(TEST_WORKERS) --dist loadscope
 
-# The whole suite (about 2,100 tests: 8 minutes on 2 cores). First starts PostgreSQL if it is
+# The whole suite (about 3,200 tests: some 10 minutes on 2 cores). First starts PostgreSQL if it is
 # down and installs what is missing from Debian's packages (scripts/test-deps.sh).
 test: install-dev lint test-deps
 	$(BIN)/pytest -q $(XDIST) $(PYTEST_ARGS)

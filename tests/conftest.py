@@ -25,6 +25,7 @@ from support.postgres import (
     sqlite_or_emptied_postgres,
 )
 from support.processes import Procs, running_procs
+from support.redis import emptied_redis, redis_url  # noqa: F401  (redis_url: a fixture)
 
 
 @pytest.fixture(scope="session")
@@ -55,9 +56,18 @@ def anyio_backend() -> str:
 # The PostgreSQL half is left out of `make test-fast` (the stores' own tests run
 # on both backends there): every test that takes it builds an app, and those
 # were most of the fast loop's time.
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.slow),
+        pytest.param("redis", marks=pytest.mark.slow),
+    ]
+)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A temporary SQLite file, or the session's PostgreSQL database emptied."""
+    """A temporary SQLite file, the session's PostgreSQL database emptied, or
+    the session's redis-server emptied."""
+    if request.param == "redis":
+        return emptied_redis(request.getfixturevalue("redis_url"))
     return sqlite_or_emptied_postgres(request, tmp_path)
 
 

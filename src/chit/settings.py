@@ -192,10 +192,11 @@ class Settings:
                 raise ConfigError(f"{name} has value {value}: must be >= 0 (0: no limit)")
         if not self.queues or any(not q for q in self.queues):
             raise ConfigError("CHIT_QUEUES must name at least one queue")
-        if not self.database_url.startswith(("sqlite:", "postgresql:", "postgres:")):
+        schemes = ("sqlite:", "postgresql:", "postgres:", "redis:", "rediss:", "unix:")
+        if not self.database_url.startswith(schemes):
             raise ConfigError(
                 f"CHIT_DATABASE_URL has value {self.database_url!r}: "
-                "expected sqlite:///path or postgresql://..."
+                "expected sqlite:///path, postgresql://... or redis://..."
             )
 
 

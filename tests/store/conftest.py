@@ -3,6 +3,10 @@
 for SQL (test_sql_*) take `sql_backend` and run on the entries that speak it;
 test_sqlite_* and test_postgres* are about one store alone.
 
+A test that needs a capability beyond the core contract says so with
+`@pytest.mark.needs(Reports, ...)`; on a backend whose store does not declare
+it, the test is skipped, the reason naming what the store lacks.
+
 A new store joins by adding one entry: how to build its Backend (which opens
 its stores, empties its place between tests, and builds its inspection, see
 support/store_backends.py and support/store_inspection.py).
@@ -18,9 +22,16 @@ import psycopg
 import pytest
 
 from chit.store.base import Store
+from chit.store.capabilities import Capability, FullStore
 from chit.store.postgres import PostgresStore
 from support.postgres import postgres_url
-from support.store_backends import Backend, PostgresBackend, SQLBackend, SQLiteBackend
+from support.store_backends import (
+    Backend,
+    PostgresBackend,
+    RedisBackend,
+    SQLBackend,
+    SQLiteBackend,
+)
 from support.store_inspection import StoreInspection
 
 B = TypeVar("B", bound=Backend)
@@ -45,10 +56,16 @@ def _postgres(request: pytest.FixtureRequest) -> PostgresBackend:
     )
 
 
-# The test ids are these names: test_x[sqlite], test_x[postgres].
+def _redis(request: pytest.FixtureRequest) -> RedisBackend:
+    """The session's own redis-server (support/redis.py), emptied before each test."""
+    return RedisBackend(request.getfixturevalue("redis_url"))
+
+
+# The test ids are these names: test_x[sqlite], test_x[postgres], test_x[redis].
 BACKENDS: dict[str, Entry] = {
     "sqlite": Entry(_sqlite, speaks_sql=True),
     "postgres": Entry(_postgres, speaks_sql=True),
+    "redis": Entry(_redis, speaks_sql=False),
 }
 
 
@@ -62,7 +79,23 @@ def postgres_admin_connection(postgres_database: str) -> Iterator[psycopg.Connec
 
 @pytest.fixture(params=list(BACKENDS))
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    yield from _managed(BACKENDS[request.param].make(request))
+    chosen = BACKENDS[request.param].make(request)
+    _skip_what_the_store_lacks(request, chosen)
+    yield from _managed(chosen)
+
+
+def _skip_what_the_store_lacks(request: pytest.FixtureRequest, chosen: Backend) -> None:
+    """Skip a test marked `needs(...)` on a backend whose store lacks one of those."""
+    for marker in request.node.iter_markers("needs"):
+        for capability in marker.args:
+            assert issubclass(capability, Capability), capability
+            if issubclass(chosen.store_class, capability):
+                continue
+            if capability is FullStore:
+                what = "every capability, which open_store asks of the store a URL names"
+            else:
+                what = capability.what
+            pytest.skip(f"{chosen.store_class.__name__} does not offer {what}")
 
 
 @pytest.fixture(params=[name for name, entry in BACKENDS.items() if entry.speaks_sql])

@@ -20,6 +20,8 @@ from chit.errors import (
     UnknownKind,
 )
 from chit.jobs import State
+from chit.store.capabilities import FullStore
+from support.store_backends import needs
 from support.store_queue import report_queue
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ def count(queue: chit.Queue) -> int:
     return sum(queue.store.stats().by_state.values())
 
 
+@needs(FullStore)
 async def test_aenqueue_stores_what_enqueue_stores(queue: chit.Queue) -> None:
     sync = queue.enqueue("report", {"region": "emea"}, idempotency_key="s", concurrency_key="c")
     done = await queue.aenqueue(
@@ -51,6 +54,7 @@ async def test_aenqueue_stores_what_enqueue_stores(queue: chit.Queue) -> None:
     assert a.payload == {"region": "emea", "year": 2026} and a.queue == "reports"
 
 
+@needs(FullStore)
 async def test_the_same_idempotency_key_answers_the_same_job(queue: chit.Queue) -> None:
     first = await queue.aenqueue("free", {"n": 1}, idempotency_key="k")
     again = await queue.aenqueue("free", {"n": 1}, idempotency_key="k")
@@ -62,6 +66,7 @@ async def test_the_same_idempotency_key_answers_the_same_job(queue: chit.Queue) 
     assert count(queue) == 1
 
 
+@needs(FullStore)
 @pytest.mark.parametrize(
     ("kind", "payload", "error"),
     [
@@ -85,6 +90,7 @@ async def test_bad_input_raises_and_stores_nothing(
     assert count(queue) == 0
 
 
+@needs(FullStore)
 async def test_aenqueue_many_stores_a_batch_and_a_graph(queue: chit.Queue) -> None:
     batch = await queue.aenqueue_many(chit.JobRequest("free", {"n": n}) for n in range(150))
     assert len({e.id for e in batch}) == 150 and all(e.created for e in batch)
@@ -111,6 +117,7 @@ async def test_aenqueue_many_stores_a_batch_and_a_graph(queue: chit.Queue) -> No
     assert count(queue) == 153
 
 
+@needs(FullStore)
 async def test_aenqueue_after_aclose_opens_the_store_again(queue: chit.Queue) -> None:
     first = await queue.aenqueue("free", {})
     await queue.aclose()
@@ -118,6 +125,7 @@ async def test_aenqueue_after_aclose_opens_the_store_again(queue: chit.Queue) ->
     assert queue.get(first.id).state is queue.get(second.id).state is State.QUEUED
 
 
+@needs(FullStore)
 async def test_aenqueue_from_another_event_loop(queue: chit.Queue) -> None:
     # A pool lives on one loop; a second loop (asyncio.run in a thread) gets its own.
     here = await queue.aenqueue("free", {})
@@ -135,6 +143,7 @@ async def test_aenqueue_from_another_event_loop(queue: chit.Queue) -> None:
     assert len({here.id, there.id, again.id}) == 3
 
 
+@needs(FullStore)
 async def test_the_event_loop_runs_while_the_database_makes_aenqueue_wait(
     backend: Backend, queue: chit.Queue
 ) -> None:

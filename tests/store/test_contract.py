@@ -37,6 +37,8 @@ from chit.jobs import (
 from chit.settings import Settings
 from chit.store import open_store
 from chit.store.base import Store
+from chit.store.capabilities import FullStore
+from support.store_backends import needs
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -1451,6 +1453,7 @@ def one_free_hand_back(backend: Backend) -> Iterator[Store]:
     store.close()
 
 
+@needs(FullStore)
 def test_the_free_hand_backs_are_a_setting(one_free_hand_back: Store) -> None:
     store = one_free_hand_back
     job_id = store.enqueue(new(max_attempts=1)).id

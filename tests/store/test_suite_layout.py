@@ -8,13 +8,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-STORE_ONLY = re.compile(r"^test_(sql|sqlite|postgres)(_\w+)?\.py$")
+STORE_ONLY = re.compile(r"^test_(sql|sqlite|postgres|redis)(_\w+)?\.py$")
 RAW_SQL = re.compile(
     r"\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|PRAGMA|TRUNCATE|LOCK TABLE)\b"
     r"|\.execute\(|\.executemany\("
 )
 # Drivers and the stores' own modules: conftest.py opens the stores, the tests do not.
-STORE_INTERNALS = re.compile(r"\b(sqlite3|psycopg|chit\.store\.(sql|sqlite|postgres))\b")
+STORE_INTERNALS = re.compile(r"\b(sqlite3|psycopg|chit\.store\.(sql|sqlite|postgres|redis))\b")
 
 
 def _shared() -> list[Path]:

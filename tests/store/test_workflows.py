@@ -25,7 +25,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store.base import Store
-from chit.store.capabilities import FullStore
+from chit.store.capabilities import Workflows
 from store.test_contract import LEASE, later, new
 from support.store_backends import Backend
 from support.store_inspection import StoreInspection
@@ -91,7 +91,7 @@ def test_a_diamond_is_released_level_by_level_and_the_last_job_reads_both_result
         (ids["b"], "b", State.SUCCEEDED, {"kind": "b"}),
         (ids["c"], "c", State.SUCCEEDED, {"kind": "c"}),
     ]
-    assert isinstance(store, FullStore)
+    assert isinstance(store, Workflows)
     assert store.dependents(ids["a"]) == [ids["b"], ids["c"]]
     view = store.workflow(next(iter({store.get(ids["a"]).workflow_id})))  # type: ignore[union-attr]
     assert view is not None
@@ -174,7 +174,7 @@ def test_cancelling_a_job_cancels_its_waiting_dependents(store: Store) -> None:
     assert store.cancel(ids["b"]).value == "cancelled"
     assert state(store, ids["c"]) is State.CANCELLED
     assert state(store, ids["cb"]) is State.QUEUED
-    assert isinstance(store, FullStore)
+    assert isinstance(store, Workflows)
     workflow_id = store.get(ids["a"]).workflow_id  # type: ignore[union-attr]
     assert workflow_id is not None
     assert store.cancel_workflow(workflow_id) == 2  # a and cb

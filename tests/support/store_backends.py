@@ -17,20 +17,28 @@ from contextlib import closing
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from chit.store.base import Store
 from chit.store.postgres import PostgresStore
 from chit.store.sqlite import SQLiteStore
-from support.store_inspection import PostgresInspection, SQLiteInspection, StoreInspection
+from support.store_inspection import (
+    PostgresInspection,
+    RedisInspection,
+    SQLiteInspection,
+    StoreInspection,
+)
 
 
 class Backend:
     """One place a store lives."""
 
     name: str
+    store_class: type[Store]  # what `open` opens: the capabilities it declares
 
     def __init__(self) -> None:
         self._opened: list[Store] = []
@@ -91,6 +99,7 @@ class SQLBackend(Backend):
 
 class SQLiteBackend(SQLBackend):
     name = "sqlite"
+    store_class = SQLiteStore
 
     def __init__(self, path: Path) -> None:
         super().__init__()
@@ -136,6 +145,7 @@ class SQLiteBackend(SQLBackend):
 
 class PostgresBackend(SQLBackend):
     name = "postgres"
+    store_class = PostgresStore
 
     def __init__(
         self,
@@ -223,3 +233,52 @@ class PostgresBackend(SQLBackend):
                 sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema))
             )
             self.admin.close()
+
+
+class RedisBackend(Backend):
+    """Keys under one prefix on the session's own redis-server; another place
+    is another prefix on it."""
+
+    name = "redis"
+
+    def __init__(self, url: str, prefix: str = "{chit}") -> None:
+        from chit.store.redis import RedisStore
+
+        super().__init__()
+        self.url = url
+        self.prefix = prefix
+        self.store_class = RedisStore
+
+    @property
+    def database_url(self) -> str:
+        if self.prefix == "{chit}":
+            return self.url
+        return f"{self.url}?prefix={quote(self.prefix)}"
+
+    def _inspection(self) -> StoreInspection:
+        return RedisInspection(self.url, self.prefix, "chit.store.redis.core")
+
+    def _open(self, **options: Any) -> Store:
+        return self.store_class(self.url, prefix=self.prefix, **options)
+
+    def fresh(self) -> Backend:
+        return RedisBackend(self.url, "{chit-" + secrets.token_hex(4) + "}")
+
+    def reset(self) -> None:
+        import redis
+
+        with closing(redis.Redis.from_url(self.url)) as client:
+            keys = list(client.scan_iter(match=f"{self.prefix}:*", count=1000))
+            for start in range(0, len(keys), 1000):
+                client.unlink(*keys[start : start + 1000])
+
+    def close(self) -> None:
+        super().close()
+        if self.prefix != "{chit}":
+            self.reset()
+
+
+def needs(*capabilities: type) -> pytest.MarkDecorator:
+    """Mark a store test as needing these capabilities beyond the core contract:
+    skipped on a backend whose store does not declare one (tests/store/conftest.py)."""
+    return pytest.mark.needs.with_args(*capabilities)

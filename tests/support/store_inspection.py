@@ -10,6 +10,7 @@ reaches the database and takes its write lock.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import sys
 from abc import ABC, abstractmethod
@@ -151,3 +152,60 @@ class PostgresInspection(SQLInspection):
             locker.execute("LOCK TABLE chit_jobs IN EXCLUSIVE MODE")  # until the commit
             yield
             locker.execute("COMMIT")
+
+
+class RedisInspection(StoreInspection):
+    """The Redis store's keys (chit/store/redis/chit.lua lists them)."""
+
+    def __init__(self, url: str, prefix: str, store_module: str) -> None:
+        import redis
+
+        self.url = url
+        self.prefix = prefix
+        self._store_module = store_module
+        self._client = redis.Redis.from_url(url, decode_responses=True)
+
+    def _keys(self, kind: str) -> list[str]:
+        return list(self._client.scan_iter(match=f"{self.prefix}:{kind}:*", count=1000))
+
+    def _jobs(self) -> list[dict[str, str]]:
+        return [self._client.hgetall(key) for key in self._keys("j")]
+
+    def job_count(self) -> int:
+        return len(self._keys("j"))
+
+    def active_jobs_holding(self, unique_key: str) -> int:
+        active = ("waiting", "queued", "running")
+        return sum(
+            1 for j in self._jobs() if j.get("unique") == unique_key and j["state"] in active
+        )
+
+    def leave_open_attempt(
+        self, job_id: str, attempt: int, worker: str, started_at: datetime
+    ) -> None:
+        record = {"attempt": attempt, "worker": worker, "kind": "", "ckey": ""}
+        record["started_at"] = int(started_at.timestamp() * 1000)
+        self._client.rpush(f"{self.prefix}:att:{job_id}", json.dumps(record))
+
+    def inline_result(self, job_id: str) -> Any:
+        return self._client.hget(f"{self.prefix}:j:{job_id}", "result")
+
+    def external_results(self, job_id: str | None = None) -> int:
+        if job_id is None:
+            return len(self._keys("res"))
+        return int(self._client.exists(f"{self.prefix}:res:{job_id}"))
+
+    def step_count(self) -> int:
+        return sum(int(self._client.hlen(key)) for key in self._keys("st"))
+
+    @contextmanager
+    def hold_writes(self) -> Iterator[None]:
+        # Writes wait while the server is paused for them; reads go on.
+        self._client.client_pause(60_000, all=False)
+        try:
+            yield
+        finally:
+            self._client.client_unpause()
+
+    def prune_in_batches_of(self, size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(sys.modules[self._store_module], "PRUNE_BATCH", size)

@@ -242,9 +242,7 @@ def _same(queue: Queue, requests: list[JobRequest], view: WorkflowView) -> bool:
     return True
 
 
-def _view_of(
-    workflow_id: str, requests: list[JobRequest], results: list[Enqueued]
-) -> WorkflowView:
+def _view_of(workflow_id: str, requests: list[JobRequest], results: list[Enqueued]) -> WorkflowView:
     """What the answer needs of a workflow just stored (its ids by ref)."""
     jobs = [
         WorkflowJob(e.id, r.ref, r.kind, State.WAITING, (), RunOn(r.run_on))

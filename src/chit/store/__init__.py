@@ -1,4 +1,5 @@
-"""Job stores. `open_store(settings)` picks the backend from the database URL."""
+"""Job stores. `open_store(settings)` picks the backend from the database URL:
+sqlite:, postgresql: (or postgres:), redis: (or rediss:, unix:)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,12 @@ def open_store(settings: Settings) -> FullStore:
             result_inline_bytes=settings.result_inline_bytes,
             pool_size=settings.concurrency + 3,
         )
+    elif url.startswith(("redis:", "rediss:", "unix:")):
+        from chit.store.redis import RedisStore
+
+        redis_store = RedisStore(url, result_inline_bytes=settings.result_inline_bytes)
+        redis_store.free_hand_backs = settings.free_hand_backs
+        return redis_store
     else:
         raise ValueError(f"unsupported database URL {url!r}")
     store.free_hand_backs = settings.free_hand_backs

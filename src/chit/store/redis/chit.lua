@@ -1,0 +1,229 @@
+#!lua name=chit
+-- chit's Redis library: every transition of a job is one function, run
+-- atomically by the server (FCALL). KEYS[1] is the prefix ("{chit}"), whose
+-- hash tag puts every key chit writes in one slot; ARGV[1] is the time in
+-- milliseconds, "" for the server's TIME (tests pass one).
+--
+-- Keys (P is the prefix):
+--   P:j:<id>     a job's hash (a missing field is None): id, kind, queue,
+--                priority, payload, state, attempts, max_attempts, run_at,
+--                created_at, updated_at, tenant, g (its group), idem, rhash,
+--                ckey, timeout, unique, tp (traceparent), deb, deb_until,
+--                expires_at, wf, ref, run_on, depends_on and dependents (JSON
+--                ids), deps_pending, error, lease_token, lease_expires_at,
+--                worker, pdone, ptotal, checkpoint, result, result_ext, cancel,
+--                started_at, finished_at, hand_backs, rm (its member of P:r)
+--   P:r:<queue>  ready jobs: score priority, member run_at (13 digits) .. id,
+--                so equal priorities sort by due time, then id
+--   P:gr:<queue> NUL <group>  the same, for one group (kind NUL tenant NUL
+--                concurrency key: the job's field g), for flow claims
+--   P:qg:<queue> group -> its queued jobs (due or not); P:queues every queue
+--   P:rk:<kind>, P:rkk:<kind> NUL <key>  running jobs by lease expiry
+--   P:sk:<kind>, P:skk:<kind> NUL <key>  starts (lease tokens) by time, the
+--                last hour's, of kinds with a rate limit: what rates count
+--   P:limits     kind -> JSON {code, operator, updated_at}; P:pauses
+--                ("queue"|"kind") NUL name -> paused_at; P:lock:<kind> a flow
+--                claim's short lock of a limited kind
+--   P:s:<queue>  scheduled jobs (run_at in the future): score run_at, member id;
+--                a claim moves those due to P:r
+--   P:w:<queue>  wake tokens: enqueue pushes, idle workers BLPOP
+--   P:leases     running jobs by lease expiry
+--   P:exp        jobs not started yet that have an expires_at, by it
+--   P:done       terminal jobs by finished_at (prune); P:failed the failed ones
+--   P:idem, P:uniq, P:deb   (tenant NUL key) -> the job holding the key
+--   P:res:<id>   a large result; P:att:<id> attempt records (JSON, in order);
+--   P:st:<id>    steps: name -> "attempt|created_at|result"
+--   P:tok        the lease token counter
+--   P:d:<queue>  its ready jobs by due time; P:run:<queue> its running jobs
+--   P:wf:<id>    a workflow's job ids
+--
+-- The library is this file (the helpers every part uses), then the other
+-- parts in connection.PARTS' order, loaded as one chunk: each part uses the
+-- helpers of those before it.
+
+local VERSION = 10
+local WAKE_TOKENS = 16
+local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
+
+local function clock(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function jkey(P, id) return P .. ':j:' .. id end
+
+local function member(run_at, id) return string.format('%013d', run_at) .. id end
+
+local function nonempty(v) if v == '' then return nil end return v end
+
+-- A job's state changed (`from` nil: stored; `to` nil: deleted): the indexes
+-- reports read, P:bs:<state> (ids by state) and P:cnt (state NUL kind NUL
+-- tenant -> jobs), moved with it.
+local function moved(P, id, from, to)
+  local f = redis.call('HMGET', jkey(P, id), 'kind', 'tenant')
+  local tail = '\0' .. f[1] .. '\0' .. f[2]
+  if from then
+    if redis.call('HINCRBY', P .. ':cnt', from .. tail, -1) <= 0 then
+      redis.call('HDEL', P .. ':cnt', from .. tail)
+    end
+    redis.call('ZREM', P .. ':bs:' .. from, id)
+  end
+  if to then
+    redis.call('HINCRBY', P .. ':cnt', to .. tail, 1)
+    redis.call('ZADD', P .. ':bs:' .. to, 0, id)
+  end
+end
+
+-- Queue placement
+
+local function wake(P, queue)
+  local w = P .. ':w:' .. queue
+  if redis.call('LLEN', w) < WAKE_TOKENS then redis.call('RPUSH', w, '1') end
+end
+
+local function gkey(P, queue, g) return P .. ':gr:' .. queue .. '\0' .. g end
+
+-- Put a queued job where claims find it: ready when due, else scheduled.
+local function place(P, id, queue, priority, run_at, now)
+  if run_at <= now then
+    local m = member(run_at, id)
+    local k = jkey(P, id)
+    redis.call('ZADD', P .. ':r:' .. queue, priority, m)
+    redis.call('ZADD', gkey(P, queue, redis.call('HGET', k, 'g')), priority, m)
+    redis.call('ZADD', P .. ':d:' .. queue, run_at, id)
+    redis.call('HSET', k, 'rm', m)
+    wake(P, queue)
+  else
+    redis.call('ZADD', P .. ':s:' .. queue, run_at, id)
+  end
+end
+
+local function unplace(P, id, queue, rm)
+  local k = jkey(P, id)
+  if rm then
+    redis.call('ZREM', P .. ':r:' .. queue, rm)
+    redis.call('ZREM', gkey(P, queue, redis.call('HGET', k, 'g')), rm)
+  end
+  redis.call('ZREM', P .. ':s:' .. queue, id)
+  redis.call('ZREM', P .. ':d:' .. queue, id)
+  redis.call('HDEL', k, 'rm')
+end
+
+-- A job becomes queued, or stops being: its group's count.
+local function queued_in(P, id, queue)
+  redis.call('HINCRBY', P .. ':qg:' .. queue, redis.call('HGET', jkey(P, id), 'g'), 1)
+end
+
+local function queued_out(P, id, queue)
+  local qg, g = P .. ':qg:' .. queue, redis.call('HGET', jkey(P, id), 'g')
+  if redis.call('HINCRBY', qg, g, -1) <= 0 then redis.call('HDEL', qg, g) end
+end
+
+local function held_by(P, index, tenant, key, id)
+  if key then
+    local k = tenant .. '\0' .. key
+    if redis.call('HGET', P .. index, k) == id then redis.call('HDEL', P .. index, k) end
+  end
+end
+
+-- A job that just became terminal: its indexes.
+local function ended(P, id, state, now)
+  local k = jkey(P, id)
+  local f = redis.call('HMGET', k, 'tenant', 'unique', 'deb')
+  held_by(P, ':uniq', f[1], f[2], id)
+  held_by(P, ':deb', f[1], f[3], id)
+  redis.call('ZREM', P .. ':exp', id)
+  redis.call('ZADD', P .. ':done', now, id)
+  if state == 'failed' then redis.call('ZADD', P .. ':failed', now, id) end
+  if state == 'failed' or state == 'succeeded' then
+    redis.call('ZADD', P .. ':fin:' .. state, now, id)
+    redis.call('ZADD', P .. ':fin:' .. state .. '\0' .. f[1], now, id)
+  end
+end
+
+-- Attempt records
+
+local function close_attempt(P, id, now, outcome, err)
+  local a = P .. ':att:' .. id
+  local last = redis.call('LINDEX', a, -1)
+  if not last then return end
+  local rec = cjson.decode(last)
+  if rec.finished_at then return end
+  rec.finished_at = now
+  rec.outcome = outcome
+  rec.error = err
+  redis.call('LSET', a, -1, cjson.encode(rec))
+  -- Durations by kind, outcome and tenant, for attempt_stats' histograms.
+  local g = rec.kind .. '\0' .. outcome .. '\0' .. (redis.call('HGET', jkey(P, id), 'tenant') or '')
+  local seconds = (now - rec.started_at) / 1000
+  redis.call('ZADD', P .. ':dur:' .. g, seconds, id .. ':' .. rec.attempt)
+  redis.call('HINCRBYFLOAT', P .. ':dursum', g, seconds)
+end
+
+-- Workflows: what an outcome does to the jobs depending on it.
+
+local function dependents_of(P, id)
+  local d = redis.call('HGET', jkey(P, id), 'dependents')
+  if not d then return {} end
+  return cjson.decode(d)
+end
+
+local function count_down(P, id, callbacks_only, now)
+  for _, d in ipairs(dependents_of(P, id)) do
+    local k = jkey(P, d)
+    local f = redis.call('HMGET', k, 'state', 'run_on', 'deps_pending', 'queue', 'priority', 'run_at')
+    if f[1] and (not callbacks_only or f[2] == 'finished') then
+      local pending = tonumber(f[3] or '0') - 1
+      redis.call('HSET', k, 'deps_pending', pending, 'updated_at', now)
+      if f[1] == 'waiting' and pending <= 0 then
+        redis.call('HSET', k, 'state', 'queued')
+        moved(P, d, 'waiting', 'queued')
+        queued_in(P, d, f[4])
+        place(P, d, f[4], tonumber(f[5]), tonumber(f[6]), now)
+      end
+    end
+  end
+end
+
+-- `succeeded`, `failed_or_cancelled`: ids that just ended so.
+local function settle(P, succeeded, finished, now)
+  for _, id in ipairs(succeeded) do count_down(P, id, false, now) end
+  while #finished > 0 do
+    local next_round = {}
+    for _, x in ipairs(finished) do
+      count_down(P, x, true, now)
+      local how = redis.call('HGET', jkey(P, x), 'state')
+      for _, d in ipairs(dependents_of(P, x)) do
+        local k = jkey(P, d)
+        local f = redis.call('HMGET', k, 'state', 'run_on')
+        if f[1] == 'waiting' and f[2] == 'succeeded' then
+          redis.call('HSET', k, 'state', 'cancelled', 'error', 'dependency ' .. x .. ' ' .. how,
+            'finished_at', now, 'updated_at', now)
+          moved(P, d, 'waiting', 'cancelled')
+          ended(P, d, 'cancelled', now)
+          table.insert(next_round, d)
+        end
+      end
+    end
+    finished = next_round
+  end
+end
+
+local function has_dependents(P, id)
+  return redis.call('HEXISTS', jkey(P, id), 'dependents') == 1
+end
+
+
+-- Shared by the parts that read a job for a tenant.
+local function tenant_ok(f_tenant, tenant)
+  return tenant == '' or f_tenant == string.sub(tenant, 2)
+end
+
+
+local RO = {'no-writes'}
+
+local function version() return VERSION end
+
+redis.register_function('chit_version', version)
+redis.register_function{function_name = 'chit_version_ro', callback = version, flags = RO}

@@ -1,0 +1,373 @@
+-- A job's lifecycle: claims, outcomes, heartbeats, checkpoints, steps,
+-- leases and expiry.
+
+-- Claims
+
+local CLAIMED = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 'lease_token',
+  'checkpoint', 'pdone', 'ptotal', 'timeout', 'depends_on', 'tenant', 'tp'}
+
+-- Move a queue's scheduled jobs that are due to its ready set.
+local function promote(P, queue, now)
+  local s = P .. ':s:' .. queue
+  local due = redis.call('ZRANGEBYSCORE', s, '-inf', now, 'LIMIT', 0, 1000)
+  for _, id in ipairs(due) do
+    local f = redis.call('HMGET', jkey(P, id), 'priority', 'run_at', 'g')
+    local m = member(tonumber(f[2]), id)
+    redis.call('ZADD', P .. ':r:' .. queue, tonumber(f[1]), m)
+    redis.call('ZADD', gkey(P, queue, f[3]), tonumber(f[1]), m)
+    redis.call('ZADD', P .. ':d:' .. queue, tonumber(f[2]), id)
+    redis.call('HSET', jkey(P, id), 'rm', m)
+  end
+  if #due > 0 then redis.call('ZREM', s, unpack(due)) end
+end
+
+-- A job's lease in the indexes limits read: by kind, and by key.
+local function leased(P, id, kind, ckey, expires)
+  redis.call('ZADD', P .. ':leases', expires, id)
+  redis.call('ZADD', P .. ':rk:' .. kind, expires, id)
+  if ckey and ckey ~= '' then redis.call('ZADD', P .. ':rkk:' .. kind .. '\0' .. ckey, expires, id) end
+end
+
+local HOUR = 3600000
+
+local function started(P, key, now, token)
+  redis.call('ZADD', key, now, token)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - HOUR)
+end
+
+-- A queued job (its ready entry `m` already gone from P:r) starts.
+local function start(P, id, worker, lease_ms, now, token, m)
+  local k = jkey(P, id)
+  local f = redis.call('HMGET', k, 'started_at', 'kind', 'ckey', 'tenant', 'deb', 'attempts', 'queue', 'g')
+  local attempt = tonumber(f[6]) + 1
+  redis.call('ZREM', gkey(P, f[7], f[8]), m)
+  queued_out(P, id, f[7])
+  redis.call('HSET', k, 'state', 'running', 'attempts', attempt, 'lease_token', token,
+    'lease_expires_at', now + lease_ms, 'worker', worker, 'updated_at', now)
+  moved(P, id, 'queued', 'running')
+  redis.call('ZREM', P .. ':d:' .. f[7], id)
+  redis.call('SADD', P .. ':run:' .. f[7], id)
+  redis.call('HDEL', k, 'rm')
+  if not f[1] then redis.call('HSET', k, 'started_at', now) end
+  leased(P, id, f[2], f[3], now + lease_ms)
+  -- Starts are kept (an hour at most) only for a kind with a rate to count
+  -- them against: at thousands of jobs a second they would fill the memory.
+  local limits = redis.call('HGET', P .. ':limits', f[2])
+  if limits and string.find(limits, 'rate"', 1, true) then
+    started(P, P .. ':sk:' .. f[2], now, token)
+    if f[3] and f[3] ~= '' then started(P, P .. ':skk:' .. f[2] .. '\0' .. f[3], now, token) end
+  end
+  redis.call('ZREM', P .. ':exp', id)
+  held_by(P, ':deb', f[4], f[5], id)
+  close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost')
+  redis.call('RPUSH', P .. ':att:' .. id, cjson.encode({attempt = attempt, worker = worker,
+    started_at = now, kind = f[2], ckey = f[3] or ''}))
+  return redis.call('HMGET', k, unpack(CLAIMED))
+end
+
+local function kind_set(arg)
+  if arg == '' then return nil end
+  local set = {}
+  for _, kind in ipairs(cjson.decode(arg)) do set[kind] = true end
+  return set
+end
+
+local function next_token(P, id)
+  return string.format('%x', redis.call('INCR', P .. ':tok')) .. '-' .. id
+end
+
+-- ARGV from `base`: worker, lease (ms), limit, kinds (JSON, "" for any),
+-- held kinds (JSON: limited or paused ones, left to flow claims; "" for none),
+-- queue count, queues.
+local function claim_in(P, args, base, now)
+  local worker, lease_ms, limit = args[base], tonumber(args[base + 1]), tonumber(args[base + 2])
+  local kinds, held = kind_set(args[base + 3]), kind_set(args[base + 4]) or {}
+  local nq = tonumber(args[base + 5])
+  local out = {}
+  local taken = 0
+  for q = 1, nq do
+    if taken >= limit then break end
+    local queue = args[base + 5 + q]
+    promote(P, queue, now)
+    local r = P .. ':r:' .. queue
+    local offset = 0
+    while taken < limit do
+      local page = redis.call('ZRANGE', r, offset, offset + SCAN - 1)
+      if #page == 0 then break end
+      local skipped = 0
+      for _, m in ipairs(page) do
+        if taken >= limit then break end
+        local id = string.sub(m, 14)
+        local f = redis.call('HMGET', jkey(P, id), 'kind', 'expires_at', 'started_at')
+        local expired = f[2] and not f[3] and tonumber(f[2]) <= now
+        if (kinds == nil or kinds[f[1]]) and not held[f[1]] and not expired then
+          redis.call('ZREM', r, m)
+          local row = start(P, id, worker, lease_ms, now, next_token(P, id), m)
+          for _, v in ipairs(row) do out[#out + 1] = v end
+          taken = taken + 1
+        else
+          skipped = skipped + 1
+        end
+      end
+      if #page < SCAN then break end
+      offset = offset + skipped
+    end
+  end
+  return out
+end
+
+local function claim(keys, args)
+  local P = keys[1]
+  return claim_in(P, args, 2, clock(args[1]))
+end
+
+-- Outcomes
+
+-- A job leaves `running`: its lease and fence go.
+local function unlease(P, id, k)
+  local f = redis.call('HMGET', k, 'kind', 'ckey', 'queue')
+  redis.call('SREM', P .. ':run:' .. f[3], id)
+  redis.call('HDEL', k, 'lease_token', 'lease_expires_at')
+  redis.call('ZREM', P .. ':leases', id)
+  if f[1] then redis.call('ZREM', P .. ':rk:' .. f[1], id) end
+  if f[2] and f[2] ~= '' then redis.call('ZREM', P .. ':rkk:' .. f[1] .. '\0' .. f[2], id) end
+end
+
+local function fenced(k, token)
+  local f = redis.call('HMGET', k, 'state', 'lease_token')
+  return f[1] == 'running' and f[2] == token
+end
+
+-- One outcome: code (S, F, R, C, Z), id, token, then five values. Returns
+-- the state it left the job in, or nil when fenced out.
+local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
+  local k = jkey(P, id)
+  if not fenced(k, token) then return nil end
+  local f = redis.call('HMGET', k, 'cancel', 'attempts', 'max_attempts', 'hand_backs', 'queue', 'priority')
+  local cancel = f[1] == '1'
+  local attempts, max = tonumber(f[2]), tonumber(f[3])
+  local state, outcome, err = nil, nil, nil
+  unlease(P, id, k)
+  local requeue_at = nil
+  if code == 'S' then
+    state, outcome = 'succeeded', 'succeeded'
+    if b == '1' then
+      redis.call('SET', P .. ':res:' .. id, a)
+      redis.call('HSET', k, 'result_ext', '1')
+      redis.call('HDEL', k, 'result')
+    else
+      redis.call('HSET', k, 'result', a)
+      redis.call('HDEL', k, 'result_ext')
+    end
+    if c == '1' then
+      redis.call('HDEL', k, 'pdone', 'ptotal')
+      if d ~= '' then redis.call('HSET', k, 'pdone', d) end
+      if e ~= '' then redis.call('HSET', k, 'ptotal', e) end
+    end
+    redis.call('HDEL', k, 'error')
+  elseif code == 'F' then
+    redis.call('HSET', k, 'error', a)
+    err = a
+    if cancel then state = 'cancelled'
+    elseif b == '' or attempts >= max then state = 'failed'
+    else state = 'queued'; requeue_at = now + tonumber(b) end
+    outcome = state == 'queued' and 'retried' or state
+  elseif code == 'R' then
+    local hand_backs = tonumber(f[4] or '0')
+    local free_one = hand_backs < tonumber(free)
+    if free_one then attempts = attempts - 1 end
+    redis.call('HSET', k, 'hand_backs', hand_backs + 1, 'attempts', attempts)
+    if cancel then state = 'cancelled'
+    elseif not free_one and attempts >= max then
+      state = 'failed'
+      err = 'handed back ' .. (hand_backs + 1) .. ' times without finishing'
+      redis.call('HSET', k, 'error', err)
+    else state = 'queued'; requeue_at = now end
+    outcome = state == 'queued' and 'released' or state
+  elseif code == 'C' then
+    state, outcome = 'cancelled', 'cancelled'
+  else  -- Z: snoozed
+    redis.call('HSET', k, 'attempts', attempts - 1)
+    if cancel then state = 'cancelled' else state = 'queued'; requeue_at = now + tonumber(a) end
+    outcome = state == 'queued' and 'snoozed' or state
+  end
+  redis.call('HSET', k, 'state', state, 'updated_at', now)
+  moved(P, id, 'running', state)
+  if requeue_at then
+    redis.call('HSET', k, 'run_at', requeue_at)
+    queued_in(P, id, f[5])
+    place(P, id, f[5], tonumber(f[6]), requeue_at, now)
+  else
+    redis.call('HSET', k, 'finished_at', now)
+    ended(P, id, state, now)
+  end
+  close_attempt(P, id, now, outcome, err)
+  return state
+end
+
+-- ARGV from `base`: count, then 8 values an outcome.
+local function finish_in(P, args, base, now, free)
+  local n = tonumber(args[base])
+  local out, succeeded, finished = {}, {}, {}
+  for i = 0, n - 1 do
+    local b = base + 1 + i * 8
+    local id = args[b + 1]
+    local state = finish_one(P, now, free, args[b], id, args[b + 2], args[b + 3], args[b + 4],
+      args[b + 5], args[b + 6], args[b + 7])
+    out[#out + 1] = state and 1 or 0
+    if state and has_dependents(P, id) then
+      if state == 'succeeded' then table.insert(succeeded, id)
+      elseif state ~= 'queued' then table.insert(finished, id) end
+    end
+  end
+  settle(P, succeeded, finished, now)
+  return out, base + 1 + n * 8
+end
+
+-- ARGV: now, free hand-backs, outcomes.
+local function finish(keys, args)
+  local out = finish_in(keys[1], args, 3, clock(args[1]), args[2])
+  return out
+end
+
+-- ARGV: now, free hand-backs, outcomes, then a claim's arguments.
+local function finish_claim(keys, args)
+  local P = keys[1]
+  local now = clock(args[1])
+  local out, next_arg = finish_in(P, args, 3, now, args[2])
+  return {out, claim_in(P, args, next_arg, now)}
+end
+
+-- ARGV: now, lease (ms), then id, token, has progress, done, total a beat.
+-- Returns id, cancel requested (1/0) of each held job.
+local function heartbeat(keys, args)
+  local P = keys[1]
+  local now = clock(args[1])
+  local lease_ms = tonumber(args[2])
+  local out = {}
+  for b = 3, #args, 5 do
+    local id = args[b]
+    local k = jkey(P, id)
+    if fenced(k, args[b + 1]) then
+      redis.call('HSET', k, 'lease_expires_at', now + lease_ms, 'updated_at', now)
+      local g = redis.call('HMGET', k, 'kind', 'ckey')
+      leased(P, id, g[1], g[2], now + lease_ms)
+      if args[b + 2] == '1' then
+        redis.call('HDEL', k, 'pdone', 'ptotal')
+        if args[b + 3] ~= '' then redis.call('HSET', k, 'pdone', args[b + 3]) end
+        if args[b + 4] ~= '' then redis.call('HSET', k, 'ptotal', args[b + 4]) end
+      end
+      out[#out + 1] = id
+      out[#out + 1] = redis.call('HGET', k, 'cancel') == '1' and 1 or 0
+    end
+  end
+  return out
+end
+
+-- ARGV: now, id, token, checkpoint JSON, lease (ms), has progress, done, total.
+local function checkpoint(keys, args)
+  local P = keys[1]
+  local now = clock(args[1])
+  local id = args[2]
+  local k = jkey(P, id)
+  if not fenced(k, args[3]) then return 0 end
+  local lease_ms = tonumber(args[5])
+  redis.call('HSET', k, 'checkpoint', args[4], 'lease_expires_at', now + lease_ms, 'updated_at', now)
+  local g = redis.call('HMGET', k, 'kind', 'ckey')
+  leased(P, id, g[1], g[2], now + lease_ms)
+  if args[6] == '1' then
+    redis.call('HDEL', k, 'pdone', 'ptotal')
+    if args[7] ~= '' then redis.call('HSET', k, 'pdone', args[7]) end
+    if args[8] ~= '' then redis.call('HSET', k, 'ptotal', args[8]) end
+  end
+  return 1
+end
+
+-- ARGV: now, id, token, name, result JSON. A step stored keeps its first result.
+local function save_step(keys, args)
+  local P = keys[1]
+  local now = clock(args[1])
+  local k = jkey(P, args[2])
+  if not fenced(k, args[3]) then return 0 end
+  local attempt = redis.call('HGET', k, 'attempts')
+  local st = P .. ':st:' .. args[2]
+  if redis.call('HSETNX', st, args[4], attempt .. '|' .. now .. '|' .. args[5]) == 1 then
+    redis.call('RPUSH', P .. ':sto:' .. args[2], args[4])
+  end
+  return 1
+end
+
+-- Leases and expiry
+
+local function rescue_expired(keys, args)
+  local P = keys[1]
+  local now = clock(args[1])
+  local ids = redis.call('ZRANGEBYSCORE', P .. ':leases', '-inf', '(' .. now)
+  local counts = {queued = 0, failed = 0, cancelled = 0}
+  local finished = {}
+  for _, id in ipairs(ids) do
+    local k = jkey(P, id)
+    local f = redis.call('HMGET', k, 'state', 'cancel', 'attempts', 'max_attempts', 'queue', 'priority')
+    unlease(P, id, k)
+    if f[1] == 'running' then
+      local state
+      if f[2] == '1' then state = 'cancelled'
+      elseif tonumber(f[3]) >= tonumber(f[4]) then state = 'failed'
+      else state = 'queued' end
+      if state ~= 'cancelled' then
+        redis.call('HSET', k, 'error', 'worker lost: lease expired after ' .. f[3] .. ' attempts')
+      end
+      redis.call('HSET', k, 'state', state, 'run_at', now, 'updated_at', now)
+      moved(P, id, 'running', state)
+      close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost')
+      if state == 'queued' then
+        queued_in(P, id, f[5])
+        place(P, id, f[5], tonumber(f[6]), now, now)
+      else
+        redis.call('HSET', k, 'finished_at', now)
+        ended(P, id, state, now)
+        if has_dependents(P, id) then table.insert(finished, id) end
+      end
+      counts[state] = counts[state] + 1
+    end
+  end
+  settle(P, {}, finished, now)
+  return {counts.queued, counts.failed, counts.cancelled}
+end
+
+local function cancel_now(P, id, k, f, now, err)
+  if f.state == 'queued' then queued_out(P, id, f.queue) end
+  unplace(P, id, f.queue, f.rm)
+  redis.call('HSET', k, 'state', 'cancelled', 'finished_at', now, 'updated_at', now)
+  moved(P, id, f.state, 'cancelled')
+  if err then redis.call('HSET', k, 'error', err) end
+  ended(P, id, 'cancelled', now)
+end
+
+local function expire_jobs(keys, args)
+  local P = keys[1]
+  local now = clock(args[1])
+  local ids = redis.call('ZRANGEBYSCORE', P .. ':exp', '-inf', now)
+  local n, finished = 0, {}
+  for _, id in ipairs(ids) do
+    local k = jkey(P, id)
+    local f = redis.call('HMGET', k, 'state', 'started_at', 'queue', 'rm')
+    redis.call('ZREM', P .. ':exp', id)
+    if (f[1] == 'queued' or f[1] == 'waiting') and not f[2] then
+      cancel_now(P, id, k, {state = f[1], queue = f[3], rm = f[4]}, now, 'expired before it started')
+      n = n + 1
+      if has_dependents(P, id) then table.insert(finished, id) end
+    end
+  end
+  settle(P, {}, finished, now)
+  return n
+end
+
+redis.register_function('chit_claim', claim)
+redis.register_function('chit_finish', finish)
+redis.register_function('chit_finish_claim', finish_claim)
+redis.register_function('chit_heartbeat', heartbeat)
+redis.register_function('chit_checkpoint', checkpoint)
+redis.register_function('chit_save_step', save_step)
+redis.register_function('chit_rescue_expired', rescue_expired)
+redis.register_function('chit_expire_jobs', expire_jobs)

@@ -1,0 +1,270 @@
+-- Reports (chit.store.redis.reports): what the API, the dashboard and the
+-- metrics read. The indexes are kept by the functions that move jobs:
+-- P:all and P:bs:<state> (ids, in id order: newest last), P:cnt (jobs by
+-- state, kind and tenant), P:due (ready jobs by due time), P:fin:<state>
+-- (and per tenant: succeeded or failed jobs by finish), P:dur:<kind NUL
+-- outcome NUL tenant> (finished attempts by duration) and P:dursum.
+
+local function job_flat(P, id)
+  return redis.call('HGETALL', jkey(P, id))
+end
+
+-- ARGV: now, state, kind, queue, tenant, since (ms), cursor, limit ("" for
+-- none). The time, then up to `limit` jobs (flat hashes) newest first.
+local function list(keys, args)
+  local P = keys[1]
+  local state, kind, queue, tenant = args[2], args[3], args[4], args[5]
+  local since, cursor, limit = tonumber(args[6]), args[7], tonumber(args[8])
+  local index = state ~= '' and (P .. ':bs:' .. state) or (P .. ':all')
+  local out = {clock(args[1])}
+  local high = cursor ~= '' and ('(' .. cursor) or '+'
+  while #out - 1 < limit do
+    local page = redis.call('ZREVRANGEBYLEX', index, high, '-', 'LIMIT', 0, SCAN)
+    for _, id in ipairs(page) do
+      local f = redis.call('HMGET', jkey(P, id), 'kind', 'queue', 'tenant', 'created_at')
+      if f[1] and (kind == '' or f[1] == kind) and (queue == '' or f[2] == queue)
+          and tenant_ok(f[3], tenant) and (not since or tonumber(f[4]) >= since) then
+        out[#out + 1] = job_flat(P, id)
+        if #out - 1 >= limit then break end
+      end
+    end
+    if #page < SCAN then break end
+    high = '(' .. page[#page]
+  end
+  return out
+end
+
+-- ARGV: now, ids. The time, then each stored job (flat).
+local function get_many(keys, args)
+  local P = keys[1]
+  local out = {clock(args[1])}
+  for i = 2, #args do
+    local flat = job_flat(P, args[i])
+    if #flat > 0 then out[#out + 1] = flat end
+  end
+  return out
+end
+
+-- ARGV: now, tenant, text, low, high (an id prefix's bounds, or ""), limit.
+local function search(keys, args)
+  local P = keys[1]
+  local tenant, text, limit = args[2], args[3], tonumber(args[6])
+  local out = {clock(args[1])}
+  local seen = {}
+  local function add(id)
+    if seen[id] then return end
+    local f = job_flat(P, id)
+    if #f > 0 and tenant_ok(redis.call('HGET', jkey(P, id), 'tenant'), tenant) then
+      seen[id] = true
+      out[#out + 1] = f
+    end
+  end
+  if tenant ~= '' then
+    local id = redis.call('HGET', P .. ':idem', string.sub(tenant, 2) .. '\0' .. text)
+    if id then add(id) end
+  else
+    local pattern = '*\0' .. string.gsub(text, '([%*%?%[%]\\])', '\\%1')
+    local cursor = '0'
+    repeat
+      local r = redis.call('HSCAN', P .. ':idem', cursor, 'MATCH', pattern, 'COUNT', 1000)
+      cursor = r[1]
+      for i = 2, #r[2], 2 do add(r[2][i]) end
+    until cursor == '0'
+  end
+  if args[4] ~= '' then
+    local ids = redis.call('ZREVRANGEBYLEX', P .. ':all', '[' .. args[5], '[' .. args[4], 'LIMIT', 0, limit)
+    for _, id in ipairs(ids) do add(id) end
+  end
+  return out
+end
+
+local function first_line(err)
+  local nl = string.find(err, '\n', 1, true)
+  if nl then return string.sub(err, 1, nl - 1) end
+  return err
+end
+
+-- ARGV: tenant. Failed jobs by kind and first line: kind, line, count,
+-- first seen, last seen, latest id of each group.
+local function failures(keys, args)
+  local P = keys[1]
+  local groups, order = {}, {}
+  for _, id in ipairs(redis.call('ZRANGE', P .. ':failed', 0, -1)) do
+    local f = redis.call('HMGET', jkey(P, id), 'kind', 'error', 'finished_at', 'tenant', 'state')
+    if f[5] == 'failed' and tenant_ok(f[4], args[1]) then
+      local line = first_line(f[2] or '')
+      local key = f[1] .. '\0' .. line
+      local g = groups[key]
+      local at = tonumber(f[3])
+      if not g then
+        g = {f[1], line, 0, at, at, id}
+        groups[key] = g
+        order[#order + 1] = key
+      end
+      g[3] = g[3] + 1
+      if at < g[4] then g[4] = at end
+      if at > g[5] then g[5] = at end
+      if id > g[6] then g[6] = id end
+    end
+  end
+  local out = {}
+  for _, key in ipairs(order) do out[#out + 1] = groups[key] end
+  return out
+end
+
+-- The ready job of the tenant's (or anyone's) due longest, over every queue.
+local function oldest_due(P, now, tenant)
+  local best, best_at = nil, nil
+  for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
+    local d = redis.call('ZRANGEBYSCORE', P .. ':d:' .. queue, '-inf', now, 'WITHSCORES')
+    for i = 1, #d, 2 do
+      if best_at and tonumber(d[i + 1]) >= best_at then break end
+      if tenant_ok(redis.call('HGET', jkey(P, d[i]), 'tenant'), tenant) then
+        best, best_at = d[i], tonumber(d[i + 1])
+        break
+      end
+    end
+  end
+  return best
+end
+
+local function each_tenant_key(P, base, tenant)
+  if tenant == '' then return base end
+  return base .. '\0' .. string.sub(tenant, 2)
+end
+
+-- ARGV: now, tenant. The jobs by state, kind and tenant (P:cnt, flat), the
+-- last hour's failed and succeeded jobs, the oldest due queued job's run_at
+-- (or -1), and the running jobs past their lease.
+local function stats(keys, args)
+  local P = keys[1]
+  local now, tenant = clock(args[1]), args[2]
+  local hour = now - 3600000
+  local failed = redis.call('ZCOUNT', each_tenant_key(P, P .. ':fin:failed', tenant), hour, '+inf')
+  local succeeded = redis.call('ZCOUNT', each_tenant_key(P, P .. ':fin:succeeded', tenant), hour, '+inf')
+  local oldest = -1
+  local first = oldest_due(P, now, tenant)
+  if first then oldest = tonumber(redis.call('HGET', jkey(P, first), 'run_at')) end
+  local stale = 0
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. ':leases', '-inf', '(' .. now)) do
+    if tenant_ok(redis.call('HGET', jkey(P, id), 'tenant'), tenant) then stale = stale + 1 end
+  end
+  return {redis.call('HGETALL', P .. ':cnt'), failed, succeeded, oldest, stale, now}
+end
+
+-- ARGV: now, tenant. Each succeeded or failed job of the last hour: state, kind, finished_at.
+local function finished_per_minute(keys, args)
+  local P = keys[1]
+  local now, tenant = clock(args[1]), args[2]
+  local out = {}
+  for _, state in ipairs({'succeeded', 'failed'}) do
+    local key = each_tenant_key(P, P .. ':fin:' .. state, tenant)
+    for _, id in ipairs(redis.call('ZRANGEBYSCORE', key, now - 3600000, '+inf')) do
+      local f = redis.call('HMGET', jkey(P, id), 'kind', 'finished_at')
+      out[#out + 1] = state
+      out[#out + 1] = f[1]
+      out[#out + 1] = f[2]
+    end
+  end
+  return out
+end
+
+-- ARGV: now, tenant. The time, then the queued job due longest (flat), if any.
+local function oldest_queued(keys, args)
+  local P = keys[1]
+  local now = clock(args[1])
+  local first = oldest_due(P, now, args[2])
+  if first then return {now, job_flat(P, first)} end
+  return {now}
+end
+
+-- ARGV: now, tenant, limit. The time, then running jobs past their lease, longest first.
+local function stale_jobs(keys, args)
+  local P = keys[1]
+  local now, limit = clock(args[1]), tonumber(args[3])
+  local out = {now}
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. ':leases', '-inf', '(' .. now)) do
+    if #out - 1 >= limit then break end
+    if tenant_ok(redis.call('HGET', jkey(P, id), 'tenant'), args[2]) then
+      out[#out + 1] = job_flat(P, id)
+    end
+  end
+  return out
+end
+
+-- ARGV: tenant, bounds. For each kind, outcome and tenant with finished
+-- attempts: the group, count, seconds in all, then a count per bucket; then
+-- the running jobs by kind and tenant (P:cnt's running entries).
+local function attempt_stats(keys, args)
+  local P = keys[1]
+  local tenant = args[1]
+  local out = {}
+  local sums = redis.call('HGETALL', P .. ':dursum')
+  for i = 1, #sums, 2 do
+    local g = sums[i]
+    local t = string.match(g, '^[^%z]*%z[^%z]*%z(.*)$')
+    if tenant_ok(t, tenant) then
+      local key = P .. ':dur:' .. g
+      local n = redis.call('ZCARD', key)
+      if n > 0 then
+        local row = {g, n, sums[i + 1]}
+        local low = '-inf'
+        for b = 2, #args do
+          row[#row + 1] = redis.call('ZCOUNT', key, low, args[b])
+          low = '(' .. args[b]
+        end
+        row[#row + 1] = redis.call('ZCOUNT', key, low, '+inf')
+        out[#out + 1] = row
+      end
+    end
+  end
+  return {out, redis.call('HGETALL', P .. ':cnt')}
+end
+
+-- ARGV: now, tenant, kind, first line. Replay every failed job of that group.
+local function replay_failure_group(keys, args)
+  local P = keys[1]
+  local now = clock(args[1])
+  local n, with_dependents = 0, {}
+  for _, id in ipairs(redis.call('ZREVRANGE', P .. ':failed', 0, -1)) do
+    local k = jkey(P, id)
+    local f = read(k)
+    if f.state == 'failed' and f.kind == args[3] and tenant_ok(f.tenant, args[2])
+        and first_line(f.error or '') == args[4] and unique_free(P, id, f.tenant, f.unique) then
+      reset(P, id, k, f, now)
+      n = n + 1
+      if has_dependents(P, id) then table.insert(with_dependents, id) end
+    end
+  end
+  replayed(P, with_dependents, now)
+  return n
+end
+
+-- ARGV: id. Each attempt record (JSON), oldest first.
+local function attempts(keys, args)
+  return redis.call('LRANGE', keys[1] .. ':att:' .. args[1], 0, -1)
+end
+
+-- ARGV: id. Each step: name, then "attempt|created_at|result", in the order stored.
+local function steps(keys, args)
+  local P = keys[1]
+  local out = {}
+  for _, name in ipairs(redis.call('LRANGE', P .. ':sto:' .. args[1], 0, -1)) do
+    out[#out + 1] = name
+    out[#out + 1] = redis.call('HGET', P .. ':st:' .. args[1], name)
+  end
+  return out
+end
+
+redis.register_function{function_name = 'chit_list', callback = list, flags = RO}
+redis.register_function{function_name = 'chit_get_many', callback = get_many, flags = RO}
+redis.register_function{function_name = 'chit_search', callback = search, flags = RO}
+redis.register_function{function_name = 'chit_failures', callback = failures, flags = RO}
+redis.register_function{function_name = 'chit_stats', callback = stats, flags = RO}
+redis.register_function{function_name = 'chit_finished_per_minute', callback = finished_per_minute, flags = RO}
+redis.register_function{function_name = 'chit_oldest_queued', callback = oldest_queued, flags = RO}
+redis.register_function{function_name = 'chit_stale_jobs', callback = stale_jobs, flags = RO}
+redis.register_function{function_name = 'chit_attempt_stats', callback = attempt_stats, flags = RO}
+redis.register_function('chit_replay_failure_group', replay_failure_group)
+redis.register_function{function_name = 'chit_attempts', callback = attempts, flags = RO}
+redis.register_function{function_name = 'chit_steps', callback = steps, flags = RO}

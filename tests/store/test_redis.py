@@ -1,0 +1,137 @@
+"""What only the Redis store has: the durability it insists on at open, the
+function library loaded again when the server lost it, one prefix for every
+key, and errors that name the server but never its password."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing, contextmanager
+
+import pytest
+import redis
+
+from chit.errors import StoreError
+from chit.jobs import NewJob, Succeeded
+from chit.limits import Limits
+from chit.settings import Settings
+from chit.store import open_store
+from chit.store.redis import RedisStore
+from chit.store.redis.connection import VERSION
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    with closing(redis.Redis.from_url(redis_url, decode_responses=True)) as c:
+        yield c
+
+
+@contextmanager
+def config(client: redis.Redis, name: str, value: str) -> Iterator[None]:
+    """A server setting changed for the block (the server is this test process's own)."""
+    before = client.config_get(name)[name]
+    client.config_set(name, value)
+    try:
+        yield
+    finally:
+        client.config_set(name, before)
+
+
+def test_a_server_without_aof_is_refused_naming_the_setting(
+    redis_url: str, client: redis.Redis
+) -> None:
+    with config(client, "appendonly", "no"), pytest.raises(StoreError) as e:
+        RedisStore(redis_url)
+    assert "appendonly no" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_server_that_may_evict_is_refused_naming_the_setting(
+    redis_url: str, client: redis.Redis
+) -> None:
+    with config(client, "maxmemory-policy", "allkeys-lru"), pytest.raises(StoreError) as e:
+        RedisStore(redis_url)
+    assert "maxmemory-policy allkeys-lru" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_unreachable_server_is_named_without_its_password() -> None:
+    with closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: nothing answers there
+        with pytest.raises(StoreError) as e:
+            RedisStore(f"redis://:hunter2@127.0.0.1:{port}/0")
+    message = str(e.value)
+    assert f"127.0.0.1:{port}" in message and "hunter2" not in message
+
+
+def test_the_library_is_loaded_again_when_the_server_lost_it(
+    redis_url: str, client: redis.Redis
+) -> None:
+    store = RedisStore(redis_url, prefix="{chit-reload}")
+    try:
+        assert store.schema_version() == VERSION
+        client.function_flush()  # as a restart without an AOF of it, or a new primary
+        assert store.schema_version() == 0
+        job_id = store.enqueue(NewJob("k", {})).id  # loads it again, then enqueues
+        assert store.schema_version() == VERSION
+        got = store.get(job_id)
+        assert got is not None and got.kind == "k"
+    finally:
+        store.close()
+
+
+def test_every_key_is_under_the_prefix(redis_url: str, client: redis.Redis) -> None:
+    store = RedisStore(redis_url, prefix="{chit-only}", result_inline_bytes=10)
+    try:
+        store.enqueue(NewJob("k", {}, idempotency_key="i", unique_key="u"))
+        [job] = store.claim("w", ["default"], 1, 30)
+        assert store.save_step(job.id, job.lease_token, "s", 1)
+        assert store.finish([Succeeded(job.id, job.lease_token, "x" * 100)]) == [True]
+        keys = set(client.scan_iter(match="*only*"))
+        assert keys and all(k.startswith("{chit-only}:") for k in keys)
+    finally:
+        for key in client.scan_iter(match="{chit-only}:*"):
+            client.delete(key)
+        store.close()
+
+
+def test_a_prefix_without_a_hash_tag_is_refused(redis_url: str) -> None:
+    with pytest.raises(StoreError, match="hash tag"):
+        RedisStore(redis_url, prefix="chit")
+
+
+def test_racing_flow_claims_never_both_take_a_limited_kinds_last_slot(redis_url: str) -> None:
+    stores = [RedisStore(redis_url, prefix="{chit-race}") for _ in range(4)]
+    try:
+        stores[0].declare_limits({"k": Limits(concurrency=2)})
+        # Two tenants: every claim is a flow claim, its reads and claim several calls.
+        stores[0].enqueue_many([NewJob("k", {}, tenant=f"t{n % 2}") for n in range(40)])
+        start = threading.Barrier(len(stores))
+
+        def claim(store: RedisStore) -> int:
+            start.wait()
+            return sum(len(store.claim("w", ["default"], 2, 30)) for _ in range(5))
+
+        with ThreadPoolExecutor(len(stores)) as pool:
+            assert sum(pool.map(claim, stores)) == 2
+    finally:
+        client = redis.Redis.from_url(redis_url)
+        for key in client.scan_iter(match="{chit-race}:*"):
+            client.delete(key)
+        client.close()
+        for store in stores:
+            store.close()
+
+
+def test_open_store_takes_a_redis_url_and_its_prefix(redis_url: str, client: redis.Redis) -> None:
+    settings = Settings(database_url=f"{redis_url}?prefix=%7Bchit-url%7D", free_hand_backs=1)
+    store = open_store(settings)
+    try:
+        assert isinstance(store, RedisStore) and store.free_hand_backs == 1
+        job_id = store.enqueue(NewJob("k", {})).id
+        assert client.exists(f"{{chit-url}}:j:{job_id}")
+    finally:
+        for key in client.scan_iter(match="{chit-url}:*"):
+            client.delete(key)
+        store.close()

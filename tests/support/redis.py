@@ -1,0 +1,128 @@
+"""A `redis-server` of the test session's own: a free port, a temporary folder,
+the durability chit's Redis store insists on (AOF on, no eviction), no RDB
+snapshots. The shared server on 6379 is never used by tests.
+
+`CHIT_TEST_REDIS_SERVER` names another binary (default: `redis-server` on the
+PATH; `make test` installs Debian's when it is missing, scripts/test-deps.sh).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+import pytest
+
+START_SECONDS = 20.0
+
+
+def _free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def redis_binary() -> str:
+    binary = os.environ.get("CHIT_TEST_REDIS_SERVER") or shutil.which("redis-server")
+    if binary is None:
+        pytest.fail(
+            "redis-server is not installed: `make test` installs it (scripts/test-deps.sh),"
+            " or set CHIT_TEST_REDIS_SERVER to a binary",
+            pytrace=False,
+        )
+    return binary
+
+
+def start_redis(folder: Path, port: int, *extra: str) -> subprocess.Popen[bytes] | None:
+    """A redis-server on `port` keeping its files (AOF) in `folder`, once it
+    answers; None when it did not start (the port was taken meanwhile)."""
+    import redis
+
+    args = [redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder)]
+    args += ["--appendonly", "yes", "--maxmemory-policy", "noeviction", "--save", ""]
+    args += ["--daemonize", "no", "--logfile", str(folder / "redis.log"), *extra]
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0", socket_connect_timeout=1)
+    deadline = time.monotonic() + START_SECONDS
+    try:
+        while process.poll() is None and time.monotonic() < deadline:
+            try:
+                client.ping()
+                return process
+            except redis.ConnectionError:
+                time.sleep(0.02)  # the server is starting: nothing to wait on but its port
+            except redis.BusyLoadingError:
+                time.sleep(0.02)  # reading its AOF back
+    finally:
+        client.close()
+    process.kill()
+    process.wait()
+    return None
+
+
+def free_port() -> int:
+    return _free_port()
+
+
+@contextmanager
+def redis_server(*extra: str) -> Iterator[str]:
+    """A running server of our own, as a redis:// URL; stopped and its folder
+    removed when the block ends."""
+    folder = Path(tempfile.mkdtemp(prefix="chit-redis-"))
+    for _ in range(3):  # another process may take the free port before the server binds it
+        port = _free_port()
+        process = start_redis(folder, port, *extra)
+        if process is None:
+            continue
+        url = f"redis://127.0.0.1:{port}/0"
+        try:
+            yield url
+        finally:
+            _shut_down(url)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    log = (folder / "redis.log").read_text() if (folder / "redis.log").exists() else ""
+    shutil.rmtree(folder, ignore_errors=True)
+    pytest.fail(f"redis-server did not start:\n{log[-2000:]}", pytrace=False)
+
+
+def _shut_down(url: str) -> None:
+    """SHUTDOWN NOSAVE FORCE: SIGTERM is refused while an AOF is first written
+    (a test that turned appendonly off and on again)."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=1)
+    try:
+        client.shutdown(nosave=True, force=True)
+    except redis.ConnectionError:
+        pass  # it went down answering, or was down already
+    finally:
+        client.close()
+
+
+def emptied_redis(url: str) -> str:
+    """The server with every key deleted (chit's functions stay: they are no keys)."""
+    import redis
+
+    with closing(redis.Redis.from_url(url)) as client:
+        client.flushdb()
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """The session's own Redis server (one per test process)."""
+    with redis_server() as url:
+        yield url
