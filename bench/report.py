@@ -788,7 +788,8 @@ def redis_targets(res: Results) -> list[list[str]]:
         ("enqueue", "enqueue one at a time", 1.0),
     ):
         ours, (theirs, peer) = res.rate("chit-redis", step), best_peer(step)
-        label = f"Redis: {what}, at least {need:g}× the best Redis peer"
+        at_least = f"{need:g}× the best Redis peer" if need != 1 else "the best Redis peer's"
+        label = f"Redis: {what}, at least {at_least}"
         if ours is None or theirs is None:
             rows.append([label, _fmt(ours), _fmt(theirs), "", NOT_YET])
         else:
