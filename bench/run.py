@@ -7,7 +7,9 @@
 For every step, each system runs in turn (the order rotates between repeats),
 each run in a fresh database: a new SQLite file, a new PostgreSQL database
 (created, then dropped), or a flushed Redis (a redis-server this script starts
-on a free loopback port). Each run is one `drive.py` process in the system's
+on a free loopback port, with the durability chit's Redis store insists on:
+appendonly yes, appendfsync everysec, maxmemory-policy noeviction; every
+Redis system runs on it). Each run is one `drive.py` process in the system's
 own virtual environment, in its own process group, under a time cap; the
 group is killed when the run ends, and everything else is stopped on exit,
 Ctrl-C included. Figures are printed as they come; docs/benchmarks.md and
@@ -16,7 +18,8 @@ in bench/results/).
 
 chit is measured from the working tree (the editable install in .venv), or
 from `git archive REF` with --chit-ref. `--baseline REF` also measures chit
-from `git archive REF` as `chit-sqlite@REF` and `chit-postgres@REF`, taking
+from `git archive REF` as `chit-sqlite@REF` and `chit-postgres@REF` (and
+`chit-redis@REF` where REF has the Redis store), taking
 turns with the measured chit in the same run, and prints a before/after table
 (a refactor's proof of no regression; docs/ are left alone). chit on
 PostgreSQL runs once src/chit/store/postgres.py is committed.
