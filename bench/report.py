@@ -183,6 +183,18 @@ def markdown(res: Results) -> str:
         "job on, per job.\n"
     )
 
+    add("## Against the targets of issue 24 (Redis)\n")
+    add("| target | chit | peer | ratio | met |")
+    add("| --- | ---: | ---: | ---: | --- |")
+    for row in redis_targets(res):
+        add("| " + " | ".join(row) + " |")
+    add(
+        "\n*Best Redis peer*: the fastest of Huey-Redis, RQ, Celery and Dramatiq in the "
+        "same step of this run. Every Redis system runs on the same redis-server, with "
+        "the durability chit's Redis store insists on: `appendonly yes`, "
+        "`appendfsync everysec`, `maxmemory-policy noeviction`.\n"
+    )
+
     add("## Claim cost as the table grows\n")
     queued = f"{sizes['queued']:,} queued"
     grown = f"{sizes['finished']:,} finished + {queued}"
@@ -296,7 +308,10 @@ def markdown(res: Results) -> str:
     pg = meta.get("postgres_settings", {})
     pg_settings = ", ".join(f"{k}={v}" for k, v in pg.items())
     add(f"| PostgreSQL | {meta['postgres']} ({pg_settings}) |")
-    add(f'| redis-server | {meta["redis"]} (`--save "" --appendonly no`) |')
+    add(
+        f'| redis-server | {meta["redis"]} (`--save "" --appendonly yes --appendfsync everysec '
+        "--maxmemory-policy noeviction`, every Redis system) |"
+    )
     add(f"| psycopg (chit) | {chit['versions'].get('psycopg', '?')} |")
     for name, version in meta["peers"].items():
         add(f"| {name} | {version} |")
@@ -321,7 +336,8 @@ def markdown(res: Results) -> str:
         "- **Growth**: see above; rows seeded in one transaction by SQL, not through "
         "the library.\n"
         "- Each run gets a fresh store: a new SQLite file (same disk as the project), "
-        "a new PostgreSQL database, or a flushed redis-server started by the bench. "
+        "a new PostgreSQL database, or a flushed redis-server started by the bench "
+        "(an append-only file, fsync every second, for every Redis system). "
         "Before each run the bench waits (up to 3 s) for other processes to leave the "
         "machine idle; the machine may be shared, so compare figures from one run only.\n"
         "- Every run has a time cap; a run that misses it is reported as failed.\n"
@@ -527,7 +543,7 @@ def async_markdown(res: Results) -> str:
         "| store | aenqueue | enqueue (sync) | POST /jobs | POST /jobs p50 / p99 (ms) |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    for s in ("chit-sqlite", "chit-postgres"):
+    for s in ("chit-sqlite", "chit-postgres", "chit-redis"):
         aenqueue, api = res.get(s, "aenqueue"), res.get(s, "api-submit")
         if aenqueue is None and api is None:
             continue
@@ -551,7 +567,7 @@ def debounce_markdown(res: Results) -> str:
         "| store | plain | debounced, new key | debounced into a waiting job |",
         "| --- | ---: | ---: | ---: |",
     ]
-    for s in ("chit-sqlite", "chit-postgres"):
+    for s in ("chit-sqlite", "chit-postgres", "chit-redis"):
         best = res.get(s, "debounce")
         if best is None:
             continue
@@ -749,6 +765,52 @@ def speed_targets(res: Results) -> list[list[str]]:
             ratio = on / plain
             shown = [_fmt(on), f"{plain:,.0f} (process1)", f"{ratio:.2f}×"]
             rows.append([label, *shown, _met(ratio >= 0.9)])
+    return rows
+
+
+REDIS_PEERS = ("huey-redis", "rq", "celery", "dramatiq")
+
+
+def redis_targets(res: Results) -> list[list[str]]:
+    """Issue 24's: chit-redis against the best Redis peer of the same run."""
+    rows: list[list[str]] = []
+
+    def best_peer(step: str) -> tuple[float | None, str]:
+        rated = [(r, s) for s in REDIS_PEERS if (r := res.rate(s, step)) is not None]
+        if not rated:
+            return None, ""
+        rate, system = max(rated)
+        return rate, INFO[system].title
+
+    for step, what, need in (
+        ("process1", "process, 1 worker", 2.0),
+        ("process2", "process, 2 workers", 2.0),
+        ("enqueue", "enqueue one at a time", 1.0),
+    ):
+        ours, (theirs, peer) = res.rate("chit-redis", step), best_peer(step)
+        at_least = f"{need:g}× the best Redis peer" if need != 1 else "the best Redis peer's"
+        label = f"Redis: {what}, at least {at_least}"
+        if ours is None or theirs is None:
+            rows.append([label, _fmt(ours), _fmt(theirs), "", NOT_YET])
+        else:
+            shown = [_fmt(ours), f"{theirs:,.0f} ({peer})", f"{ours / theirs:.2f}×"]
+            rows.append([label, *shown, _met(ours / theirs >= need)])
+    lat, huey = res.latency("chit-redis"), res.latency("huey-redis")
+    label = "Redis: median enqueue-to-start latency at most Huey-Redis's (ms)"
+    if lat is None or huey is None:
+        rows.append([label, "", "", "", NOT_YET])
+    else:
+        shown = [f"{lat[0]:.1f}", f"{huey[0]:.1f}", f"{lat[0] / huey[0]:.2f}×"]
+        rows.append([label, *shown, _met(lat[0] <= huey[0])])
+    for step in STEPS:
+        cpu = (res.get("chit-redis", step) or {}).get("worker_cpu_us_per_job")
+        workers = "1 worker" if step == "process1" else "2 workers"
+        label = f"Redis: worker CPU per no-op job, {workers}, at most 80 µs (µs)"
+        rows.append([label, _fmt(cpu), "", "", NOT_YET if cpu is None else _met(cpu <= 80.0)])
+    on, plain = res.rate("chit-redis", "features-on"), res.rate("chit-redis", "process1")
+    if on is not None and plain is not None:
+        shown = [_fmt(on), f"{plain:,.0f} (process1)", f"{on / plain:.2f}×"]
+        rows.append(["Redis: features-on within 10 % of process1", *shown, _met(on >= 0.9 * plain)])
     return rows
 
 

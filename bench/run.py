@@ -7,7 +7,9 @@
 For every step, each system runs in turn (the order rotates between repeats),
 each run in a fresh database: a new SQLite file, a new PostgreSQL database
 (created, then dropped), or a flushed Redis (a redis-server this script starts
-on a free loopback port). Each run is one `drive.py` process in the system's
+on a free loopback port, with the durability chit's Redis store insists on:
+appendonly yes, appendfsync everysec, maxmemory-policy noeviction; every
+Redis system runs on it). Each run is one `drive.py` process in the system's
 own virtual environment, in its own process group, under a time cap; the
 group is killed when the run ends, and everything else is stopped on exit,
 Ctrl-C included. Figures are printed as they come; docs/benchmarks.md and
@@ -16,7 +18,8 @@ in bench/results/).
 
 chit is measured from the working tree (the editable install in .venv), or
 from `git archive REF` with --chit-ref. `--baseline REF` also measures chit
-from `git archive REF` as `chit-sqlite@REF` and `chit-postgres@REF`, taking
+from `git archive REF` as `chit-sqlite@REF` and `chit-postgres@REF` (and
+`chit-redis@REF` where REF has the Redis store), taking
 turns with the measured chit in the same run, and prints a before/after table
 (a refactor's proof of no regression; docs/ are left alone). chit on
 PostgreSQL runs once src/chit/store/postgres.py is committed.
@@ -96,6 +99,7 @@ from systems import INFO  # noqa: E402
 
 PYTHONS = {"chit": ROOT / ".venv/bin/python", "peers": HERE / ".venv-peers/bin/python"}
 POSTGRES_STORE = "src/chit/store/postgres.py"
+REDIS_STORE = "src/chit/store/redis"
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ BACKENDS = {"SQLite": ("sqlite", "chit-sqlite"), "PostgreSQL": ("postgres", "chi
 APART = ("limits", "flow-claim", "pools", "workflows", "schedules")  # not drive.py workloads
 KIND_CONCURRENCY = 8
 KIND_RATE = "1000/s"
-CHIT = ("chit-sqlite", "chit-postgres")
+CHIT = ("chit-sqlite", "chit-postgres", "chit-redis")
 API_CONCURRENCY = 16  # api-submit: POST /jobs requests in flight
 
 
@@ -262,7 +266,16 @@ class Bench:
             capture_output=True,
             text=True,
         ).stdout.strip()
-        return {"tree": tree, "postgres_committed": "yes" if committed else ""}
+        redis = subprocess.run(
+            [*git, "log", "--oneline", ref or "HEAD", "--", REDIS_STORE],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return {
+            "tree": tree,
+            "postgres_committed": "yes" if committed else "",
+            "redis_committed": "yes" if redis else "",
+        }
 
     def export(self, ref: str, name: str) -> Path:
         """`git archive REF src` unpacked into the results folder."""
@@ -273,6 +286,14 @@ class Bench:
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
         return folder
+
+    def has_redis_store(self, ref: str) -> bool:
+        listed = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-tree", "--name-only", ref, f"{REDIS_STORE}/"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return bool(listed)
 
     def env(self, info_venv: str, baseline: bool = False) -> dict[str, str]:
         paths = [str(HERE)]
@@ -305,6 +326,7 @@ class Bench:
             assert self.redis is not None
             self.redis.flush()
             env["BENCH_REDIS_URL"] = self.redis.url
+            env["CHIT_DATABASE_URL"] = self.redis.url
         log = self.logs / f"{system}-{step.key}-{rep}.log"
         cmd = [str(PYTHONS[info.venv]), str(HERE / "drive.py"), system, step.workload,
                *step.args, "--cap", str(step.cap), "--log", str(log)]  # fmt: skip
@@ -364,12 +386,17 @@ class Bench:
         if "chit-postgres" in wanted and not chit["postgres_committed"]:
             wanted.remove("chit-postgres")
             self.notes["chit-postgres"] = f"not yet: {POSTGRES_STORE} is not committed"
+        if "chit-redis" in wanted and not chit.get("redis_committed"):
+            wanted.remove("chit-redis")
+            self.notes["chit-redis"] = f"not yet: {REDIS_STORE} is not committed"
         for venv in {INFO[s].venv for s in wanted}:
             if not PYTHONS[venv].exists():
                 raise SystemExit(f"{PYTHONS[venv]} is missing: run `make bench`")
         if args.baseline:
             self.baseline_src = self.export(args.baseline, "baseline-src")
             chit_systems = [s for s in wanted if INFO[s].venv == "chit"]
+            if not self.has_redis_store(args.baseline):  # older than the Redis store
+                chit_systems = [s for s in chit_systems if INFO[s].backend != "Redis"]
             wanted += [f"{s}@{args.baseline}" for s in chit_systems]
         all_steps = steps(self.sizes)
         known = [s.key for s in all_steps] + list(APART)
@@ -602,7 +629,7 @@ CHIT_PROBE = """
 import json, platform, sqlite3
 from importlib import metadata
 import chit
-v = {name: metadata.version(name) for name in ("chit", "psycopg", "pydantic")}
+v = {name: metadata.version(name) for name in ("chit", "psycopg", "pydantic", "redis")}
 v["sqlite"] = sqlite3.sqlite_version
 v["python"] = platform.python_version()
 v["chit_path"] = chit.__file__

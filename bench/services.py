@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,8 +25,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# How every Redis system's server runs: the durability chit's Redis store
+# insists on (it refuses a server without AOF or with an evicting policy), so
+# the peers run on the same server as chit. No RDB snapshots.
+REDIS_SETTINGS = ("--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
+                  "--maxmemory-policy", "noeviction")  # fmt: skip
+
+
 class Redis:
-    """redis-server on a free loopback port, no persistence, stopped by stop()."""
+    """redis-server on a free loopback port, its append-only file in a
+    temporary folder (removed by stop()), stopped by stop()."""
 
     def __init__(self, log: Path) -> None:
         binary = shutil.which("redis-server")
@@ -34,8 +43,9 @@ class Redis:
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._log = log.open("ab")
-        cmd = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--protected-mode", "yes"]  # fmt: skip
+        self._dir = tempfile.mkdtemp(prefix="bench-redis-")
+        cmd = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self._dir,
+               *REDIS_SETTINGS, "--protected-mode", "yes"]  # fmt: skip
         self.proc = subprocess.Popen(
             cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -76,6 +86,7 @@ class Redis:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 class Postgres:

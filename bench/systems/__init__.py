@@ -134,6 +134,7 @@ INFO = {
     "procrastinate": Info(
         "procrastinate_pg", "Procrastinate", "PostgreSQL", "peers", ("procrastinate", "psycopg")
     ),
+    "chit-redis": Info("chit_redis", "chit", "Redis", "chit", ("chit", "redis")),
     "huey-redis": Info("huey_redis", "Huey (RedisHuey)", "Redis", "peers", ("huey", "redis")),
     "rq": Info("rq_redis", "RQ", "Redis", "peers", ("rq", "redis")),
     "celery": Info("celery_redis", "Celery", "Redis", "peers", ("celery", "kombu", "redis")),
