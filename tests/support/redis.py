@@ -40,16 +40,20 @@ def redis_binary() -> str:
     return binary
 
 
-def start_redis(folder: Path, port: int, *extra: str) -> subprocess.Popen[bytes] | None:
+def start_redis(
+    folder: Path, port: int, *extra: str, password: str | None = None
+) -> subprocess.Popen[bytes] | None:
     """A redis-server on `port` keeping its files (AOF) in `folder`, once it
     answers; None when it did not start (the port was taken meanwhile)."""
     import redis
 
+    if password is not None:
+        extra = (*extra, "--requirepass", password)
     args = [redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder)]
     args += ["--appendonly", "yes", "--maxmemory-policy", "noeviction", "--save", ""]
     args += ["--daemonize", "no", "--logfile", str(folder / "redis.log"), *extra]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0", socket_connect_timeout=1)
+    client = redis.Redis.from_url(_url(port, password), socket_connect_timeout=1)
     deadline = time.monotonic() + START_SECONDS
     try:
         while process.poll() is None and time.monotonic() < deadline:
@@ -67,21 +71,26 @@ def start_redis(folder: Path, port: int, *extra: str) -> subprocess.Popen[bytes]
     return None
 
 
+def _url(port: int, password: str | None) -> str:
+    credentials = f":{password}@" if password is not None else ""
+    return f"redis://{credentials}127.0.0.1:{port}/0"
+
+
 def free_port() -> int:
     return _free_port()
 
 
 @contextmanager
-def redis_server(*extra: str) -> Iterator[str]:
-    """A running server of our own, as a redis:// URL; stopped and its folder
-    removed when the block ends."""
+def redis_server(*extra: str, password: str | None = None) -> Iterator[str]:
+    """A running server of our own, as a redis:// URL (with `password`, if it
+    requires one); stopped and its folder removed when the block ends."""
     folder = Path(tempfile.mkdtemp(prefix="chit-redis-"))
     for _ in range(3):  # another process may take the free port before the server binds it
         port = _free_port()
-        process = start_redis(folder, port, *extra)
+        process = start_redis(folder, port, *extra, password=password)
         if process is None:
             continue
-        url = f"redis://127.0.0.1:{port}/0"
+        url = _url(port, password)
         try:
             yield url
         finally:

@@ -101,6 +101,9 @@ def serve(
 
     host = host or settings.host
     port = port or settings.port
+    # Opened here, not first in the app's startup: a store that is down or
+    # refused is then one line and exit 3, not uvicorn's traceback.
+    queue.store.schema_version()
     check_bind(settings, queue, host)
     check_port(host, port)
     app = create_app(queue, settings=settings, allow_open=is_loopback(host))

@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 
-from chit.errors import StoreError
+from chit.errors import DatabaseRefused, StoreError
 
 T = TypeVar("T")
 
@@ -78,7 +78,8 @@ class Connection:
         try:
             return call()
         except redis.AuthenticationError as e:
-            raise StoreError(f"Redis at {self.name} refused the credentials: {e}") from None
+            # Refused, not unreachable: a worker does not wait for credentials to mend.
+            raise DatabaseRefused(f"Redis at {self.name} refused the credentials: {e}") from None
         except (redis.ConnectionError, redis.TimeoutError) as e:
             raise StoreError(f"cannot reach Redis at {self.name}: {e}") from None
         except redis.ResponseError as e:
@@ -120,7 +121,8 @@ class Connection:
 
     def check_durability(self) -> None:
         """Refuse a server that may lose or evict acknowledged jobs: AOF off, or
-        an eviction policy other than noeviction. One line naming the setting."""
+        an eviction policy other than noeviction, a replica. One line naming the
+        setting; DatabaseRefused, as no wait mends it."""
 
         def read() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
             pipe = self.client.pipeline(transaction=False)
@@ -132,18 +134,18 @@ class Connection:
 
         persistence, memory, replication = self.run(read)
         if not int(persistence.get("aof_enabled", 0)):
-            raise StoreError(
+            raise DatabaseRefused(
                 f"Redis at {self.name} has appendonly no: chit needs appendonly yes (CONFIG SET"
                 " appendonly yes, and in redis.conf) so acknowledged jobs survive a restart"
             )
         policy = memory.get("maxmemory_policy", "")
         if policy != "noeviction":
-            raise StoreError(
+            raise DatabaseRefused(
                 f"Redis at {self.name} has maxmemory-policy {policy}: chit needs"
                 " maxmemory-policy noeviction, or Redis may evict jobs"
             )
         if replication.get("role") == "slave":
-            raise StoreError(f"Redis at {self.name} is a replica: point chit at the primary")
+            raise DatabaseRefused(f"Redis at {self.name} is a replica: point chit at the primary")
 
     def close(self) -> None:
         self.client.close()
