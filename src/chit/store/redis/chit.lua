@@ -41,7 +41,7 @@
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 10
+local VERSION = 11
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 
@@ -59,10 +59,14 @@ local function nonempty(v) if v == '' then return nil end return v end
 
 -- A job's state changed (`from` nil: stored; `to` nil: deleted): the indexes
 -- reports read, P:bs:<state> (ids by state) and P:cnt (state NUL kind NUL
--- tenant -> jobs), moved with it.
-local function moved(P, id, from, to)
-  local f = redis.call('HMGET', jkey(P, id), 'kind', 'tenant')
-  local tail = '\0' .. f[1] .. '\0' .. f[2]
+-- tenant -> jobs), moved with it. `kind` and `tenant`, when the caller has
+-- read them, spare reading them again.
+local function moved(P, id, from, to, kind, tenant)
+  if kind == nil then
+    local f = redis.call('HMGET', jkey(P, id), 'kind', 'tenant')
+    kind, tenant = f[1], f[2]
+  end
+  local tail = '\0' .. kind .. '\0' .. tenant
   if from then
     if redis.call('HINCRBY', P .. ':cnt', from .. tail, -1) <= 0 then
       redis.call('HDEL', P .. ':cnt', from .. tail)
@@ -115,8 +119,9 @@ local function queued_in(P, id, queue)
   redis.call('HINCRBY', P .. ':qg:' .. queue, redis.call('HGET', jkey(P, id), 'g'), 1)
 end
 
-local function queued_out(P, id, queue)
-  local qg, g = P .. ':qg:' .. queue, redis.call('HGET', jkey(P, id), 'g')
+local function queued_out(P, id, queue, g)
+  local qg = P .. ':qg:' .. queue
+  g = g or redis.call('HGET', jkey(P, id), 'g')
   if redis.call('HINCRBY', qg, g, -1) <= 0 then redis.call('HDEL', qg, g) end
 end
 
@@ -127,10 +132,10 @@ local function held_by(P, index, tenant, key, id)
   end
 end
 
--- A job that just became terminal: its indexes.
-local function ended(P, id, state, now)
-  local k = jkey(P, id)
-  local f = redis.call('HMGET', k, 'tenant', 'unique', 'deb')
+-- A job that just became terminal: its indexes. `f`: its tenant, unique and
+-- debounce keys, when the caller has read them.
+local function ended(P, id, state, now, f)
+  f = f or redis.call('HMGET', jkey(P, id), 'tenant', 'unique', 'deb')
   held_by(P, ':uniq', f[1], f[2], id)
   held_by(P, ':deb', f[1], f[3], id)
   redis.call('ZREM', P .. ':exp', id)
@@ -144,7 +149,7 @@ end
 
 -- Attempt records
 
-local function close_attempt(P, id, now, outcome, err)
+local function close_attempt(P, id, now, outcome, err, tenant)
   local a = P .. ':att:' .. id
   local last = redis.call('LINDEX', a, -1)
   if not last then return end
@@ -155,7 +160,7 @@ local function close_attempt(P, id, now, outcome, err)
   rec.error = err
   redis.call('LSET', a, -1, cjson.encode(rec))
   -- Durations by kind, outcome and tenant, for attempt_stats' histograms.
-  local g = rec.kind .. '\0' .. outcome .. '\0' .. (redis.call('HGET', jkey(P, id), 'tenant') or '')
+  local g = rec.kind .. '\0' .. outcome .. '\0' .. (tenant or redis.call('HGET', jkey(P, id), 'tenant') or '')
   local seconds = (now - rec.started_at) / 1000
   redis.call('ZADD', P .. ':dur:' .. g, seconds, id .. ':' .. rec.attempt)
   redis.call('HINCRBYFLOAT', P .. ':dursum', g, seconds)
