@@ -133,12 +133,13 @@ local function held_by(P, index, tenant, key, id)
 end
 
 -- A job that just became terminal: its indexes. `f`: its tenant, unique and
--- debounce keys, when the caller has read them.
-local function ended(P, id, state, now, f)
+-- debounce keys, when the caller has read them; `ran`: it was running, so its
+-- start took it out of P:exp already.
+local function ended(P, id, state, now, f, ran)
   f = f or redis.call('HMGET', jkey(P, id), 'tenant', 'unique', 'deb')
   held_by(P, ':uniq', f[1], f[2], id)
   held_by(P, ':deb', f[1], f[3], id)
-  redis.call('ZREM', P .. ':exp', id)
+  if not ran then redis.call('ZREM', P .. ':exp', id) end
   redis.call('ZADD', P .. ':done', now, id)
   if state == 'failed' then redis.call('ZADD', P .. ':failed', now, id) end
   if state == 'failed' or state == 'succeeded' then

@@ -5,10 +5,11 @@
 
 local CLAIMED = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 'lease_token',
   'checkpoint', 'pdone', 'ptotal', 'timeout', 'depends_on', 'tenant', 'tp'}
--- What a start reads, in one HMGET: CLAIMED's fields, then four more.
+-- What a start reads, in one HMGET: CLAIMED's fields, then four more, then
+-- expires_at, for the claim that reads it first.
 local STARTING = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 'lease_token',
   'checkpoint', 'pdone', 'ptotal', 'timeout', 'depends_on', 'tenant', 'tp',
-  'started_at', 'ckey', 'deb', 'g'}
+  'started_at', 'ckey', 'deb', 'g', 'expires_at'}
 
 -- Move a queue's scheduled jobs that are due to its ready set.
 local function promote(P, queue, now)
@@ -39,10 +40,11 @@ local function started(P, key, now, token)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - HOUR)
 end
 
--- A queued job (its ready entry `m` already gone from P:r) starts.
-local function start(P, id, worker, lease_ms, now, token, m)
+-- A queued job (its ready entry `m` already gone from P:r) starts. `v`: its
+-- STARTING fields, when the caller has read them.
+local function start(P, id, worker, lease_ms, now, token, m, v)
   local k = jkey(P, id)
-  local v = redis.call('HMGET', k, unpack(STARTING))
+  v = v or redis.call('HMGET', k, unpack(STARTING))
   local n = #CLAIMED
   local kind, queue, tenant = v[2], v[3], v[13]
   local started_at, ckey, deb, g = v[n + 1], v[n + 2], v[n + 3], v[n + 4]
@@ -110,11 +112,12 @@ local function claim_in(P, args, base, now)
       for _, m in ipairs(page) do
         if taken >= limit then break end
         local id = string.sub(m, 14)
-        local f = redis.call('HMGET', jkey(P, id), 'kind', 'expires_at', 'started_at')
-        local expired = f[2] and not f[3] and tonumber(f[2]) <= now
-        if (kinds == nil or kinds[f[1]]) and not held[f[1]] and not expired then
+        local v = redis.call('HMGET', jkey(P, id), unpack(STARTING))
+        local kind, started_at, expires_at = v[2], v[15], v[19]
+        local expired = expires_at and not started_at and tonumber(expires_at) <= now
+        if (kinds == nil or kinds[kind]) and not held[kind] and not expired then
           redis.call('ZREM', r, m)
-          local row = start(P, id, worker, lease_ms, now, next_token(P, id), m)
+          local row = start(P, id, worker, lease_ms, now, next_token(P, id), m, v)
           for _, v in ipairs(row) do out[#out + 1] = v end
           taken = taken + 1
         else
@@ -136,11 +139,17 @@ end
 -- Outcomes
 
 -- A job leaves `running`: its lease and fence go. `f`: its kind, ckey and
--- queue, when the caller has read them.
-local function unlease(P, id, k, f)
+-- queue, when the caller has read them; `dels`: the fields the caller will
+-- HDEL, to add the lease's to.
+local function unlease(P, id, k, f, dels)
   f = f or redis.call('HMGET', k, 'kind', 'ckey', 'queue')
   redis.call('SREM', P .. ':run:' .. f[3], id)
-  redis.call('HDEL', k, 'lease_token', 'lease_expires_at')
+  if dels then
+    dels[#dels + 1] = 'lease_token'
+    dels[#dels + 1] = 'lease_expires_at'
+  else
+    redis.call('HDEL', k, 'lease_token', 'lease_expires_at')
+  end
   redis.call('ZREM', P .. ':leases', id)
   if f[1] then redis.call('ZREM', P .. ':rk:' .. f[1], id) end
   if f[2] and f[2] ~= '' then redis.call('ZREM', P .. ':rkk:' .. f[1] .. '\0' .. f[2], id) end
@@ -166,9 +175,9 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   local attempts, max = tonumber(f[4]), tonumber(f[5])
   local queue, kind, tenant = f[7], f[9], f[11]
   local state, outcome, err = nil, nil, nil
-  unlease(P, id, k, {kind, f[10], queue})
   -- The job hash's writes, gathered into one HSET and one HDEL.
   local sets, dels = {}, {}
+  unlease(P, id, k, {kind, f[10], queue}, dels)
   local function put(name, value) sets[#sets + 1] = name; sets[#sets + 1] = value end
   local requeue_at = nil
   if code == 'S' then
@@ -216,14 +225,14 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   put('state', state)
   put('updated_at', now)
   if requeue_at then put('run_at', requeue_at) else put('finished_at', now) end
-  if #dels > 0 then redis.call('HDEL', k, unpack(dels)) end
+  redis.call('HDEL', k, unpack(dels))
   redis.call('HSET', k, unpack(sets))
   moved(P, id, 'running', state, kind, tenant)
   if requeue_at then
     queued_in(P, id, queue)
     place(P, id, queue, tonumber(f[8]), requeue_at, now)
   else
-    ended(P, id, state, now, {tenant, f[12], f[13]})
+    ended(P, id, state, now, {tenant, f[12], f[13]}, true)
   end
   close_attempt(P, id, now, outcome, err, tenant)
   return state, f[14] ~= false
@@ -349,7 +358,7 @@ local function rescue_expired(keys, args)
         place(P, id, f[5], tonumber(f[6]), now, now)
       else
         redis.call('HSET', k, 'finished_at', now)
-        ended(P, id, state, now)
+        ended(P, id, state, now, nil, true)
         if has_dependents(P, id) then table.insert(finished, id) end
       end
       counts[state] = counts[state] + 1
