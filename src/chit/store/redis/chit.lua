@@ -12,7 +12,9 @@
 --                expires_at, wf, ref, run_on, depends_on and dependents (JSON
 --                ids), deps_pending, error, lease_token, lease_expires_at,
 --                worker, pdone, ptotal, checkpoint, result, result_ext, cancel,
---                started_at, finished_at, hand_backs, rm (its member of P:r)
+--                started_at, finished_at, hand_backs, rm (its member of P:r),
+--                aat (the running attempt's start: its record, open, is the
+--                job's attempts, worker and aat until it closes)
 --   P:r:<queue>  ready jobs: score priority, member run_at (13 digits) .. id,
 --                so equal priorities sort by due time, then id
 --   P:gr:<queue> NUL <group>  the same, for one group (kind NUL tenant NUL
@@ -31,7 +33,8 @@
 --   P:exp        jobs not started yet that have an expires_at, by it
 --   P:done       terminal jobs by finished_at (prune); P:failed the failed ones
 --   P:idem, P:uniq, P:deb   (tenant NUL key) -> the job holding the key
---   P:res:<id>   a large result; P:att:<id> attempt records (JSON, in order);
+--   P:res:<id>   a large result; P:att:<id> attempt records (JSON, in order;
+--                the open one is in the job hash, see aat);
 --   P:st:<id>    steps: name -> "attempt|created_at|result"
 --   P:tok        the lease token counter
 --   P:d:<queue>  its ready jobs by due time; P:run:<queue> its running jobs
@@ -150,7 +153,18 @@ end
 
 -- Attempt records
 
-local function close_attempt(P, id, now, outcome, err, tenant)
+-- Durations by kind, outcome and tenant, for attempt_stats' histograms.
+local function timed(P, id, rec, tenant)
+  local g = rec.kind .. '\0' .. rec.outcome .. '\0' .. (tenant or redis.call('HGET', jkey(P, id), 'tenant') or '')
+  local seconds = (rec.finished_at - rec.started_at) / 1000
+  redis.call('ZADD', P .. ':dur:' .. g, seconds, id .. ':' .. rec.attempt)
+  redis.call('HINCRBYFLOAT', P .. ':dursum', g, seconds)
+end
+
+-- Close the last record in P:att when it is open: one a failure left there
+-- (the SQL stores can), or one stored before the open record moved to the
+-- job hash (library version 11).
+local function close_record(P, id, now, outcome, err, tenant)
   local a = P .. ':att:' .. id
   local last = redis.call('LINDEX', a, -1)
   if not last then return end
@@ -160,11 +174,28 @@ local function close_attempt(P, id, now, outcome, err, tenant)
   rec.outcome = outcome
   rec.error = err
   redis.call('LSET', a, -1, cjson.encode(rec))
-  -- Durations by kind, outcome and tenant, for attempt_stats' histograms.
-  local g = rec.kind .. '\0' .. outcome .. '\0' .. (tenant or redis.call('HGET', jkey(P, id), 'tenant') or '')
-  local seconds = (now - rec.started_at) / 1000
-  redis.call('ZADD', P .. ':dur:' .. g, seconds, id .. ':' .. rec.attempt)
-  redis.call('HINCRBYFLOAT', P .. ':dursum', g, seconds)
+  timed(P, id, rec, tenant)
+end
+
+-- Close the open record the job hash holds: `a` is its attempt, worker, aat,
+-- kind and ckey. The caller deletes aat.
+local function close_open(P, id, now, outcome, err, tenant, a)
+  local rec = {attempt = tonumber(a[1]), worker = a[2], started_at = tonumber(a[3]), kind = a[4],
+    ckey = a[5] or '', finished_at = now, outcome = outcome, error = err}
+  redis.call('RPUSH', P .. ':att:' .. id, cjson.encode(rec))
+  timed(P, id, rec, tenant)
+end
+
+-- Close the job's open attempt record, wherever it is.
+local function close_attempt(P, id, now, outcome, err, tenant)
+  local k = jkey(P, id)
+  local a = redis.call('HMGET', k, 'attempts', 'worker', 'aat', 'kind', 'ckey')
+  if a[3] then
+    close_open(P, id, now, outcome, err, tenant, a)
+    redis.call('HDEL', k, 'aat')
+  else
+    close_record(P, id, now, outcome, err, tenant)
+  end
 end
 
 -- Workflows: what an outcome does to the jobs depending on it.

@@ -9,7 +9,7 @@ local CLAIMED = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', '
 -- expires_at, for the claim that reads it first.
 local STARTING = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 'lease_token',
   'checkpoint', 'pdone', 'ptotal', 'timeout', 'depends_on', 'tenant', 'tp',
-  'started_at', 'ckey', 'deb', 'g', 'expires_at'}
+  'started_at', 'ckey', 'deb', 'g', 'expires_at', 'aat'}
 
 -- Move a queue's scheduled jobs that are due to its ready set.
 local function promote(P, queue, now)
@@ -52,7 +52,7 @@ local function start(P, id, worker, lease_ms, now, token, m, v)
   redis.call('ZREM', gkey(P, queue, g), m)
   queued_out(P, id, queue, g)
   local sets = {'state', 'running', 'attempts', attempt, 'lease_token', token,
-    'lease_expires_at', now + lease_ms, 'worker', worker, 'updated_at', now}
+    'lease_expires_at', now + lease_ms, 'worker', worker, 'updated_at', now, 'aat', now}
   if not started_at then sets[#sets + 1] = 'started_at'; sets[#sets + 1] = now end
   redis.call('HSET', k, unpack(sets))
   moved(P, id, 'queued', 'running', kind, tenant)
@@ -69,9 +69,9 @@ local function start(P, id, worker, lease_ms, now, token, m, v)
   end
   redis.call('ZREM', P .. ':exp', id)
   held_by(P, ':deb', tenant, deb, id)
-  close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost', tenant)
-  redis.call('RPUSH', P .. ':att:' .. id, cjson.encode({attempt = attempt, worker = worker,
-    started_at = now, kind = kind, ckey = ckey or ''}))
+  -- A record still open (none is, but for a failure's) closes first.
+  if v[n + 6] then close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost', tenant) end
+  close_record(P, id, now, 'lease_expired', 'lease expired: worker lost', tenant)
   -- The row claimed, as the HSET above left it.
   local row = {}
   for i = 1, n do row[i] = v[i] end
@@ -162,7 +162,7 @@ end
 
 -- What an outcome reads, in one HMGET: its fence first.
 local FINISHING = {'state', 'lease_token', 'cancel', 'attempts', 'max_attempts', 'hand_backs', 'queue',
-  'priority', 'kind', 'ckey', 'tenant', 'unique', 'deb', 'dependents'}
+  'priority', 'kind', 'ckey', 'tenant', 'unique', 'deb', 'dependents', 'worker', 'aat'}
 
 -- One outcome: code (S, F, R, C, Z), id, token, then five values. Returns
 -- the state it left the job in (nil when fenced out), and whether the job
@@ -225,6 +225,7 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   put('state', state)
   put('updated_at', now)
   if requeue_at then put('run_at', requeue_at) else put('finished_at', now) end
+  if f[16] then dels[#dels + 1] = 'aat' end
   redis.call('HDEL', k, unpack(dels))
   redis.call('HSET', k, unpack(sets))
   moved(P, id, 'running', state, kind, tenant)
@@ -234,7 +235,11 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   else
     ended(P, id, state, now, {tenant, f[12], f[13]}, true)
   end
-  close_attempt(P, id, now, outcome, err, tenant)
+  if f[16] then
+    close_open(P, id, now, outcome, err, tenant, {f[4], f[15], f[16], kind, f[10]})
+  else
+    close_record(P, id, now, outcome, err, tenant)
+  end
   return state, f[14] ~= false
 end
 

@@ -240,9 +240,16 @@ local function replay_failure_group(keys, args)
   return n
 end
 
--- ARGV: id. Each attempt record (JSON), oldest first.
+-- ARGV: id. Each attempt record (JSON), oldest first: the open one is the
+-- job hash's (see aat).
 local function attempts(keys, args)
-  return redis.call('LRANGE', keys[1] .. ':att:' .. args[1], 0, -1)
+  local P = keys[1]
+  local out = redis.call('LRANGE', P .. ':att:' .. args[1], 0, -1)
+  local f = redis.call('HMGET', jkey(P, args[1]), 'aat', 'attempts', 'worker')
+  if f[1] then
+    out[#out + 1] = cjson.encode({attempt = tonumber(f[2]), worker = f[3], started_at = tonumber(f[1])})
+  end
+  return out
 end
 
 -- ARGV: id. Each step: name, then "attempt|created_at|result", in the order stored.
