@@ -31,7 +31,9 @@
 --   P:w:<queue>  wake tokens: enqueue pushes, idle workers BLPOP
 --   P:leases     running jobs by lease expiry
 --   P:exp        jobs not started yet that have an expires_at, by it
---   P:done       terminal jobs by finished_at (prune); P:failed the failed ones
+--   P:done       cancelled jobs by finished_at (prune; the succeeded and failed
+--                are P:fin's); P:failed the failed ones, before version 11
+--                (P:fin:failed since), drained by prune
 --   P:idem, P:uniq, P:deb   (tenant NUL key) -> the job holding the key
 --   P:res:<id>   a large result; P:att:<id> attempt records (JSON, in order;
 --                the open one is in the job hash, see aat);
@@ -143,11 +145,13 @@ local function ended(P, id, state, now, f, ran)
   held_by(P, ':uniq', f[1], f[2], id)
   held_by(P, ':deb', f[1], f[3], id)
   if not ran then redis.call('ZREM', P .. ':exp', id) end
-  redis.call('ZADD', P .. ':done', now, id)
-  if state == 'failed' then redis.call('ZADD', P .. ':failed', now, id) end
+  -- P:fin:<state> holds the succeeded and failed jobs by finish: prune reads
+  -- it with P:done, which holds the rest.
   if state == 'failed' or state == 'succeeded' then
     redis.call('ZADD', P .. ':fin:' .. state, now, id)
     redis.call('ZADD', P .. ':fin:' .. state .. '\0' .. f[1], now, id)
+  else
+    redis.call('ZADD', P .. ':done', now, id)
   end
 end
 

@@ -89,7 +89,7 @@ end
 local function failures(keys, args)
   local P = keys[1]
   local groups, order = {}, {}
-  for _, id in ipairs(redis.call('ZRANGE', P .. ':failed', 0, -1)) do
+  for _, id in ipairs(redis.call('ZRANGE', P .. ':fin:failed', 0, -1)) do
     local f = redis.call('HMGET', jkey(P, id), 'kind', 'error', 'finished_at', 'tenant', 'state')
     if f[5] == 'failed' and tenant_ok(f[4], args[1]) then
       local line = first_line(f[2] or '')
@@ -226,7 +226,7 @@ local function replay_failure_group(keys, args)
   local P = keys[1]
   local now = clock(args[1])
   local n, with_dependents = 0, {}
-  for _, id in ipairs(redis.call('ZREVRANGE', P .. ':failed', 0, -1)) do
+  for _, id in ipairs(redis.call('ZREVRANGE', P .. ':fin:failed', 0, -1)) do
     local k = jkey(P, id)
     local f = read(k)
     if f.state == 'failed' and f.kind == args[3] and tenant_ok(f.tenant, args[2])
