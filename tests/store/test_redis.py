@@ -171,6 +171,27 @@ def test_what_a_library_before_version_11_stored_is_closed_and_pruned_once(
         assert not list(client.scan_iter(match=f"{P}:att:*"))
 
 
+def test_an_open_attempt_left_in_the_job_hash_is_closed_by_the_next_claim(
+    redis_url: str, client: redis.Redis
+) -> None:
+    P = "{chit-open}"
+    with own_store(redis_url, client, P) as store:
+        job_id = store.enqueue(NewJob("k", {}, max_attempts=5)).id
+        store.claim("w1", ["default"], 1, 30)
+        at = datetime.now(UTC) + timedelta(seconds=31)
+        store.rescue_expired(now=at)
+        # As a failure between the rescue and the record's closing would leave it.
+        client.hset(f"{P}:j:{job_id}", mapping={"aat": 1, "worker": "lost"})
+        [again] = store.claim("w2", ["default"], 1, 30, now=at)
+        assert again.attempt == 2
+        history = [(a.worker, a.outcome) for a in store.attempts(job_id)]
+        assert history == [
+            ("w1", AttemptOutcome.LEASE_EXPIRED),
+            ("lost", AttemptOutcome.LEASE_EXPIRED),
+            ("w2", None),
+        ]
+
+
 def test_open_store_takes_a_redis_url_and_its_prefix(redis_url: str, client: redis.Redis) -> None:
     settings = Settings(database_url=f"{redis_url}?prefix=%7Bchit-url%7D", free_hand_backs=1)
     store = open_store(settings)

@@ -49,6 +49,10 @@ local function start(P, id, worker, lease_ms, now, token, m, v)
   local kind, queue, tenant = v[2], v[3], v[13]
   local started_at, ckey, deb, g = v[n + 1], v[n + 2], v[n + 3], v[n + 4]
   local attempt = tonumber(v[5]) + 1
+  -- A record still open (none is, but for a failure's) closes first, while
+  -- the hash still holds the attempt it was.
+  if v[n + 6] then close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost', tenant) end
+  close_record(P, id, now, 'lease_expired', 'lease expired: worker lost', tenant)
   redis.call('ZREM', gkey(P, queue, g), m)
   queued_out(P, id, queue, g)
   local sets = {'state', 'running', 'attempts', attempt, 'lease_token', token,
@@ -69,9 +73,6 @@ local function start(P, id, worker, lease_ms, now, token, m, v)
   end
   redis.call('ZREM', P .. ':exp', id)
   held_by(P, ':deb', tenant, deb, id)
-  -- A record still open (none is, but for a failure's) closes first.
-  if v[n + 6] then close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost', tenant) end
-  close_record(P, id, now, 'lease_expired', 'lease expired: worker lost', tenant)
   -- The row claimed, as the HSET above left it.
   local row = {}
   for i = 1, n do row[i] = v[i] end
