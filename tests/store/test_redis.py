@@ -4,17 +4,19 @@ key, and errors that name the server but never its password."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
 
 from chit.errors import StoreError
-from chit.jobs import NewJob, Succeeded
+from chit.jobs import AttemptOutcome, Failed, NewJob, Succeeded
 from chit.limits import Limits
 from chit.settings import Settings
 from chit.store import open_store
@@ -122,6 +124,72 @@ def test_racing_flow_claims_never_both_take_a_limited_kinds_last_slot(redis_url:
         client.close()
         for store in stores:
             store.close()
+
+
+@contextmanager
+def own_store(redis_url: str, client: redis.Redis, prefix: str) -> Iterator[RedisStore]:
+    store = RedisStore(redis_url, prefix=prefix)
+    try:
+        yield store
+    finally:
+        for key in client.scan_iter(match=f"{prefix}:*"):
+            client.delete(key)
+        store.close()
+
+
+def test_what_a_library_before_version_11_stored_is_closed_and_pruned_once(
+    redis_url: str, client: redis.Redis
+) -> None:
+    # Before version 11 a running attempt's open record was in P:att, and every
+    # terminal job in P:done (a failed one in P:failed too) beside P:fin.
+    P = "{chit-v10}"
+    with own_store(redis_url, client, P) as store:
+        done = store.enqueue(NewJob("k", {})).id
+        failed = store.enqueue(NewJob("k", {}, max_attempts=1)).id
+        running = store.enqueue(NewJob("k", {})).id
+        jobs = {j.id: j for j in store.claim("w", ["default"], 3, 30)}
+        assert store.finish([Succeeded(done, jobs[done].lease_token, 1)]) == [True]
+        assert store.finish([Failed(failed, jobs[failed].lease_token, "boom", None)]) == [True]
+        open_record = client.hget(f"{P}:j:{running}", "aat")
+        client.hdel(f"{P}:j:{running}", "aat")
+        record = {"attempt": 1, "worker": "w", "started_at": int(open_record), "kind": "k"}
+        client.rpush(f"{P}:att:{running}", json.dumps(record | {"ckey": ""}))
+        for job_id in (done, failed):
+            at = client.zscore(f"{P}:fin:succeeded", job_id) or client.zscore(
+                f"{P}:fin:failed", job_id
+            )
+            client.zadd(f"{P}:done", {job_id: at})
+        client.zadd(f"{P}:failed", {failed: client.zscore(f"{P}:fin:failed", failed)})
+
+        assert [a.worker for a in store.attempts(running)] == ["w"]
+        assert store.finish([Succeeded(running, jobs[running].lease_token, 2)]) == [True]
+        [attempt] = store.attempts(running)
+        assert attempt.outcome == AttemptOutcome.SUCCEEDED and attempt.finished_at is not None
+        assert store.prune(60, now=datetime.now(UTC) + timedelta(hours=1)) == 3
+        for name in ("done", "failed", "fin:succeeded", "fin:failed"):
+            assert client.zcard(f"{P}:{name}") == 0
+        assert not list(client.scan_iter(match=f"{P}:att:*"))
+
+
+def test_an_open_attempt_left_in_the_job_hash_is_closed_by_the_next_claim(
+    redis_url: str, client: redis.Redis
+) -> None:
+    P = "{chit-open}"
+    with own_store(redis_url, client, P) as store:
+        job_id = store.enqueue(NewJob("k", {}, max_attempts=5)).id
+        store.claim("w1", ["default"], 1, 30)
+        at = datetime.now(UTC) + timedelta(seconds=31)
+        store.rescue_expired(now=at)
+        # As a failure between the rescue and the record's closing would leave it.
+        client.hset(f"{P}:j:{job_id}", mapping={"aat": 1, "worker": "lost"})
+        [again] = store.claim("w2", ["default"], 1, 30, now=at)
+        assert again.attempt == 2
+        history = [(a.worker, a.outcome) for a in store.attempts(job_id)]
+        assert history == [
+            ("w1", AttemptOutcome.LEASE_EXPIRED),
+            ("lost", AttemptOutcome.LEASE_EXPIRED),
+            ("w2", None),
+        ]
 
 
 def test_open_store_takes_a_redis_url_and_its_prefix(redis_url: str, client: redis.Redis) -> None:

@@ -12,7 +12,9 @@
 --                expires_at, wf, ref, run_on, depends_on and dependents (JSON
 --                ids), deps_pending, error, lease_token, lease_expires_at,
 --                worker, pdone, ptotal, checkpoint, result, result_ext, cancel,
---                started_at, finished_at, hand_backs, rm (its member of P:r)
+--                started_at, finished_at, hand_backs, rm (its member of P:r),
+--                aat (the running attempt's start: its record, open, is the
+--                job's attempts, worker and aat until it closes)
 --   P:r:<queue>  ready jobs: score priority, member run_at (13 digits) .. id,
 --                so equal priorities sort by due time, then id
 --   P:gr:<queue> NUL <group>  the same, for one group (kind NUL tenant NUL
@@ -29,9 +31,12 @@
 --   P:w:<queue>  wake tokens: enqueue pushes, idle workers BLPOP
 --   P:leases     running jobs by lease expiry
 --   P:exp        jobs not started yet that have an expires_at, by it
---   P:done       terminal jobs by finished_at (prune); P:failed the failed ones
+--   P:done       cancelled jobs by finished_at (prune; the succeeded and failed
+--                are P:fin's); P:failed the failed ones, before version 11
+--                (P:fin:failed since), drained by prune
 --   P:idem, P:uniq, P:deb   (tenant NUL key) -> the job holding the key
---   P:res:<id>   a large result; P:att:<id> attempt records (JSON, in order);
+--   P:res:<id>   a large result; P:att:<id> attempt records (JSON, in order;
+--                the open one is in the job hash, see aat);
 --   P:st:<id>    steps: name -> "attempt|created_at|result"
 --   P:tok        the lease token counter
 --   P:d:<queue>  its ready jobs by due time; P:run:<queue> its running jobs
@@ -41,7 +46,7 @@
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 10
+local VERSION = 11
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 
@@ -59,10 +64,14 @@ local function nonempty(v) if v == '' then return nil end return v end
 
 -- A job's state changed (`from` nil: stored; `to` nil: deleted): the indexes
 -- reports read, P:bs:<state> (ids by state) and P:cnt (state NUL kind NUL
--- tenant -> jobs), moved with it.
-local function moved(P, id, from, to)
-  local f = redis.call('HMGET', jkey(P, id), 'kind', 'tenant')
-  local tail = '\0' .. f[1] .. '\0' .. f[2]
+-- tenant -> jobs), moved with it. `kind` and `tenant`, when the caller has
+-- read them, spare reading them again.
+local function moved(P, id, from, to, kind, tenant)
+  if kind == nil then
+    local f = redis.call('HMGET', jkey(P, id), 'kind', 'tenant')
+    kind, tenant = f[1], f[2]
+  end
+  local tail = '\0' .. kind .. '\0' .. tenant
   if from then
     if redis.call('HINCRBY', P .. ':cnt', from .. tail, -1) <= 0 then
       redis.call('HDEL', P .. ':cnt', from .. tail)
@@ -115,8 +124,9 @@ local function queued_in(P, id, queue)
   redis.call('HINCRBY', P .. ':qg:' .. queue, redis.call('HGET', jkey(P, id), 'g'), 1)
 end
 
-local function queued_out(P, id, queue)
-  local qg, g = P .. ':qg:' .. queue, redis.call('HGET', jkey(P, id), 'g')
+local function queued_out(P, id, queue, g)
+  local qg = P .. ':qg:' .. queue
+  g = g or redis.call('HGET', jkey(P, id), 'g')
   if redis.call('HINCRBY', qg, g, -1) <= 0 then redis.call('HDEL', qg, g) end
 end
 
@@ -127,24 +137,38 @@ local function held_by(P, index, tenant, key, id)
   end
 end
 
--- A job that just became terminal: its indexes.
-local function ended(P, id, state, now)
-  local k = jkey(P, id)
-  local f = redis.call('HMGET', k, 'tenant', 'unique', 'deb')
+-- A job that just became terminal: its indexes. `f`: its tenant, unique and
+-- debounce keys, when the caller has read them; `ran`: it was running, so its
+-- start took it out of P:exp already.
+local function ended(P, id, state, now, f, ran)
+  f = f or redis.call('HMGET', jkey(P, id), 'tenant', 'unique', 'deb')
   held_by(P, ':uniq', f[1], f[2], id)
   held_by(P, ':deb', f[1], f[3], id)
-  redis.call('ZREM', P .. ':exp', id)
-  redis.call('ZADD', P .. ':done', now, id)
-  if state == 'failed' then redis.call('ZADD', P .. ':failed', now, id) end
+  if not ran then redis.call('ZREM', P .. ':exp', id) end
+  -- P:fin:<state> holds the succeeded and failed jobs by finish: prune reads
+  -- it with P:done, which holds the rest.
   if state == 'failed' or state == 'succeeded' then
     redis.call('ZADD', P .. ':fin:' .. state, now, id)
     redis.call('ZADD', P .. ':fin:' .. state .. '\0' .. f[1], now, id)
+  else
+    redis.call('ZADD', P .. ':done', now, id)
   end
 end
 
 -- Attempt records
 
-local function close_attempt(P, id, now, outcome, err)
+-- Durations by kind, outcome and tenant, for attempt_stats' histograms.
+local function timed(P, id, rec, tenant)
+  local g = rec.kind .. '\0' .. rec.outcome .. '\0' .. (tenant or redis.call('HGET', jkey(P, id), 'tenant') or '')
+  local seconds = (rec.finished_at - rec.started_at) / 1000
+  redis.call('ZADD', P .. ':dur:' .. g, seconds, id .. ':' .. rec.attempt)
+  redis.call('HINCRBYFLOAT', P .. ':dursum', g, seconds)
+end
+
+-- Close the last record in P:att when it is open: one a failure left there
+-- (the SQL stores can), or one stored before the open record moved to the
+-- job hash (library version 11).
+local function close_record(P, id, now, outcome, err, tenant)
   local a = P .. ':att:' .. id
   local last = redis.call('LINDEX', a, -1)
   if not last then return end
@@ -154,11 +178,28 @@ local function close_attempt(P, id, now, outcome, err)
   rec.outcome = outcome
   rec.error = err
   redis.call('LSET', a, -1, cjson.encode(rec))
-  -- Durations by kind, outcome and tenant, for attempt_stats' histograms.
-  local g = rec.kind .. '\0' .. outcome .. '\0' .. (redis.call('HGET', jkey(P, id), 'tenant') or '')
-  local seconds = (now - rec.started_at) / 1000
-  redis.call('ZADD', P .. ':dur:' .. g, seconds, id .. ':' .. rec.attempt)
-  redis.call('HINCRBYFLOAT', P .. ':dursum', g, seconds)
+  timed(P, id, rec, tenant)
+end
+
+-- Close the open record the job hash holds: `a` is its attempt, worker, aat,
+-- kind and ckey. The caller deletes aat.
+local function close_open(P, id, now, outcome, err, tenant, a)
+  local rec = {attempt = tonumber(a[1]), worker = a[2], started_at = tonumber(a[3]), kind = a[4],
+    ckey = a[5] or '', finished_at = now, outcome = outcome, error = err}
+  redis.call('RPUSH', P .. ':att:' .. id, cjson.encode(rec))
+  timed(P, id, rec, tenant)
+end
+
+-- Close the job's open attempt record, wherever it is.
+local function close_attempt(P, id, now, outcome, err, tenant)
+  local k = jkey(P, id)
+  local a = redis.call('HMGET', k, 'attempts', 'worker', 'aat', 'kind', 'ckey')
+  if a[3] then
+    close_open(P, id, now, outcome, err, tenant, a)
+    redis.call('HDEL', k, 'aat')
+  else
+    close_record(P, id, now, outcome, err, tenant)
+  end
 end
 
 -- Workflows: what an outcome does to the jobs depending on it.

@@ -421,9 +421,9 @@ class RedisCore(Store):
         deleted = 0
         while True:
             args = [clock(now), int(older_than_seconds * 1000), PRUNE_BATCH]
-            count = int(self.redis.fcall("chit_prune", *args))
-            deleted += count
-            if count < PRUNE_BATCH:
+            count, read = self.redis.fcall("chit_prune", *args)
+            deleted += int(count)
+            if int(read) < PRUNE_BATCH:
                 return deleted
 
     def wait_for_jobs(

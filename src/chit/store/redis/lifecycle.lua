@@ -5,6 +5,11 @@
 
 local CLAIMED = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 'lease_token',
   'checkpoint', 'pdone', 'ptotal', 'timeout', 'depends_on', 'tenant', 'tp'}
+-- What a start reads, in one HMGET: CLAIMED's fields, then four more, then
+-- expires_at, for the claim that reads it first.
+local STARTING = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 'lease_token',
+  'checkpoint', 'pdone', 'ptotal', 'timeout', 'depends_on', 'tenant', 'tp',
+  'started_at', 'ckey', 'deb', 'g', 'expires_at', 'aat'}
 
 -- Move a queue's scheduled jobs that are due to its ready set.
 local function promote(P, queue, now)
@@ -35,34 +40,44 @@ local function started(P, key, now, token)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - HOUR)
 end
 
--- A queued job (its ready entry `m` already gone from P:r) starts.
-local function start(P, id, worker, lease_ms, now, token, m)
+-- A queued job (its ready entry `m` already gone from P:r) starts. `v`: its
+-- STARTING fields, when the caller has read them.
+local function start(P, id, worker, lease_ms, now, token, m, v)
   local k = jkey(P, id)
-  local f = redis.call('HMGET', k, 'started_at', 'kind', 'ckey', 'tenant', 'deb', 'attempts', 'queue', 'g')
-  local attempt = tonumber(f[6]) + 1
-  redis.call('ZREM', gkey(P, f[7], f[8]), m)
-  queued_out(P, id, f[7])
-  redis.call('HSET', k, 'state', 'running', 'attempts', attempt, 'lease_token', token,
-    'lease_expires_at', now + lease_ms, 'worker', worker, 'updated_at', now)
-  moved(P, id, 'queued', 'running')
-  redis.call('ZREM', P .. ':d:' .. f[7], id)
-  redis.call('SADD', P .. ':run:' .. f[7], id)
+  v = v or redis.call('HMGET', k, unpack(STARTING))
+  local n = #CLAIMED
+  local kind, queue, tenant = v[2], v[3], v[13]
+  local started_at, ckey, deb, g = v[n + 1], v[n + 2], v[n + 3], v[n + 4]
+  local attempt = tonumber(v[5]) + 1
+  -- A record still open (none is, but for a failure's) closes first, while
+  -- the hash still holds the attempt it was.
+  if v[n + 6] then close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost', tenant) end
+  close_record(P, id, now, 'lease_expired', 'lease expired: worker lost', tenant)
+  redis.call('ZREM', gkey(P, queue, g), m)
+  queued_out(P, id, queue, g)
+  local sets = {'state', 'running', 'attempts', attempt, 'lease_token', token,
+    'lease_expires_at', now + lease_ms, 'worker', worker, 'updated_at', now, 'aat', now}
+  if not started_at then sets[#sets + 1] = 'started_at'; sets[#sets + 1] = now end
+  redis.call('HSET', k, unpack(sets))
+  moved(P, id, 'queued', 'running', kind, tenant)
+  redis.call('ZREM', P .. ':d:' .. queue, id)
+  redis.call('SADD', P .. ':run:' .. queue, id)
   redis.call('HDEL', k, 'rm')
-  if not f[1] then redis.call('HSET', k, 'started_at', now) end
-  leased(P, id, f[2], f[3], now + lease_ms)
+  leased(P, id, kind, ckey, now + lease_ms)
   -- Starts are kept (an hour at most) only for a kind with a rate to count
   -- them against: at thousands of jobs a second they would fill the memory.
-  local limits = redis.call('HGET', P .. ':limits', f[2])
+  local limits = redis.call('HGET', P .. ':limits', kind)
   if limits and string.find(limits, 'rate"', 1, true) then
-    started(P, P .. ':sk:' .. f[2], now, token)
-    if f[3] and f[3] ~= '' then started(P, P .. ':skk:' .. f[2] .. '\0' .. f[3], now, token) end
+    started(P, P .. ':sk:' .. kind, now, token)
+    if ckey and ckey ~= '' then started(P, P .. ':skk:' .. kind .. '\0' .. ckey, now, token) end
   end
   redis.call('ZREM', P .. ':exp', id)
-  held_by(P, ':deb', f[4], f[5], id)
-  close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost')
-  redis.call('RPUSH', P .. ':att:' .. id, cjson.encode({attempt = attempt, worker = worker,
-    started_at = now, kind = f[2], ckey = f[3] or ''}))
-  return redis.call('HMGET', k, unpack(CLAIMED))
+  held_by(P, ':deb', tenant, deb, id)
+  -- The row claimed, as the HSET above left it.
+  local row = {}
+  for i = 1, n do row[i] = v[i] end
+  row[5], row[7] = tostring(attempt), token
+  return row
 end
 
 local function kind_set(arg)
@@ -98,11 +113,12 @@ local function claim_in(P, args, base, now)
       for _, m in ipairs(page) do
         if taken >= limit then break end
         local id = string.sub(m, 14)
-        local f = redis.call('HMGET', jkey(P, id), 'kind', 'expires_at', 'started_at')
-        local expired = f[2] and not f[3] and tonumber(f[2]) <= now
-        if (kinds == nil or kinds[f[1]]) and not held[f[1]] and not expired then
+        local v = redis.call('HMGET', jkey(P, id), unpack(STARTING))
+        local kind, started_at, expires_at = v[2], v[15], v[19]
+        local expired = expires_at and not started_at and tonumber(expires_at) <= now
+        if (kinds == nil or kinds[kind]) and not held[kind] and not expired then
           redis.call('ZREM', r, m)
-          local row = start(P, id, worker, lease_ms, now, next_token(P, id), m)
+          local row = start(P, id, worker, lease_ms, now, next_token(P, id), m, v)
           for _, v in ipairs(row) do out[#out + 1] = v end
           taken = taken + 1
         else
@@ -123,11 +139,18 @@ end
 
 -- Outcomes
 
--- A job leaves `running`: its lease and fence go.
-local function unlease(P, id, k)
-  local f = redis.call('HMGET', k, 'kind', 'ckey', 'queue')
+-- A job leaves `running`: its lease and fence go. `f`: its kind, ckey and
+-- queue, when the caller has read them; `dels`: the fields the caller will
+-- HDEL, to add the lease's to.
+local function unlease(P, id, k, f, dels)
+  f = f or redis.call('HMGET', k, 'kind', 'ckey', 'queue')
   redis.call('SREM', P .. ':run:' .. f[3], id)
-  redis.call('HDEL', k, 'lease_token', 'lease_expires_at')
+  if dels then
+    dels[#dels + 1] = 'lease_token'
+    dels[#dels + 1] = 'lease_expires_at'
+  else
+    redis.call('HDEL', k, 'lease_token', 'lease_expires_at')
+  end
   redis.call('ZREM', P .. ':leases', id)
   if f[1] then redis.call('ZREM', P .. ':rk:' .. f[1], id) end
   if f[2] and f[2] ~= '' then redis.call('ZREM', P .. ':rkk:' .. f[1] .. '\0' .. f[2], id) end
@@ -138,71 +161,87 @@ local function fenced(k, token)
   return f[1] == 'running' and f[2] == token
 end
 
+-- What an outcome reads, in one HMGET: its fence first.
+local FINISHING = {'state', 'lease_token', 'cancel', 'attempts', 'max_attempts', 'hand_backs', 'queue',
+  'priority', 'kind', 'ckey', 'tenant', 'unique', 'deb', 'dependents', 'worker', 'aat'}
+
 -- One outcome: code (S, F, R, C, Z), id, token, then five values. Returns
--- the state it left the job in, or nil when fenced out.
+-- the state it left the job in (nil when fenced out), and whether the job
+-- has dependents.
 local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   local k = jkey(P, id)
-  if not fenced(k, token) then return nil end
-  local f = redis.call('HMGET', k, 'cancel', 'attempts', 'max_attempts', 'hand_backs', 'queue', 'priority')
-  local cancel = f[1] == '1'
-  local attempts, max = tonumber(f[2]), tonumber(f[3])
+  local f = redis.call('HMGET', k, unpack(FINISHING))
+  if not (f[1] == 'running' and f[2] == token) then return nil end
+  local cancel = f[3] == '1'
+  local attempts, max = tonumber(f[4]), tonumber(f[5])
+  local queue, kind, tenant = f[7], f[9], f[11]
   local state, outcome, err = nil, nil, nil
-  unlease(P, id, k)
+  -- The job hash's writes, gathered into one HSET and one HDEL.
+  local sets, dels = {}, {}
+  unlease(P, id, k, {kind, f[10], queue}, dels)
+  local function put(name, value) sets[#sets + 1] = name; sets[#sets + 1] = value end
   local requeue_at = nil
   if code == 'S' then
     state, outcome = 'succeeded', 'succeeded'
     if b == '1' then
       redis.call('SET', P .. ':res:' .. id, a)
-      redis.call('HSET', k, 'result_ext', '1')
-      redis.call('HDEL', k, 'result')
+      put('result_ext', '1')
+      dels[#dels + 1] = 'result'
     else
-      redis.call('HSET', k, 'result', a)
-      redis.call('HDEL', k, 'result_ext')
+      put('result', a)
+      dels[#dels + 1] = 'result_ext'
     end
     if c == '1' then
-      redis.call('HDEL', k, 'pdone', 'ptotal')
-      if d ~= '' then redis.call('HSET', k, 'pdone', d) end
-      if e ~= '' then redis.call('HSET', k, 'ptotal', e) end
+      if d ~= '' then put('pdone', d) else dels[#dels + 1] = 'pdone' end
+      if e ~= '' then put('ptotal', e) else dels[#dels + 1] = 'ptotal' end
     end
-    redis.call('HDEL', k, 'error')
+    dels[#dels + 1] = 'error'
   elseif code == 'F' then
-    redis.call('HSET', k, 'error', a)
+    put('error', a)
     err = a
     if cancel then state = 'cancelled'
     elseif b == '' or attempts >= max then state = 'failed'
     else state = 'queued'; requeue_at = now + tonumber(b) end
     outcome = state == 'queued' and 'retried' or state
   elseif code == 'R' then
-    local hand_backs = tonumber(f[4] or '0')
+    local hand_backs = tonumber(f[6] or '0')
     local free_one = hand_backs < tonumber(free)
     if free_one then attempts = attempts - 1 end
-    redis.call('HSET', k, 'hand_backs', hand_backs + 1, 'attempts', attempts)
+    put('hand_backs', hand_backs + 1)
+    put('attempts', attempts)
     if cancel then state = 'cancelled'
     elseif not free_one and attempts >= max then
       state = 'failed'
       err = 'handed back ' .. (hand_backs + 1) .. ' times without finishing'
-      redis.call('HSET', k, 'error', err)
+      put('error', err)
     else state = 'queued'; requeue_at = now end
     outcome = state == 'queued' and 'released' or state
   elseif code == 'C' then
     state, outcome = 'cancelled', 'cancelled'
   else  -- Z: snoozed
-    redis.call('HSET', k, 'attempts', attempts - 1)
+    put('attempts', attempts - 1)
     if cancel then state = 'cancelled' else state = 'queued'; requeue_at = now + tonumber(a) end
     outcome = state == 'queued' and 'snoozed' or state
   end
-  redis.call('HSET', k, 'state', state, 'updated_at', now)
-  moved(P, id, 'running', state)
+  put('state', state)
+  put('updated_at', now)
+  if requeue_at then put('run_at', requeue_at) else put('finished_at', now) end
+  if f[16] then dels[#dels + 1] = 'aat' end
+  redis.call('HDEL', k, unpack(dels))
+  redis.call('HSET', k, unpack(sets))
+  moved(P, id, 'running', state, kind, tenant)
   if requeue_at then
-    redis.call('HSET', k, 'run_at', requeue_at)
-    queued_in(P, id, f[5])
-    place(P, id, f[5], tonumber(f[6]), requeue_at, now)
+    queued_in(P, id, queue)
+    place(P, id, queue, tonumber(f[8]), requeue_at, now)
   else
-    redis.call('HSET', k, 'finished_at', now)
-    ended(P, id, state, now)
+    ended(P, id, state, now, {tenant, f[12], f[13]}, true)
   end
-  close_attempt(P, id, now, outcome, err)
-  return state
+  if f[16] then
+    close_open(P, id, now, outcome, err, tenant, {f[4], f[15], f[16], kind, f[10]})
+  else
+    close_record(P, id, now, outcome, err, tenant)
+  end
+  return state, f[14] ~= false
 end
 
 -- ARGV from `base`: count, then 8 values an outcome.
@@ -212,10 +251,10 @@ local function finish_in(P, args, base, now, free)
   for i = 0, n - 1 do
     local b = base + 1 + i * 8
     local id = args[b + 1]
-    local state = finish_one(P, now, free, args[b], id, args[b + 2], args[b + 3], args[b + 4],
-      args[b + 5], args[b + 6], args[b + 7])
+    local state, dependents = finish_one(P, now, free, args[b], id, args[b + 2], args[b + 3],
+      args[b + 4], args[b + 5], args[b + 6], args[b + 7])
     out[#out + 1] = state and 1 or 0
-    if state and has_dependents(P, id) then
+    if state and dependents then
       if state == 'succeeded' then table.insert(succeeded, id)
       elseif state ~= 'queued' then table.insert(finished, id) end
     end
@@ -325,7 +364,7 @@ local function rescue_expired(keys, args)
         place(P, id, f[5], tonumber(f[6]), now, now)
       else
         redis.call('HSET', k, 'finished_at', now)
-        ended(P, id, state, now)
+        ended(P, id, state, now, nil, true)
         if has_dependents(P, id) then table.insert(finished, id) end
       end
       counts[state] = counts[state] + 1

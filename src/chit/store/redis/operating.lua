@@ -125,7 +125,7 @@ local function replay(keys, args)
   else
     -- newest first: of several holding one unique key, the newest comes back
     local low = since == '' and '-inf' or since
-    ids = redis.call('ZREVRANGEBYSCORE', P .. ':failed', '+inf', low)
+    ids = redis.call('ZREVRANGEBYSCORE', P .. ':fin:failed', '+inf', low)
   end
   local n, with_dependents = 0, {}
   for _, id in ipairs(ids) do
@@ -146,21 +146,35 @@ local function replay(keys, args)
   return n
 end
 
--- ARGV: now, age (ms), batch. Deletes up to `batch` terminal jobs finished before now - age.
+-- The sets of terminal jobs by finish, which prune reads: P:failed holds
+-- only what a library before version 11 wrote.
+local ENDED = {':done', ':fin:succeeded', ':fin:failed', ':failed'}
+
+-- ARGV: now, age (ms), batch. Deletes up to `batch` terminal jobs finished
+-- before now - age. Returns the jobs deleted, and the entries read (fewer
+-- than `batch`: none is left).
 local function prune(keys, args)
   local P = keys[1]
   local now = clock(args[1])
-  local ids = redis.call('ZRANGEBYSCORE', P .. ':done', '-inf', '(' .. (now - tonumber(args[2])), 'LIMIT', 0, tonumber(args[3]))
+  local before, batch = '(' .. (now - tonumber(args[2])), tonumber(args[3])
+  local ids = {}
+  for _, set in ipairs(ENDED) do
+    if #ids >= batch then break end
+    for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. set, '-inf', before, 'LIMIT', 0, batch - #ids)) do
+      ids[#ids + 1] = id
+    end
+  end
+  local deleted = 0
   for _, id in ipairs(ids) do
     local k = jkey(P, id)
     local f = redis.call('HMGET', k, 'tenant', 'idem', 'state', 'wf')
     if f[3] == 'succeeded' or f[3] == 'failed' or f[3] == 'cancelled' then
+      deleted = deleted + 1
       held_by(P, ':idem', f[1], f[2], id)
       if f[4] then redis.call('ZREM', P .. ':wf:' .. f[4], id) end
       moved(P, id, f[3], nil)
       redis.call('ZREM', P .. ':all', id)
       for _, name in ipairs({'succeeded', 'failed'}) do
-        redis.call('ZREM', P .. ':fin:' .. name, id)
         redis.call('ZREM', P .. ':fin:' .. name .. '\0' .. f[1], id)
       end
       for _, rec in ipairs(redis.call('LRANGE', P .. ':att:' .. id, 0, -1)) do
@@ -178,10 +192,11 @@ local function prune(keys, args)
       end
       redis.call('DEL', k, P .. ':res:' .. id, P .. ':att:' .. id, P .. ':st:' .. id, P .. ':sto:' .. id)
     end
-    redis.call('ZREM', P .. ':done', id)
-    redis.call('ZREM', P .. ':failed', id)
+    -- The entry goes whatever its job's state (a replay took it out of the
+    -- sets already), so the next batch does not read it again.
+    for _, set in ipairs(ENDED) do redis.call('ZREM', P .. set, id) end
   end
-  return #ids
+  return {deleted, #ids}
 end
 
 -- Reads

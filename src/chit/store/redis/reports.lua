@@ -89,7 +89,7 @@ end
 local function failures(keys, args)
   local P = keys[1]
   local groups, order = {}, {}
-  for _, id in ipairs(redis.call('ZRANGE', P .. ':failed', 0, -1)) do
+  for _, id in ipairs(redis.call('ZRANGE', P .. ':fin:failed', 0, -1)) do
     local f = redis.call('HMGET', jkey(P, id), 'kind', 'error', 'finished_at', 'tenant', 'state')
     if f[5] == 'failed' and tenant_ok(f[4], args[1]) then
       local line = first_line(f[2] or '')
@@ -226,7 +226,7 @@ local function replay_failure_group(keys, args)
   local P = keys[1]
   local now = clock(args[1])
   local n, with_dependents = 0, {}
-  for _, id in ipairs(redis.call('ZREVRANGE', P .. ':failed', 0, -1)) do
+  for _, id in ipairs(redis.call('ZREVRANGE', P .. ':fin:failed', 0, -1)) do
     local k = jkey(P, id)
     local f = read(k)
     if f.state == 'failed' and f.kind == args[3] and tenant_ok(f.tenant, args[2])
@@ -240,9 +240,16 @@ local function replay_failure_group(keys, args)
   return n
 end
 
--- ARGV: id. Each attempt record (JSON), oldest first.
+-- ARGV: id. Each attempt record (JSON), oldest first: the open one is the
+-- job hash's (see aat).
 local function attempts(keys, args)
-  return redis.call('LRANGE', keys[1] .. ':att:' .. args[1], 0, -1)
+  local P = keys[1]
+  local out = redis.call('LRANGE', P .. ':att:' .. args[1], 0, -1)
+  local f = redis.call('HMGET', jkey(P, args[1]), 'aat', 'attempts', 'worker')
+  if f[1] then
+    out[#out + 1] = cjson.encode({attempt = tonumber(f[2]), worker = f[3], started_at = tonumber(f[1])})
+  end
+  return out
 end
 
 -- ARGV: id. Each step: name, then "attempt|created_at|result", in the order stored.
