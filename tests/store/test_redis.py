@@ -203,3 +203,20 @@ def test_open_store_takes_a_redis_url_and_its_prefix(redis_url: str, client: red
         for key in client.scan_iter(match="{chit-url}:*"):
             client.delete(key)
         store.close()
+
+
+def test_an_entry_left_in_the_ready_set_never_claims_a_running_job_twice(
+    redis_url: str, client: redis.Redis
+) -> None:
+    # The claim takes ready entries by their member: one that outlived its job's
+    # start (whatever left it) is dropped, and the job stays with its worker.
+    P = "{chit-stale}"
+    with own_store(redis_url, client, P) as store:
+        job_id = store.enqueue(NewJob("k", {})).id
+        [first] = store.claim("w1", ["default"], 1, 30)
+        client.zadd(f"{P}:r:default", {f"{0:013d}{job_id}": 0})
+        assert store.claim("w2", ["default"], 1, 30) == []
+        assert client.zcard(f"{P}:r:default") == 0
+        job = store.get(job_id)
+        assert job is not None and (job.worker, job.attempts) == ("w1", 1)
+        assert store.finish([Succeeded(job_id, first.lease_token, None)]) == [True]

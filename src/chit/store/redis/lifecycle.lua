@@ -6,10 +6,10 @@
 local CLAIMED = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 'lease_token',
   'checkpoint', 'pdone', 'ptotal', 'timeout', 'depends_on', 'tenant', 'tp'}
 -- What a start reads, in one HMGET: CLAIMED's fields, then four more, then
--- expires_at, for the claim that reads it first.
+-- expires_at, aat and the state, for the claim that reads them first.
 local STARTING = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 'lease_token',
   'checkpoint', 'pdone', 'ptotal', 'timeout', 'depends_on', 'tenant', 'tp',
-  'started_at', 'ckey', 'deb', 'g', 'expires_at', 'aat'}
+  'started_at', 'ckey', 'deb', 'g', 'expires_at', 'aat', 'state'}
 
 -- Move a queue's scheduled jobs that are due to its ready set.
 local function promote(P, queue, now)
@@ -116,7 +116,10 @@ local function claim_in(P, args, base, now)
         local v = redis.call('HMGET', jkey(P, id), unpack(STARTING))
         local kind, started_at, expires_at = v[2], v[15], v[19]
         local expired = expires_at and not started_at and tonumber(expires_at) <= now
-        if (kinds == nil or kinds[kind]) and not held[kind] and not expired then
+        if v[21] ~= 'queued' then
+          -- Not queued (an entry left behind): never a second claim of a job.
+          redis.call('ZREM', r, m)
+        elseif (kinds == nil or kinds[kind]) and not held[kind] and not expired then
           redis.call('ZREM', r, m)
           local row = start(P, id, worker, lease_ms, now, next_token(P, id), m, v)
           for _, v in ipairs(row) do out[#out + 1] = v end
