@@ -51,16 +51,17 @@ def test_a_worker_logs_a_job_that_fails_once_as_json_lines(procs: Procs, queue: 
     assert [x["event"] for x in lines if x["event"] == "worker.stopped"] == ["worker.stopped"]
 
     events = [x for x in lines if x.get("job_id") == job_id]
-    assert [(x["event"], x["attempt"]) for x in events] == [
-        ("job.started", 1),
-        ("job.retrying", 1),
-        ("job.started", 2),
-        ("job.succeeded", 2),
-    ]
+    said = [(x["event"], x["attempt"]) for x in events]
+    # The failure is logged by the thread that records it, the retry's start by
+    # the claim loop: on a busy machine the first may be descheduled past the
+    # retry's backoff, after its outcome is stored but before it logs it.
+    assert said[0] == ("job.started", 1) and said[3] == ("job.succeeded", 2)
+    assert sorted(said[1:3]) == [("job.retrying", 1), ("job.started", 2)]
     for x in events:
         assert x["kind"] == "clock" and x["worker"] == worker_id and x["queue"] == "default"
         assert x["time"].endswith("+00:00")
-    retrying, succeeded = events[1], events[3]
+    retrying = next(x for x in events if x["event"] == "job.retrying")
+    succeeded = events[3]
     assert retrying["level"] == "warning"
     assert "RuntimeError: the first attempt fails on purpose" in retrying["error"]
     assert retrying["retry_in"] >= 0 and retrying["duration"] >= 0

@@ -36,7 +36,12 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 
 def read_spans(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    """The spans written so far: complete lines only (a process may be half way
+    through writing the last one)."""
+    if not path.exists():
+        return []
+    *complete, _partial = path.read_text().split("\n")
+    return [json.loads(line) for line in complete if line]
 
 
 def consumer_spans(path: Path, job_id: str, count: int) -> list[dict[str, Any]]:

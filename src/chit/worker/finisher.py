@@ -121,9 +121,12 @@ class Finisher:
             applied = self._record(batch)
         else:
             applied, claimed = recorded
-        settled = self.slots.settle(batch, claimed, free)
-        for outcome, ok, (ctx, seconds) in zip(batch, applied, settled, strict=True):
-            _log_outcome(outcome, ok, ctx, seconds, self.worker_id)
+
+        def log_outcomes(settled: list[tuple[JobContext | None, float]]) -> None:
+            for outcome, ok, (ctx, seconds) in zip(batch, applied, settled, strict=True):
+                _log_outcome(outcome, ok, ctx, seconds, self.worker_id)
+
+        self.slots.settle(batch, claimed, free, log_outcomes)
         with self._lock:
             self.processed += len(batch)
         self.slots.freed.set()

@@ -211,12 +211,16 @@ class Slots:
             return batch, self._reserve(batch)
 
     def settle(
-        self, batch: list[Outcome], claimed: list[ClaimedJob], reserved: int
-    ) -> list[tuple[JobContext | None, float]]:
+        self,
+        batch: list[Outcome],
+        claimed: list[ClaimedJob],
+        reserved: int,
+        recorded: Callable[[list[tuple[JobContext | None, float]]], None],
+    ) -> None:
         """The batch is recorded: its jobs are no longer held. The jobs claimed
         beside it for the `reserved` slots `take` promised are held, and those
-        with a slot start. Returns each recorded job's context and how long it
-        ran."""
+        with a slot start, after `recorded` is told each recorded job's context
+        and how long it ran (so a retry's start is logged after its failure)."""
         contexts = [(job, JobContext.of(job, self.store, self.lease_seconds)) for job in claimed]
         now = time.monotonic()
         with self._lock:
@@ -227,9 +231,9 @@ class Slots:
                 for o in batch
             ]
             run_now = self._hold(contexts, reserved)
+        recorded(settled)
         for job, ctx in run_now:
             self.start(job, ctx)
-        return settled
 
     def hand_back(self, waiting_only: bool = False) -> int:
         """Turn every job still held (or only those claimed ahead that have not
