@@ -22,6 +22,11 @@ import pytest
 
 START_SECONDS = 20.0
 
+# For tests that SIGKILL the server and count what it acknowledged: under the
+# default everysec, Redis answers before writing its AOF buffer while a slow
+# fsync runs (a busy disk), and a kill then loses those writes.
+EVERY_WRITE_SYNCED = ("--appendfsync", "always")
+
 
 def _free_port() -> int:
     with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:

@@ -10,7 +10,8 @@ queues' wake lists (one more each 50 ms, to see `stop`).
 
 Durability: the store refuses a server without `appendonly yes` and
 `maxmemory-policy noeviction`; with the default `appendfsync everysec` a
-crash of the machine (not of Redis) can lose the last second of writes.
+crash of the machine, or of Redis while its disk is slow (it then postpones
+writing its AOF buffer up to 2 s), can lose the last seconds of writes.
 """
 
 from __future__ import annotations
