@@ -192,7 +192,8 @@ class Settings:
                 raise ConfigError(f"{name} has value {value}: must be >= 0 (0: no limit)")
         if not self.queues or any(not q for q in self.queues):
             raise ConfigError("CHIT_QUEUES must name at least one queue")
-        schemes = ("sqlite:", "postgresql:", "postgres:", "redis:", "rediss:", "unix:")
+        schemes: tuple[str, ...] = ("sqlite:", "postgresql:", "postgres:", "redis:", "rediss:")
+        schemes += ("unix:", "redis+cluster:", "rediss+cluster:")
         if not self.database_url.startswith(schemes):
             raise ConfigError(
                 f"CHIT_DATABASE_URL has value {self.database_url!r}: "

@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
+from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException, RedisClusterUnreachableError
 
 from chit.errors import DatabaseRefused, StoreError
 
@@ -34,6 +36,11 @@ LIBRARY = "\n".join(_FILES.joinpath(part).read_text() for part in PARTS)
 # The library's VERSION: what `migrate` loads and `schema_version` reports.
 VERSION = int(LIBRARY.split("local VERSION = ", 1)[1].split("\n", 1)[0])
 DEFAULT_PREFIX = "{chit}"
+
+
+# Schemes naming a Redis Cluster (any of its nodes): redis-py's cluster client
+# finds the node that owns the prefix's slot and follows it when it moves.
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
 def server_name(url: str) -> str:
@@ -66,10 +73,16 @@ class Connection:
         if "{" not in prefix or "}" not in prefix:
             raise StoreError(f"the Redis key prefix {prefix!r} needs a hash tag, e.g. '{{chit}}'")
         self.prefix = prefix
+        scheme = urlsplit(url).scheme
+        self.cluster = scheme in CLUSTER_SCHEMES
+        options: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": 5}
+        self.client: redis.Redis | RedisCluster
         try:
-            self.client = redis.Redis.from_url(
-                url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
-            )
+            if self.cluster:
+                url = urlunsplit(urlsplit(url)._replace(scheme=CLUSTER_SCHEMES[scheme]))
+                self.client = self.run(lambda: RedisCluster.from_url(url, **options))
+            else:
+                self.client = redis.Redis.from_url(url, health_check_interval=30, **options)
         except ValueError as e:
             raise StoreError(f"bad Redis URL for {self.name}: {e}") from None
 
@@ -86,6 +99,11 @@ class Connection:
             raise StoreError(f"Redis at {self.name}: {e}") from None
         except redis.RedisError as e:
             raise StoreError(f"Redis at {self.name}: {e}") from None
+        except RedisClusterUnreachableError:
+            raise StoreError(f"cannot reach the Redis Cluster at {self.name}") from None
+        except RedisClusterException as e:
+            # Not a cluster node (cluster mode off): no wait mends that.
+            raise DatabaseRefused(f"Redis at {self.name}: {str(e).rsplit(': ', 1)[-1]}") from None
 
     def fcall(self, function: str, *args: Any) -> Any:
         """Call a library function, loading the library first if the server
@@ -110,6 +128,15 @@ class Connection:
     def load(self) -> None:
         self.run(lambda: self.client.function_load(LIBRARY, replace=True))
 
+    def time(self) -> tuple[int, int]:
+        """The server's TIME (seconds, microseconds); in a cluster, the clock of
+        the node that runs the functions, as they read their own."""
+        client = self.client
+        if isinstance(client, RedisCluster):
+            node = client.get_node_from_key(self.prefix)
+            return self.run(lambda: client.time(target_nodes=node))
+        return self.run(client.time)
+
     def loaded_version(self) -> int:
         """The version of the library the server has; 0 when it has none."""
         try:
@@ -132,21 +159,44 @@ class Connection:
             persistence, memory, replication = pipe.execute()
             return persistence, memory, replication
 
+        if isinstance(self.client, RedisCluster):
+            # Each primary may come to own the prefix's slot; a cluster client
+            # never writes to a replica, so no replica check.
+            for node in self.run(self.client.get_primaries):
+                sections = self.run(lambda n=node: _sections(n))  # type: ignore[misc]
+                self._check_durability(node.name, *sections)
+            return
         persistence, memory, replication = self.run(read)
+        self._check_durability(self.name, persistence, memory, replication)
+
+    def _check_durability(
+        self,
+        name: str,
+        persistence: dict[str, Any],
+        memory: dict[str, Any],
+        replication: dict[str, Any] | None = None,
+    ) -> None:
         if not int(persistence.get("aof_enabled", 0)):
             raise DatabaseRefused(
-                f"Redis at {self.name} has appendonly no: chit needs appendonly yes (CONFIG SET"
+                f"Redis at {name} has appendonly no: chit needs appendonly yes (CONFIG SET"
                 " appendonly yes, and in redis.conf) so acknowledged jobs survive a restart"
             )
         policy = memory.get("maxmemory_policy", "")
         if policy != "noeviction":
             raise DatabaseRefused(
-                f"Redis at {self.name} has maxmemory-policy {policy}: chit needs"
+                f"Redis at {name} has maxmemory-policy {policy}: chit needs"
                 " maxmemory-policy noeviction, or Redis may evict jobs"
             )
-        if replication.get("role") == "slave":
-            raise DatabaseRefused(f"Redis at {self.name} is a replica: point chit at the primary")
+        if replication is not None and replication.get("role") == "slave":
+            raise DatabaseRefused(f"Redis at {name} is a replica: point chit at the primary")
 
     def close(self) -> None:
         self.client.close()
-        self.client.connection_pool.disconnect()
+        if isinstance(self.client, redis.Redis):
+            self.client.connection_pool.disconnect()
+
+
+def _sections(node: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A cluster node's persistence and memory sections."""
+    client = node.redis_connection
+    return client.info("persistence"), client.info("memory")

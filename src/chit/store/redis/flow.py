@@ -242,7 +242,7 @@ class FlowRedis(RedisCore, FlowControl):
             paused.look_again_at = time.monotonic() + THROTTLED_POLL
             return paused
         if now == "":  # one instant for every read of the claim, by the server's clock
-            seconds, micros = self.redis.run(self.redis.client.time)
+            seconds, micros = self.redis.time()
             now = str(seconds * 1000 + micros // 1000)
         steps = FlowClaim(claim, flow, self._turns).run()
         groups: dict[str, list[tuple[str, str, str]]] = {}
