@@ -126,6 +126,15 @@ def _shut_down(url: str) -> None:
         client.close()
 
 
+def has_waitaof(url: str) -> bool:
+    """Whether the server has WAITAOF (Redis 7.2+; Valkey says 7.2.4 too)."""
+    import redis
+
+    with closing(redis.Redis.from_url(url, decode_responses=True)) as client:
+        version = str(client.info("server")["redis_version"])
+    return tuple(int(part) for part in version.split(".")[:2]) >= (7, 2)
+
+
 def emptied_redis(url: str) -> str:
     """The server with every key deleted (chit's functions stay: they are no keys)."""
     import redis

@@ -57,7 +57,11 @@ def open_store(settings: Settings) -> FullStore:
     elif url.startswith(("redis:", "rediss:", "redis+cluster:", "rediss+cluster:", "unix:")):
         from chit.store.redis import RedisStore
 
-        redis_store = RedisStore(url, result_inline_bytes=settings.result_inline_bytes)
+        redis_store = RedisStore(
+            url,
+            result_inline_bytes=settings.result_inline_bytes,
+            wait_aof=settings.redis_wait_aof,
+        )
         redis_store.free_hand_backs = settings.free_hand_backs
         return redis_store
     else:

@@ -36,6 +36,9 @@ LIBRARY = "\n".join(_FILES.joinpath(part).read_text() for part in PARTS)
 # The library's VERSION: what `migrate` loads and `schema_version` reports.
 VERSION = int(LIBRARY.split("local VERSION = ", 1)[1].split("\n", 1)[0])
 DEFAULT_PREFIX = "{chit}"
+# How long an enqueue waits for the AOF fsync under CHIT_REDIS_WAIT_AOF
+# (everysec fsyncs each second; a slow disk may take longer).
+AOF_WAIT_MS = 5000
 
 
 # Schemes naming a Redis Cluster (any of its nodes): redis-py's cluster client
@@ -73,6 +76,7 @@ class Connection:
         if "{" not in prefix or "}" not in prefix:
             raise StoreError(f"the Redis key prefix {prefix!r} needs a hash tag, e.g. '{{chit}}'")
         self.prefix = prefix
+        self.wait_aof = False
         scheme = urlsplit(url).scheme
         self.cluster = scheme in CLUSTER_SCHEMES
         options: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": 5}
@@ -115,6 +119,48 @@ class Connection:
                 raise
         self.load()
         return self.run(lambda: self.client.fcall(function, 1, self.prefix, *args))
+
+    def fcall_synced(self, function: str, *args: Any) -> Any:
+        """`fcall`, and with `wait_aof` on, not returned before the server's AOF
+        holds the write on disk: WAITAOF counts the writes of the connection
+        it is sent on, so both go down one connection, in one round trip."""
+        if not self.wait_aof:
+            return self.fcall(function, *args)
+        client = self.client
+        if isinstance(client, RedisCluster):
+            client = client.get_node_from_key(self.prefix).redis_connection
+
+        def call() -> Any:
+            pipe = client.pipeline(transaction=False)
+            pipe.fcall(function, 1, self.prefix, *args)
+            pipe.execute_command("WAITAOF", 1, 0, AOF_WAIT_MS)
+            out, (synced, _) = pipe.execute()
+            if not synced:
+                raise StoreError(
+                    f"Redis at {self.name} did not fsync its AOF within {AOF_WAIT_MS} ms"
+                    " (CHIT_REDIS_WAIT_AOF): the write may be lost in a crash"
+                )
+            return out
+
+        try:
+            return self.run(call)
+        except StoreError as e:
+            if "Function not found" not in str(e):
+                raise
+        self.load()
+        return self.run(call)
+
+    def check_wait_aof(self) -> None:
+        """Refuse `wait_aof` where the server has no WAITAOF (before Redis 7.2)."""
+        try:
+            self.run(lambda: self.client.execute_command("WAITAOF", 0, 0, 0))  # returns at once
+        except StoreError as e:
+            if "unknown command" not in str(e):
+                raise
+            raise DatabaseRefused(
+                f"Redis at {self.name} has no WAITAOF (Redis 7.2+, Valkey 7.2+):"
+                " CHIT_REDIS_WAIT_AOF=1 needs it; upgrade the server or unset it"
+            ) from None
 
     def fcall_ro(self, function: str, *args: Any) -> Any:
         try:

@@ -95,11 +95,15 @@ class RedisCore(Store):
         prefix: str | None = None,
         result_inline_bytes: int = 64 * 1024,
         migrate: bool = True,
+        wait_aof: bool = False,
     ) -> None:
         self.result_inline_bytes = result_inline_bytes
         self.redis = Connection(url, prefix)
         self.prefix = self.redis.prefix
         self.redis.check_durability()
+        if wait_aof:
+            self.redis.check_wait_aof()
+            self.redis.wait_aof = True
         if migrate:
             self.migrate()
 
@@ -131,7 +135,7 @@ class RedisCore(Store):
         args: list[Any] = ["", _PLAIN_WIDTH, ""]
         for job_id, job in zip(ids, jobs, strict=True):
             args += self._fields(job_id, job)
-        return self._enqueued(jobs, self.redis.fcall("chit_enqueue", *args), None)
+        return self._enqueued(jobs, self.redis.fcall_synced("chit_enqueue", *args), None)
 
     def _fields(self, job_id: str, job: NewJob) -> list[Any]:
         payload = job.payload_json if job.payload_json is not None else dumps(job.payload)
@@ -189,7 +193,7 @@ class RedisCore(Store):
                     "" if not columns["dependents"] else dumps(columns["dependents"]),
                     "1" if job_id in depended else "",
                 ]
-            out = self.redis.fcall("chit_enqueue", *args)
+            out = self.redis.fcall_synced("chit_enqueue", *args)
             if out != ["retry"]:
                 return self._enqueued(jobs, out, workflow_id)
         raise StoreError(f"could not enqueue: the jobs depended on changed {_GRAPH_TRIES} times")
