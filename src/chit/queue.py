@@ -207,6 +207,7 @@ class Queue:
         debounce_key: str | None = None,
         debounce: float | None = None,
         debounce_max: float | None = None,
+        cost: int = 1,
         connection: Any = None,
     ) -> Enqueued:
         """Store a job and return `.id` and `.created` (False when the idempotency
@@ -275,6 +276,7 @@ class Queue:
         debounce_key: str | None = None,
         debounce: float | None = None,
         debounce_max: float | None = None,
+        cost: int = 1,
         connection: Any = None,
     ) -> Enqueued:
         """`enqueue` for asyncio code: the same arguments, results and errors,
