@@ -203,6 +203,9 @@ class FlowClaim:
         # start in this claim.
         self.budget: dict[str, int] = {}
         self.key_budget: dict[tuple[str, str], int] = {}
+        # Seconds until the oldest start in each budget's window leaves it: a
+        # job that did not fit may fit then.
+        self.budget_frees: dict[str | tuple[str, str], float] = {}
         self.throttled = False
         self.frees_in = THROTTLED_POLL  # seconds until a full rate window has room
 
@@ -292,8 +295,10 @@ class FlowClaim:
         assert rate is not None
         spent: Usage = yield Spent(kind, key, rate.seconds)
         left = rate.count - spent.started
-        if left <= 0 and spent.frees_in is not None:
-            self.frees_in = min(self.frees_in, spent.frees_in)
+        if spent.frees_in is not None:
+            self.budget_frees[kind if key is None else (kind, key)] = spent.frees_in
+            if left <= 0:
+                self.frees_in = min(self.frees_in, spent.frees_in)
         return left
 
     def _affords(self, c: Candidate) -> bool:
@@ -309,13 +314,20 @@ class FlowClaim:
         rate = limits.cost_rate
         if left is not None and rate is not None and c.cost > left and left < rate.count:
             self.budget[c.kind] = 0
+            self._look_again(c.kind)
             return False
         left = self.key_budget.get((c.kind, c.key))
         rate = limits.key_cost_rate
         if left is not None and rate is not None and c.cost > left and left < rate.count:
             self.key_budget[c.kind, c.key] = 0
+            self._look_again((c.kind, c.key))
             return False
         return True
+
+    def _look_again(self, budget: str | tuple[str, str]) -> None:
+        frees = self.budget_frees.get(budget)
+        if frees is not None:
+            self.frees_in = min(self.frees_in, frees)
 
     def _spend(self, c: Candidate) -> None:
         if c.kind in self.budget:
