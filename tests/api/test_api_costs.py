@@ -5,14 +5,26 @@ on /limits like the other limits. A refusal stores nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+import chit
 from chit.jobs import JobFilter
-from support.api import Api, assert_error
+from support.api import Api, assert_error, settings_for
+from support.api_app import register
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def queue(database_url: str) -> Iterator[chit.Queue]:
+    """The API's app, and kind `budget`: 1,000 cost a minute, 100 per key."""
+    q = register(chit.Queue(settings=settings_for(database_url)))
+    q.task("budget", cost_rate="1000/m", key_cost_rate="100/m")(lambda job, body: None)
+    yield q
+    q.close()
 
 
 def stored(api: Api) -> int:

@@ -51,11 +51,6 @@ def register(q: chit.Queue) -> chit.Queue:
     def big(job: chit.JobContext, body: dict) -> dict:
         return {"blob": "x" * int(body.get("size", 100_000))}
 
-    @q.task("budget", cost_rate="1000/m", key_cost_rate="100/m")
-    def budget(job: chit.JobContext, body: dict) -> dict:
-        job.report_cost(int(body.get("spent", 1)))
-        return {}
-
     return q
 
 

@@ -254,6 +254,8 @@ def _pausing(args: argparse.Namespace, setup: Setup, *, pausing: bool) -> int:
 
 
 def limits_table(kinds: Sequence[KindLimits]) -> str:
+    # Budgets' columns only where a kind has one: most deployments have none.
+    costs = any(k.effective.cost_rate or k.effective.key_cost_rate for k in kinds)
     rows = [
         (
             k.kind,
@@ -261,8 +263,7 @@ def limits_table(kinds: Sequence[KindLimits]) -> str:
             k.effective.rate,
             k.effective.key_concurrency,
             k.effective.key_rate,
-            k.effective.cost_rate,
-            k.effective.key_cost_rate,
+            *((k.effective.cost_rate, k.effective.key_cost_rate) if costs else ()),
             k.running,
             k.waiting,
             "+".join(who for who, set_ in (("code", k.declared), ("operator", k.override)) if set_)
@@ -276,8 +277,7 @@ def limits_table(kinds: Sequence[KindLimits]) -> str:
         "rate",
         "key concurrency",
         "key rate",
-        "cost rate",
-        "key cost rate",
+        *(("cost rate", "key cost rate") if costs else ()),
         "running",
         "waiting",
         "set by",
