@@ -131,9 +131,9 @@ def prepared(request: JobRequest, tasks: Mapping[str, TaskDefaults], settings: S
     if (request.debounce_key, request.debounce, request.debounce_max) != (None, None, None):
         debounce = check_debounce(request)
     expires_at, expires_in = check_expiry(request.expires_at, request.expires_in, run_at)
-    cost = request.cost
     # The default, 1, stored as NULL; `True == 1`, so its type is checked too.
-    cost = None if type(cost) is int and cost == 1 else check_cost(cost, task, concurrency_key)
+    default_cost = type(request.cost) is int and request.cost == 1
+    cost = None if default_cost else check_cost(request.cost, task, concurrency_key)
     job = NewJob(
         kind=request.kind,
         payload=payload,
