@@ -6,6 +6,7 @@ workers is measured by bench/cost_rate_bench.py (`make bench` step cost-rate).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pytest
 import chit
 from chit.jobs import State
 from support import flow_app
-from support.flow_app import BUDGETED, PLAIN
+from support.flow import most_in_window
+from support.flow_app import BUDGETED, METERED, PLAIN
 from support.jobs import app_queue, get, wait_terminal
 from support.processes import Procs
 from support.waiting import wait_until
@@ -49,3 +51,35 @@ def test_report_cost_frees_the_rest_of_the_estimate_for_the_next_job(
     gate.touch()  # the first reports what it spent (10): 10 + 80 fits in the minute
     assert wait_terminal(flow, first, 30).state is State.SUCCEEDED
     assert wait_terminal(flow, second, 30).state is State.SUCCEEDED
+
+
+@pytest.mark.timeout(90)
+def test_a_cost_rate_holds_across_two_workers_and_is_used(
+    procs: Procs, flow: chit.Queue, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs.log"
+    rng = random.Random(25)
+    costs = [rng.randint(1, 60) for _ in range(80)]
+    ids = [
+        e.id
+        for e in flow.enqueue_many(
+            [chit.JobRequest(METERED, {"log": str(log)}, cost=c) for c in costs]
+        )
+    ]
+    procs.workers(2, "--concurrency", "8", app=FLOW_APP)
+    wait_until(
+        lambda: sum(get(flow, i).state is State.SUCCEEDED for i in ids) >= 40,
+        60,
+        what="40 metered jobs to finish",
+    )
+    # By the database's clock: each job's start (none is retried) with its cost.
+    starts = sorted(
+        (job.started_at.timestamp(), cost)
+        for i, cost in zip(ids, costs, strict=True)
+        if (job := get(flow, i)).started_at is not None
+    )
+    worst = max(sum(c for t, c in starts if start <= t < start + 1.0) for start, _ in starts)
+    assert worst <= 300, starts
+    # Used, not starved: some window took most of the budget.
+    assert worst >= 200, starts
+    assert most_in_window([t for t, _ in starts], 1.0) < len(starts)

@@ -30,6 +30,7 @@ HELD = "fc_held"  # no limit, queue "default": paused by kind
 SIDE = "fc_side"  # no limit, queue "side": paused by queue
 SIDE_QUEUE = "side"
 BUDGETED = "fc_budget"  # cost_rate=100/m: what the handler spends is body['spent']
+METERED = "fc_metered"  # cost_rate=300/s
 
 
 def run(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
@@ -56,6 +57,7 @@ def spend(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
 
 queue.task(LIMITED, concurrency=3, max_attempts=5)(run)
 queue.task(BUDGETED, cost_rate="100/m")(spend)
+queue.task(METERED, cost_rate="300/s")(spend)
 queue.task(RATED, rate="10/s")(run)
 queue.task(KEYED, key_concurrency=1)(run)
 queue.task(OVERRIDDEN, concurrency=1)(run)
