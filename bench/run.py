@@ -202,6 +202,15 @@ def steps(sizes: Sizes) -> list[Step]:
         Step("aenqueue", "aenqueue", seconds, 60, only=CHIT, script="aenqueue_bench.py"),
         # Issue 26: a debounced enqueue against a plain one (newer than any baseline).
         Step("debounce", "debounce", seconds, 60, only=CHIT, script="debounce_bench.py"),
+        # Issue 25: cost_rate held over 10 s, with and without report_cost.
+        Step(
+            "cost-rate",
+            "cost-rate",
+            ("--seconds", "10"),
+            90,
+            only=CHIT,
+            script="cost_rate_bench.py",
+        ),
         Step(
             "api-submit",
             "api-submit",
@@ -409,7 +418,13 @@ class Bench:
         flow_only = set(chosen) <= set(FLOW_STEPS)
         # These steps alone leave docs/ alone (workflows.md in the results for
         # workflows; the tables printed for aenqueue and api-submit).
-        workflows_only = set(chosen) <= {"workflows", "aenqueue", "api-submit", "debounce"}
+        workflows_only = set(chosen) <= {
+            "workflows",
+            "aenqueue",
+            "api-submit",
+            "debounce",
+            "cost-rate",
+        }
         workflow_systems = [s for s in workflows.SYSTEMS if s in wanted] or list(workflows.SYSTEMS)
 
         backends = {INFO[base_name(s)].backend for s in wanted}
@@ -748,6 +763,13 @@ def line(run: Run) -> str:
     if "median_ms" in r:
         return f"{head} median {r['median_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
     busy = f"  (machine {run.busy_before:.0%} busy before)" if run.busy_before > 0.25 else ""
+    if "report_cost" in r:
+        return f"{head} " + "; ".join(
+            f"{mode}: worst 1 s window {w['worst_ratio']:.1%} of {w['limit']:,}/s, "
+            f"{w['used']:.1%} used"
+            for mode, w in r.items()
+            if isinstance(w, dict)
+        )
     if "mean_rate" in r:
         held = "held" if rate_held(r) else "NOT held"
         return (

@@ -295,6 +295,7 @@ class SQLiteStore(SQLStore, WriteLock):
                     "now": r["claimed_at"],
                     "kind": r["kind"],
                     "concurrency_key": r["concurrency_key"],
+                    "cost": r["cost"],
                 }
                 for r in rows
             ],

@@ -60,8 +60,8 @@ _STOP_CHECK_SECONDS = 0.05
 # How often an enqueue reads again stored dependencies that changed under it.
 _GRAPH_TRIES = 5
 # Arguments a job takes in enqueue.lua (`_fields`), and with a workflow's columns.
-_PLAIN_WIDTH = 19
-_GRAPH_WIDTH = 28
+_PLAIN_WIDTH = 20
+_GRAPH_WIDTH = 29
 
 
 def runnable_kinds(kinds: Collection[str] | None) -> frozenset[str] | None:
@@ -160,6 +160,7 @@ class RedisCore(Store):
             "" if debounce is None else debounce.key,
             "" if debounce is None else debounce.delay,
             "" if debounce is None else debounce.bound,
+            _s(job.cost),
         ]
 
     def _enqueue_graph(self, ids: list[str], jobs: list[NewJob]) -> list[Enqueued]:
