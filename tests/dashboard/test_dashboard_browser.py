@@ -69,7 +69,7 @@ def stack(
                 database_url=url,
             )
         )
-        yield Stack(server.url, server.http, server.tmp, server.database_url)
+        yield Stack(server.url, server.http, server.tmp, database_url=server.database_url)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ class Server:
     url: str
     http: httpx.Client  # signed in with the stack's key
     tmp: Path
-    database_url: str = ""
+    database_url: str = field(default="", kw_only=True)
 
     def until(
         self, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 15
@@ -99,7 +99,7 @@ def server_with_workers(
             wait_ready(server, lambda: http.get("/readyz"), 60, what="the API server to answer")
             for w in workers:
                 w.wait_started()
-            yield Server(url, http, tmp, database_url)
+            yield Server(url, http, tmp, database_url=database_url)
     finally:
         stop([p.popen for p in procs.all])
         codes = [p.popen.returncode for p in procs.all]
