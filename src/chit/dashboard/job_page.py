@@ -153,7 +153,7 @@ async def job_events(request: Request, job_id: str) -> Response:
         raise ApiProblem(401, "unauthorized", "Sign in to the dashboard first.")
     state = api_state(request)
     job = await load_job(request, job_id, current.principal)
-    return events.response(
+    return await events.response(
         state.hub,
         state.store,
         job,

@@ -41,12 +41,13 @@
 --   P:tok        the lease token counter
 --   P:d:<queue>  its ready jobs by due time; P:run:<queue> its running jobs
 --   P:wf:<id>    a workflow's job ids
+--   P:o:<id>     output (output.lua); P:out the channel its writes publish on
 --
 -- The library is this file (the helpers every part uses), then the other
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 12
+local VERSION = 13
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 

@@ -190,7 +190,8 @@ local function prune(keys, args)
           end
         end
       end
-      redis.call('DEL', k, P .. ':res:' .. id, P .. ':att:' .. id, P .. ':st:' .. id, P .. ':sto:' .. id)
+      redis.call('DEL', k, P .. ':res:' .. id, P .. ':att:' .. id, P .. ':st:' .. id, P .. ':sto:' .. id,
+        P .. ':o:' .. id)
     end
     -- The entry goes whatever its job's state (a replay took it out of the
     -- sets already), so the next batch does not read it again.

@@ -306,6 +306,39 @@ FROM chit_jobs
 WHERE id = %(id)s::text AND lease_token = %(token)s::text AND state = 'running'
 ON CONFLICT (job_id, name) DO UPDATE SET result = chit_steps.result
 
+-- name: append_output
+-- JobContext.emit's batch, fenced on the lease, in one statement: the job's
+-- counters moved (its row lock orders two writers), the values numbered after
+-- them, and listeners told (the NOTIFY is sent at commit, with the rows).
+-- No row: fenced out, nothing written.
+WITH fenced AS (
+    UPDATE chit_jobs
+    SET output_seq = output_seq + %(n)s::bigint, output_bytes = output_bytes + %(bytes)s::bigint
+    WHERE id = %(id)s::text AND lease_token = %(token)s::text
+    RETURNING output_seq, attempts
+), written AS (
+    INSERT INTO chit_output (job_id, seq, attempt, data, at)
+    SELECT %(id)s::text, f.output_seq - %(n)s::bigint + o.n, f.attempts, o.v::json,
+           coalesce(%(now)s::timestamptz, now())
+    FROM fenced AS f, unnest(%(items)s::text[]) WITH ORDINALITY AS o (v, n)
+)
+SELECT output_seq, attempts, pg_notify('chit_output', %(id)s::text)::text AS notified
+FROM fenced
+
+-- name: output_used
+SELECT output_seq, output_bytes FROM chit_jobs
+WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+
+-- name: output
+SELECT seq, attempt, data, at FROM chit_output
+WHERE job_id = %(id)s::text AND seq > %(after)s::bigint ORDER BY seq LIMIT %(limit)s::int
+
+-- name: output_heads
+SELECT id, output_seq FROM chit_jobs WHERE id = ANY(%(ids)s::text[]) AND output_seq > 0
+
+-- name: listen_output
+LISTEN chit_output
+
 -- name: lock_jobs
 -- Before a batch of outcomes of several kinds: take every row lock in id order.
 SELECT id FROM chit_jobs WHERE id = ANY(%(ids)s::text[]) ORDER BY id FOR UPDATE

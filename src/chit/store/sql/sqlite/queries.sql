@@ -222,6 +222,34 @@ SELECT id, :name, attempts, :result, strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 FROM chit_jobs WHERE id = :id AND lease_token = :token AND state = 'running'
 ON CONFLICT (job_id, name) DO UPDATE SET result = chit_steps.result
 
+-- name: append_output
+-- JobContext.emit's batch, fenced on the lease: moves the job's counters and
+-- answers the last seq and the attempt the values carry; no row: fenced out.
+UPDATE chit_jobs
+SET output_seq = output_seq + :n, output_bytes = output_bytes + :bytes
+WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING output_seq, attempts
+
+-- name: insert_output
+-- The batch (a JSON array of JSON texts) numbered from :first, after append_output.
+INSERT INTO chit_output (job_id, seq, attempt, data, at)
+SELECT :id, :first + key, :attempt, value, strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+FROM json_each(:items)
+
+-- name: output_used
+SELECT output_seq, output_bytes FROM chit_jobs
+WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant)
+
+-- name: output
+SELECT seq, attempt, data, at FROM chit_output
+WHERE job_id = :id AND seq > :after ORDER BY seq LIMIT :limit
+
+-- name: output_heads
+-- What the event streams' watcher reads when the file changed: which watched
+-- jobs have output, and how far.
+SELECT id, output_seq FROM chit_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND output_seq > 0
+
 -- name: succeed
 UPDATE chit_jobs
 SET state = 'succeeded', result = :result, result_external = :result_external,

@@ -1,0 +1,32 @@
+-- Output (JobContext.emit, DESIGN.md "Long AI tasks"): the JSON values a
+-- handler emits, numbered per job across attempts (seq, never reused), each
+-- with the attempt that emitted it. Written only by the worker holding the
+-- lease (the counters on chit_jobs are moved by a fenced update first, which
+-- also serialises two writers); kept across retry and replay; deleted with the
+-- job. A job that never emits has no row here and its counters stay 0.
+-- `json`, not jsonb: a value reads back with its keys in the order emitted.
+ALTER TABLE chit_jobs ADD COLUMN output_seq bigint NOT NULL DEFAULT 0;
+ALTER TABLE chit_jobs ADD COLUMN output_bytes bigint NOT NULL DEFAULT 0;
+-- job.progress(done, total, message): the message travels with the numbers.
+ALTER TABLE chit_jobs ADD COLUMN progress_message text;
+
+-- No foreign key, for the reason migration 012 gives for steps.
+CREATE TABLE chit_output (
+    job_id  text NOT NULL,
+    seq     bigint NOT NULL,
+    attempt integer NOT NULL,
+    data    json NOT NULL,
+    at      timestamptz NOT NULL,
+    PRIMARY KEY (job_id, seq)
+);
+
+CREATE FUNCTION chit_delete_output() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM chit_output WHERE job_id IN (SELECT id FROM chit_deleted_output);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER chit_jobs_delete_output AFTER DELETE ON chit_jobs
+    REFERENCING OLD TABLE AS chit_deleted_output
+    FOR EACH STATEMENT EXECUTE FUNCTION chit_delete_output();
