@@ -173,6 +173,9 @@ class EventHub:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        thread, self._feed_thread = self._feed_thread, None
+        if thread is not None:  # done with the store before it is closed
+            await anyio.to_thread.run_sync(thread.join, 2.0)
 
     @contextlib.contextmanager
     def watch(
@@ -228,14 +231,15 @@ class EventHub:
     def _listen(self, feed: OutputFeed, loop: asyncio.AbstractEventLoop) -> None:
         try:
             while not self._stopping.is_set():
-                woke = feed.wait(0.5)
+                woke = feed.wait(0.25)  # how soon a stopping hub is done with it
                 if woke is None or woke:
                     try:
                         loop.call_soon_threadsafe(self._fed_ids, woke)
                     except RuntimeError:  # the loop closed
                         return
         except Exception:
-            log.exception("event hub: output feed stopped")
+            if not self._stopping.is_set():
+                log.exception("event hub: output feed stopped")
         finally:
             feed.close()
 
