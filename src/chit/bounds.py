@@ -93,3 +93,5 @@ OUTPUT_BYTES = 16 * 1024 * 1024
 OUTPUT_PAGE_MAX = 1000
 # The largest seq a reader may name (an `after`): what every store's integer holds.
 OUTPUT_SEQ_MAX = 2**53
+# A progress message (job.progress(..., message=)): characters at most.
+PROGRESS_MESSAGE_MAX = 1000

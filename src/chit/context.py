@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from chit.bounds import OUTPUT_BYTES, STEP_NAME_MAX
+from chit.bounds import OUTPUT_BYTES, PROGRESS_MESSAGE_MAX, STEP_NAME_MAX
 from chit.emitting import Emitter, OutputStore
 from chit.encoding import storable_json_error, storable_text
 from chit.errors import InvalidStep, Unsupported
@@ -174,10 +174,22 @@ class JobContext:
         """True once another worker may hold this job: nothing this run records will stick."""
         return self._lost
 
-    def progress(self, done: int, total: int | None = None) -> None:
-        """Report progress. Cheap: the worker writes it with its next lease renewal."""
+    def progress(self, done: int, total: int | None = None, message: str | None = None) -> None:
+        """Report progress, with a short `message` saying what the job is doing
+        (at most 1,000 characters; None: none). Cheap: the worker writes it with
+        its next lease renewal, in the same statement."""
+        if message is not None:
+            if not isinstance(message, str):
+                raise TypeError(f"a progress message is text, not {type(message).__name__}")
+            if len(message) > PROGRESS_MESSAGE_MAX:
+                raise ValueError(
+                    f"a progress message is at most {PROGRESS_MESSAGE_MAX} characters,"
+                    f" not {len(message)}"
+                )
+            message = storable_text(message)
+        progress = Progress(int(done), None if total is None else int(total), message)
         with self._lock:
-            self._progress = Progress(int(done), None if total is None else int(total))
+            self._progress = progress
             self._progress_dirty = True
             self._progress_reported = True
 

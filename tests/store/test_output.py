@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from chit import InvalidOutput, JobContext
-from chit.jobs import ClaimedJob, NewJob, Succeeded
+from chit.jobs import Beat, ClaimedJob, NewJob, Progress, Succeeded
 from chit.store.capabilities import FullStore
 
 LEASE = 30.0
@@ -101,7 +101,9 @@ def test_output_of_unknown_and_other_tenants_jobs_is_none_and_goes_with_its_job(
     assert store.output_used(job_id) == (0, 0)
 
 
-def test_a_write_wakes_the_output_feed(store: FullStore) -> None:
+def test_a_write_and_the_outcome_of_a_job_with_output_wake_the_output_feed(
+    store: FullStore,
+) -> None:
     job_id = store.enqueue(NewJob("k", {})).id
     job = claim(store)
     feed = store.output_feed()
@@ -111,5 +113,38 @@ def test_a_write_wakes_the_output_feed(store: FullStore) -> None:
         assert store.append_output(job_id, job.lease_token, ["1", "2"], 2) == 2
         woke = feed.wait(5)
         assert woke is None or job_id in woke  # SQLite cannot name the job
+        assert feed.wait(0.05) == frozenset()
+        # The outcome of a job with output wakes its listeners too.
+        assert store.finish([Succeeded(job_id, job.lease_token, None)]) == [True]
+        woke = feed.wait(5)
+        assert woke is None or job_id in woke
     finally:
         feed.close()
+
+
+def test_a_progress_message_travels_with_the_numbers(store: FullStore) -> None:
+    job_id = store.enqueue(NewJob("k", {})).id
+    job = claim(store)
+    store.heartbeat([Beat(job_id, job.lease_token, Progress(1, 3, "reading page 1"))], LEASE)
+    got = store.get(job_id)
+    assert got is not None and got.progress == Progress(1, 3, "reading page 1")
+    store.heartbeat([Beat(job_id, job.lease_token)], LEASE)  # a lease only: kept
+    assert (got := store.get(job_id)) is not None and got.progress.message == "reading page 1"
+    store.checkpoint(job_id, job.lease_token, {"page": 2}, Progress(2, 3, "écrit ✓"), LEASE)
+    assert (got := store.get(job_id)) is not None and got.progress.message == "écrit ✓"
+    store.heartbeat([Beat(job_id, job.lease_token, Progress(2, 3))], LEASE)  # none now
+    assert (got := store.get(job_id)) is not None and got.progress == Progress(2, 3)
+    done = Progress(3, 3, "done")
+    assert store.finish([Succeeded(job_id, job.lease_token, None, done)]) == [True]
+    assert (got := store.get(job_id)) is not None and got.progress == done
+
+
+def test_a_bad_progress_message_raises_in_the_handler(store: FullStore) -> None:
+    store.enqueue(NewJob("k", {}))
+    ctx = context(store, claim(store))
+    with pytest.raises(TypeError, match="text"):
+        ctx.progress(1, 2, message=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="at most 1000"):
+        ctx.progress(1, 2, message="x" * 1001)
+    ctx.progress(1, 2, message="nul\x00")
+    assert ctx.take_progress() == Progress(1, 2, "nul\ufffd")

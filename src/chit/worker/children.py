@@ -376,7 +376,7 @@ class ProcessPool:
 
 def _progressed(ctx: JobContext, progress: Progress | None) -> None:
     if progress is not None:
-        ctx.progress(progress.done or 0, progress.total)
+        ctx.progress(progress.done or 0, progress.total, progress.message)
 
 
 # The child

@@ -11,7 +11,7 @@
 --                ckey, timeout, unique, tp (traceparent), deb, deb_until,
 --                expires_at, wf, ref, run_on, depends_on and dependents (JSON
 --                ids), deps_pending, error, lease_token, lease_expires_at,
---                worker, pdone, ptotal, checkpoint, result, result_ext, cancel,
+--                worker, pdone, ptotal, pmsg, checkpoint, result, result_ext, cancel,
 --                started_at, finished_at, hand_backs, rm (its member of P:r),
 --                aat (the running attempt's start: its record, open, is the
 --                job's attempts, worker and aat until it closes)

@@ -30,3 +30,17 @@ $$;
 CREATE TRIGGER chit_jobs_delete_output AFTER DELETE ON chit_jobs
     REFERENCING OLD TABLE AS chit_deleted_output
     FOR EACH STATEMENT EXECUTE FUNCTION chit_delete_output();
+
+-- Listeners of a job with output hear of its state changes too, as they are
+-- committed: the trigger every statement updating jobs already runs (migration
+-- 001) also notifies chit_output with the id of each changed job that has
+-- output. A job that never emitted costs a look at its output_seq in a table
+-- the trigger scans anyway.
+CREATE OR REPLACE FUNCTION chit_notify_queued() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('chit_jobs', q.queue)
+    FROM (SELECT DISTINCT queue FROM chit_changed WHERE state = 'queued') AS q;
+    PERFORM pg_notify('chit_output', c.id) FROM chit_changed AS c WHERE c.output_seq > 0;
+    RETURN NULL;
+END
+$$;
