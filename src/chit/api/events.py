@@ -104,9 +104,16 @@ class Watch:
     its output goes, and how far the listener was told (`seen`, `seq`)."""
 
     def __init__(
-        self, job_id: str, seen: str | None, wake: asyncio.Event | None = None, seq: int = 0
+        self,
+        job_id: str,
+        seen: str | None,
+        wake: asyncio.Event | None = None,
+        seq: int | None = 0,
     ) -> None:
         self.job_id = job_id
+        # None: a listener of the status alone (a workflow's), whom output does not wake.
+        self.wants_output = seq is not None
+        seq = seq or 0
         self.seen = seen
         self.seq = seq
         self.head = 0  # the job's last output seq, as the hub last read it
@@ -121,7 +128,8 @@ class Watch:
             self.gone = True
             self._changed.set()
             return
-        self.head = max(self.head, head)
+        if self.wants_output:
+            self.head = max(self.head, head)
         if version(job) != self.seen or self.head > self.seq:
             self.latest = job
             self._changed.set()
@@ -183,7 +191,7 @@ class EventHub:
         job_id: str,
         seen: str | None = None,
         wake: asyncio.Event | None = None,
-        seq: int = 0,
+        seq: int | None = 0,
     ) -> Iterator[Watch]:
         w = Watch(job_id, seen, wake, seq)
         self._watches.setdefault(job_id, set()).add(w)
@@ -534,7 +542,7 @@ def workflow_response(
     async def body() -> AsyncIterator[bytes]:
         wake = asyncio.Event()
         with contextlib.ExitStack() as stack:
-            watches = [stack.enter_context(hub.watch(i, None, wake)) for i in job_ids]
+            watches = [stack.enter_context(hub.watch(i, None, wake, None)) for i in job_ids]
             try:
                 # Read once watched, so no change can fall between the two.
                 jobs = await anyio.to_thread.run_sync(store.get_many, list(job_ids))
