@@ -121,6 +121,8 @@ class JobContext:
         # CHIT_MAX_OUTPUT_BYTES (the worker sets it); the emitter exists once the job emits.
         self.max_output_bytes = OUTPUT_BYTES
         self._emitter: Emitter | None = None
+        # Why the attempt's output is not whole (the store stayed away), or None.
+        self.output_error: str | None = None
 
     @classmethod
     def of(cls, job: ClaimedJob, store: ContextStore, lease_seconds: float) -> JobContext:
@@ -231,9 +233,14 @@ class JobContext:
     def flush_output(self) -> None:
         """Write the output still waiting (the worker, as the handler returns)."""
         if self._emitter is not None:
-            self._emitter.close()
+            unwritten = self._emitter.close()
             if self._emitter.lost:
                 self._lost = True
+            elif unwritten and self.output_error is None:
+                self.output_error = (
+                    f"OutputNotWritten: {unwritten} values emitted by attempt {self.attempt}"
+                    " could not be written (the database was unreachable)"
+                )
 
     def checkpoint(self, data: Any) -> bool:
         """Persist resume state now (with progress, renewing the lease); a later

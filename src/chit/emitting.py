@@ -120,15 +120,18 @@ class Emitter:
                     continue
                 self.written = last
 
-    def close(self) -> None:
-        """The attempt ends: write what is left before its outcome is recorded."""
+    def close(self) -> int:
+        """The attempt ends: write what is left before its outcome is recorded.
+        How many values could not be written (the store stayed away): the
+        worker then fails the attempt rather than record it whole."""
         for n in range(FINAL_TRIES):
             if self.flush() or self.lost:
-                return
+                return 0
             time.sleep(RETRY_SECONDS * (n + 1))
         with self._lock:
-            lost, self._pending = len(self._pending), []
-        log.error("job %s: %d output values could not be written", self.job_id, lost)
+            unwritten, self._pending = len(self._pending), []
+        log.error("job %s: %d output values could not be written", self.job_id, unwritten)
+        return unwritten
 
 
 class Flusher:

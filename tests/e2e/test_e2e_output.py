@@ -67,3 +67,20 @@ def test_a_worker_killed_while_a_job_streams_loses_and_repeats_nothing(
     assert [(v.seq, v.attempt, v.data) for v in got] == expected
     stored = queue.output(job_id)
     assert [(o.seq, o.attempt, o.data) for o in stored] == expected
+
+
+@pytest.mark.timeout(90)
+def test_a_short_job_shows_running_then_succeeded_to_a_stream_opened_before_it_ran(
+    client: Client, procs: Procs, queue: chit.Queue
+) -> None:
+    """Its whole run falls between two of the server's reads (on PostgreSQL and
+    Redis a job without output is read every half second): the stream still
+    says running, from the attempt record, before succeeded."""
+    job_id = queue.enqueue("noop", {}).id
+    events = client.events(job_id)
+    first = next(events)
+    assert first.job is not None and first.job.state.value == "queued"
+    procs.worker()
+    rest = [(e.event, e.job.state.value) for e in events if e.job is not None]
+    assert rest[-1] == ("state", "succeeded")
+    assert ("state", "running") in rest[:-1]

@@ -464,6 +464,8 @@ class _Link:
             ctx.flush_output()  # through the worker, before the outcome it records
         if problem is not None:  # it may not even pickle: say why here
             message = ("raised", f"ResultNotJSON: {problem}", True, ctx.last_progress(), _peak_kb())
+        elif ctx.output_error is not None and message[0] == "returned":
+            message = ("raised", ctx.output_error, False, ctx.last_progress(), _peak_kb())
         self.send(message)
 
     def dependencies(self, job_id: str) -> list[DependencyInfo]:

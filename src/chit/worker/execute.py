@@ -266,6 +266,8 @@ def _classify(
 ) -> Outcome:
     if ctx.cancel_requested:  # not a deadline: that is an error, retried
         return Cancelled(job.id, job.lease_token)
+    if error is None and ctx.output_error is not None:  # a retry streams it whole
+        return retry_or_fail(job, ctx.output_error, settings)
     if error is None:
         problem = storable_json_error(result)
         if problem is not None:
