@@ -148,3 +148,28 @@ def test_a_bad_progress_message_raises_in_the_handler(store: FullStore) -> None:
         ctx.progress(1, 2, message="x" * 1001)
     ctx.progress(1, 2, message="nul\x00")
     assert ctx.take_progress() == Progress(1, 2, "nul\ufffd")
+
+
+def test_a_listened_jobs_claim_and_outcome_wake_the_feed_and_no_other_jobs_do(
+    store: FullStore,
+) -> None:
+    quiet = store.enqueue(NewJob("k", {}, priority=0)).id
+    followed = store.enqueue(NewJob("k", {}, priority=1)).id
+    store.listen_to([followed, "01NOSUCHJOB"])
+    feed = store.output_feed()
+    try:
+        assert feed.wait(0.1) is None  # the first look
+        [job] = store.claim("w1", ["default"], 1, LEASE)
+        assert job.id == quiet
+        assert store.finish([Succeeded(quiet, job.lease_token, None)]) == [True]
+        woke = feed.wait(0.2)
+        assert woke is None or woke == frozenset()  # SQLite wakes for any commit
+        [job] = store.claim("w1", ["default"], 1, LEASE)
+        assert job.id == followed
+        woke = feed.wait(5)
+        assert woke is None or followed in woke
+        assert store.finish([Succeeded(followed, job.lease_token, None)]) == [True]
+        woke = feed.wait(5)
+        assert woke is None or followed in woke
+    finally:
+        feed.close()

@@ -36,6 +36,7 @@ ONLY_POSTGRES = {
     "list_merged": "finished, queued and running jobs each by their own index",
     "listen": "SQLite checks PRAGMA data_version instead",
     "listen_output": "SQLite's event watcher checks PRAGMA data_version instead",
+    "mark_listened": "SQLite's event watcher sees every commit",
     "lock_kinds": "SQLite's write lock already runs claims one at a time",
 }
 

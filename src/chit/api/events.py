@@ -109,8 +109,12 @@ class Watch:
         seen: str | None,
         wake: asyncio.Event | None = None,
         seq: int | None = 0,
+        group: Sequence[str] = (),
     ) -> None:
         self.job_id = job_id
+        # The jobs read with this one when a feed names it (a workflow's: their
+        # events come in the order their changes were committed).
+        self.group = tuple(group)
         # None: a listener of the status alone (a workflow's), whom output does not wake.
         self.wants_output = seq is not None
         seq = seq or 0
@@ -192,8 +196,9 @@ class EventHub:
         seen: str | None = None,
         wake: asyncio.Event | None = None,
         seq: int | None = 0,
+        group: Sequence[str] = (),
     ) -> Iterator[Watch]:
-        w = Watch(job_id, seen, wake, seq)
+        w = Watch(job_id, seen, wake, seq, group)
         self._watches.setdefault(job_id, set()).add(w)
         self._wake.set()
         try:
@@ -255,13 +260,19 @@ class EventHub:
         if ids is None:
             self._fed = None
         elif self._fed is not None:
-            self._fed |= ids & self._watches.keys()
+            named = ids & self._watches.keys()
+            for job_id in named:
+                for w in self._watches[job_id]:
+                    self._fed |= set(w.group)
+            self._fed |= named
             if not self._fed:
                 return
         self._wake.set()
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         delay = self.interval
+        last_full = 0.0  # when every watched job was last read
         while True:
             if not self._watches:
                 self._wake.clear()
@@ -270,8 +281,13 @@ class EventHub:
             self._start_feed()
             self._wake.clear()
             fed, self._fed = self._fed, set()
+            # Every job at least each interval, however busy the feed keeps the hub
+            # with some of them: changes no feed announces are not starved.
+            full = not fed or loop.time() - last_full >= delay
+            if full:
+                last_full = loop.time()
             try:
-                await self.poll_once(None if fed is None or not fed else sorted(fed))
+                await self.poll_once(None if full else sorted(fed or ()))
                 delay = self.interval
             except StoreError as e:
                 delay = min(delay * 2, 10.0)
@@ -279,11 +295,12 @@ class EventHub:
             except Exception:
                 delay = min(delay * 2, 10.0)
                 log.exception("event poller error; continuing")
-            if self._fed == set():  # nothing came while reading: wait for a write or the interval
+            if self._fed == set():  # nothing came while reading: a write, or the interval
+                left = max(0.0, last_full + delay - loop.time())
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
+                    await asyncio.wait_for(self._wake.wait(), left)
                 if not self._wake.is_set():
-                    self._fed = None  # the interval: read every job
+                    self._fed = None
             else:
                 await asyncio.sleep(0)
 
@@ -435,6 +452,8 @@ async def response(
     async def body() -> AsyncIterator[bytes]:
         with hub.watch(job.id, seen, seq=seq) as watch:
             try:
+                if not job.state.terminal:  # its claims and outcomes announced from now on
+                    await anyio.to_thread.run_sync(store.listen_to, [job.id])
                 # Read again once watched, so no change can fall between the two.
                 current = await anyio.to_thread.run_sync(store.get, job.id, tenant) or job
                 head = await anyio.to_thread.run_sync(store.output_heads, [job.id])
@@ -542,8 +561,12 @@ def workflow_response(
     async def body() -> AsyncIterator[bytes]:
         wake = asyncio.Event()
         with contextlib.ExitStack() as stack:
-            watches = [stack.enter_context(hub.watch(i, None, wake, None)) for i in job_ids]
+            watches = [
+                stack.enter_context(hub.watch(i, None, wake, None, job_ids)) for i in job_ids
+            ]
             try:
+                running = [j.id for j in jobs_now if not j.state.terminal]
+                await anyio.to_thread.run_sync(store.listen_to, running)
                 # Read once watched, so no change can fall between the two.
                 jobs = await anyio.to_thread.run_sync(store.get_many, list(job_ids))
             except StoreError as e:

@@ -415,6 +415,13 @@ class Output(Capability):
         """The last seq of each of these jobs that has output, in one query."""
 
     @abc.abstractmethod
+    def listen_to(self, job_ids: Sequence[str]) -> None:
+        """Listeners are about to follow these jobs: from now on their claims
+        and outcomes are announced on the output feed too, as their output
+        is (a store whose feed wakes for every write does nothing). A job
+        nobody listened to costs no announcement."""
+
+    @abc.abstractmethod
     def output_feed(self) -> OutputFeed:
         """A new feed of output writes (the caller closes it)."""
 

@@ -14,7 +14,8 @@
 --                worker, pdone, ptotal, pmsg, checkpoint, result, result_ext, cancel,
 --                started_at, finished_at, hand_backs, rm (its member of P:r),
 --                aat (the running attempt's start: its record, open, is the
---                job's attempts, worker and aat until it closes)
+--                job's attempts, worker and aat until it closes), oseq and
+--                obytes (its output, output.lua), lsn (an event stream follows it)
 --   P:r:<queue>  ready jobs: score priority, member run_at (13 digits) .. id,
 --                so equal priorities sort by due time, then id
 --   P:gr:<queue> NUL <group>  the same, for one group (kind NUL tenant NUL

@@ -6,10 +6,11 @@
 local CLAIMED = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 'lease_token',
   'checkpoint', 'pdone', 'ptotal', 'timeout', 'depends_on', 'tenant', 'tp'}
 -- What a start reads, in one HMGET: CLAIMED's fields, then four more, then
--- expires_at, aat and the state, for the claim that reads them first.
+-- expires_at, aat and the state, for the claim that reads them first, then
+-- oseq and lsn (a job with output, or one an event stream follows: output.lua).
 local STARTING = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 'lease_token',
   'checkpoint', 'pdone', 'ptotal', 'timeout', 'depends_on', 'tenant', 'tp',
-  'started_at', 'ckey', 'deb', 'g', 'expires_at', 'aat', 'state'}
+  'started_at', 'ckey', 'deb', 'g', 'expires_at', 'aat', 'state', 'oseq', 'lsn'}
 
 -- Move a queue's scheduled jobs that are due to its ready set.
 local function promote(P, queue, now)
@@ -73,6 +74,7 @@ local function start(P, id, worker, lease_ms, now, token, m, v)
   end
   redis.call('ZREM', P .. ':exp', id)
   held_by(P, ':deb', tenant, deb, id)
+  if v[n + 8] or v[n + 9] then redis.call('PUBLISH', P .. ':out', id) end
   -- The row claimed, as the HSET above left it.
   local row = {}
   for i = 1, n do row[i] = v[i] end
@@ -175,7 +177,8 @@ end
 
 -- What an outcome reads, in one HMGET: its fence first.
 local FINISHING = {'state', 'lease_token', 'cancel', 'attempts', 'max_attempts', 'hand_backs', 'queue',
-  'priority', 'kind', 'ckey', 'tenant', 'unique', 'deb', 'dependents', 'worker', 'aat', 'oseq'}
+  'priority', 'kind', 'ckey', 'tenant', 'unique', 'deb', 'dependents', 'worker', 'aat', 'oseq',
+  'lsn'}
 
 -- One outcome: code (S, F, R, C, Z), id, token, then five values. Returns
 -- the state it left the job in (nil when fenced out), and whether the job
@@ -254,8 +257,9 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   else
     close_record(P, id, now, outcome, err, tenant)
   end
-  -- A job with output: its listeners hear of the outcome as of its values (output.lua).
-  if f[17] then redis.call('PUBLISH', P .. ':out', id) end
+  -- A job with output, or one an event stream follows: its listeners hear of
+  -- the outcome as of its values (output.lua).
+  if f[17] or f[18] then redis.call('PUBLISH', P .. ':out', id) end
   return state, f[14] ~= false
 end
 

@@ -2,7 +2,8 @@
 -- of seq N at index N-1 (seqs run 1, 2, ... per job, never reused); the job
 -- hash counts them in oseq and their bytes in obytes. A job that never emits
 -- has neither. Listeners hear of each batch on P:out (its job id), published
--- by the function that writes it.
+-- by the function that writes it, and of the claims and outcomes of such a
+-- job and of one an event stream follows (lsn; lifecycle.lua).
 
 -- ARGV: now, id, token, bytes, then the values (JSON). The last seq, or nil
 -- when fenced out (nothing written).
@@ -44,6 +45,16 @@ local function output(keys, args)
   return redis.call('LRANGE', P .. ':o:' .. args[1], after, after + tonumber(args[3]) - 1)
 end
 
+-- ARGV: ids of jobs an event stream follows: their claims and outcomes are
+-- published on P:out from now on (lsn), as a job's with output are.
+local function listen(keys, args)
+  for _, id in ipairs(args) do
+    local k = jkey(keys[1], id)
+    if redis.call('EXISTS', k) == 1 then redis.call('HSET', k, 'lsn', '1') end
+  end
+  return 0
+end
+
 -- ARGV: ids. Flat {id, last seq} for those with output.
 local function output_heads(keys, args)
   local out = {}
@@ -55,6 +66,7 @@ local function output_heads(keys, args)
 end
 
 redis.register_function('chit_append_output', append_output)
+redis.register_function('chit_listen', listen)
 redis.register_function{function_name = 'chit_output_used', callback = output_used, flags = RO}
 redis.register_function{function_name = 'chit_output', callback = output, flags = RO}
 redis.register_function{function_name = 'chit_output_heads', callback = output_heads, flags = RO}

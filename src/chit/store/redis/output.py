@@ -53,6 +53,10 @@ class OutputRedis(RedisCore, Output):
             items.append(OutputItem(n, int(attempt), loads(data), moment))
         return items
 
+    def listen_to(self, job_ids: Sequence[str]) -> None:
+        if job_ids:
+            self.redis.fcall("chit_listen", *job_ids)
+
     def output_heads(self, job_ids: Sequence[str]) -> dict[str, int]:
         if not job_ids:
             return {}

@@ -56,6 +56,10 @@ class OutputSQL(SQLBase, Output):
             OutputItem(r["seq"], r["attempt"], loads(r["data"]), self._at(r["at"])) for r in rows
         ]
 
+    def listen_to(self, job_ids: Sequence[str]) -> None:
+        if job_ids and "mark_listened" in self.Q:  # SQLite's feed sees every commit
+            self._changed("mark_listened", {"ids": self.d.array(list(job_ids))})
+
     def output_heads(self, job_ids: Sequence[str]) -> dict[str, int]:
         if not job_ids:
             return {}

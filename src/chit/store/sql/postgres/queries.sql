@@ -341,6 +341,11 @@ WHERE job_id = %(id)s::text AND seq > %(after)s::bigint ORDER BY seq LIMIT %(lim
 -- name: output_heads
 SELECT id, output_seq FROM chit_jobs WHERE id = ANY(%(ids)s::text[]) AND output_seq > 0
 
+-- name: mark_listened
+-- A job an event stream follows: the jobs trigger (migration 020) then
+-- announces each change of it on chit_output, as it does for a job with output.
+UPDATE chit_jobs SET listened = true WHERE id = ANY(%(ids)s::text[]) AND NOT listened
+
 -- name: listen_output
 LISTEN chit_output
 

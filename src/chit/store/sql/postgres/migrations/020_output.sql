@@ -9,6 +9,8 @@ ALTER TABLE chit_jobs ADD COLUMN output_seq bigint NOT NULL DEFAULT 0;
 ALTER TABLE chit_jobs ADD COLUMN output_bytes bigint NOT NULL DEFAULT 0;
 -- job.progress(done, total, message): the message travels with the numbers.
 ALTER TABLE chit_jobs ADD COLUMN progress_message text;
+-- An event stream follows the job (`mark_listened`): its changes are announced.
+ALTER TABLE chit_jobs ADD COLUMN listened boolean NOT NULL DEFAULT false;
 
 -- No foreign key, for the reason migration 012 gives for steps.
 CREATE TABLE chit_output (
@@ -31,16 +33,17 @@ CREATE TRIGGER chit_jobs_delete_output AFTER DELETE ON chit_jobs
     REFERENCING OLD TABLE AS chit_deleted_output
     FOR EACH STATEMENT EXECUTE FUNCTION chit_delete_output();
 
--- Listeners of a job with output hear of its state changes too, as they are
--- committed: the trigger every statement updating jobs already runs (migration
--- 001) also notifies chit_output with the id of each changed job that has
--- output. A job that never emitted costs a look at its output_seq in a table
--- the trigger scans anyway.
+-- Listeners of a job with output, or of one an event stream follows, hear of
+-- its state changes too, as they are committed: the trigger every statement
+-- updating jobs already runs (migration 001) also notifies chit_output with
+-- the id of each such changed job. Any other job costs a look at two of its
+-- columns in a table the trigger scans anyway.
 CREATE OR REPLACE FUNCTION chit_notify_queued() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify('chit_jobs', q.queue)
     FROM (SELECT DISTINCT queue FROM chit_changed WHERE state = 'queued') AS q;
-    PERFORM pg_notify('chit_output', c.id) FROM chit_changed AS c WHERE c.output_seq > 0;
+    PERFORM pg_notify('chit_output', c.id) FROM chit_changed AS c
+    WHERE c.output_seq > 0 OR c.listened;
     RETURN NULL;
 END
 $$;
