@@ -8,9 +8,12 @@ clock). Values come `--every` seconds apart, so most find no write under way
 can (a busy one, batched).
 
 Not a test: prints the median, p90, p99 and max per store. Bounded in time.
+Also `make bench` step `output` (bench/run.py): one database a run
+(--database-url, a fresh one each time), the figures as a last JSON line
+(--json).
 
     .venv/bin/python bench/output_bench.py [--count 300] [--every 0.01]
-        [--stores sqlite,postgres,redis] [--postgres URL] [--json]
+        [--stores sqlite,postgres,redis] [--postgres URL] [--database-url URL] [--json]
 """
 
 from __future__ import annotations
@@ -104,8 +107,15 @@ def main() -> int:
     parser.add_argument("--every", type=float, default=0.01, help="seconds between values")
     parser.add_argument("--stores", default="sqlite,postgres,redis")
     parser.add_argument("--postgres", default=PG_ADMIN, help="a server's admin database URL")
+    parser.add_argument("--database-url", help="measure only this (fresh) database")
     parser.add_argument("--json", action="store_true", help="the figures as a last JSON line")
     args = parser.parse_args()
+    if args.database_url:
+        one = summary(measure(args.database_url, args.count, args.every))
+        print(f"{args.database_url.split(':', 1)[0]}: {one}")
+        if args.json:
+            print(json.dumps({"ok": True, **one}))
+        return 0
     print(f"emit -> SSE client: {args.count} values, {args.every} s apart, one job")
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     figures: dict[str, dict[str, float]] = {}

@@ -202,6 +202,15 @@ def steps(sizes: Sizes) -> list[Step]:
         Step("aenqueue", "aenqueue", seconds, 60, only=CHIT, script="aenqueue_bench.py"),
         # Issue 26: a debounced enqueue against a plain one (newer than any baseline).
         Step("debounce", "debounce", seconds, 60, only=CHIT, script="debounce_bench.py"),
+        # Issue 25: emit -> an SSE client, over real processes (newer than any baseline).
+        Step(
+            "output",
+            "output",
+            ("--count", "300", "--every", "0.01"),
+            60,
+            only=CHIT,
+            script="output_bench.py",
+        ),
         Step(
             "api-submit",
             "api-submit",
@@ -409,7 +418,13 @@ class Bench:
         flow_only = set(chosen) <= set(FLOW_STEPS)
         # These steps alone leave docs/ alone (workflows.md in the results for
         # workflows; the tables printed for aenqueue and api-submit).
-        workflows_only = set(chosen) <= {"workflows", "aenqueue", "api-submit", "debounce"}
+        workflows_only = set(chosen) <= {
+            "workflows",
+            "aenqueue",
+            "api-submit",
+            "debounce",
+            "output",
+        }
         workflow_systems = [s for s in workflows.SYSTEMS if s in wanted] or list(workflows.SYSTEMS)
 
         backends = {INFO[base_name(s)].backend for s in wanted}
