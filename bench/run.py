@@ -811,7 +811,8 @@ def main() -> None:
     parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, features-on, "
                         "process2, "
                         "latency, growth-empty, growth, growth-analyze, limits, flow-concurrency, "
-                        "flow-rate, flow-claim, aenqueue, api-submit, debounce, pools, workflows, "
+                        "flow-rate, flow-claim, aenqueue, api-submit, debounce, output, pools, "
+                        "workflows, "
                         "schedules; flow for the three flow steps")  # fmt: skip
     parser.add_argument(
         "--repeat", type=int, help="runs of each process and growth step (2; 1 with --quick)"
