@@ -241,6 +241,8 @@ def markdown(res: Results) -> str:
         add(async_markdown(res))
     if any(run["step"] == "debounce" for run in res.runs):
         add(debounce_markdown(res))
+    if any(run["step"] == "output" for run in res.runs):
+        add(output_markdown(res))
 
     lim = meta.get("limits", {})
     if lim:
@@ -577,6 +579,26 @@ def debounce_markdown(res: Results) -> str:
             f"| {INFO[s].backend} | {plain:,.0f} | {new:,.0f} ({new / plain:.2f}x) "
             f"| {same:,.0f} ({same / plain:.2f}x) |"
         )
+    return "\n".join(out) + "\n"
+
+
+def output_markdown(res: Results) -> str:
+    """Issue 25's step: how long an emitted value takes to reach an SSE client."""
+    out = [
+        "## Streaming output (issue 25)\n",
+        "bench/output_bench.py: one `chit serve` and one `chit worker`; a job emits 300 "
+        "values 10 ms apart; the time from `emit` to the `output` event at a client of "
+        "`GET /jobs/{id}/events` (the best run's).\n",
+        "| store | median | p90 | p99 | max |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for s in ("chit-sqlite", "chit-postgres", "chit-redis"):
+        best = res.get(s, "output")
+        if best is not None and "median_ms" in best:
+            out.append(
+                f"| {INFO[s].backend} | {best['median_ms']:.1f} ms | {best['p90_ms']:.1f} ms "
+                f"| {best['p99_ms']:.1f} ms | {best['max_ms']:.1f} ms |"
+            )
     return "\n".join(out) + "\n"
 
 

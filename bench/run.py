@@ -211,6 +211,15 @@ def steps(sizes: Sizes) -> list[Step]:
             only=CHIT,
             script="cost_rate_bench.py",
         ),
+        # Issue 25: emit -> an SSE client, over real processes (newer than any baseline).
+        Step(
+            "output",
+            "output",
+            ("--count", "300", "--every", "0.01"),
+            60,
+            only=CHIT,
+            script="output_bench.py",
+        ),
         Step(
             "api-submit",
             "api-submit",
@@ -424,6 +433,7 @@ class Bench:
             "api-submit",
             "debounce",
             "cost-rate",
+            "output",
         }
         workflow_systems = [s for s in workflows.SYSTEMS if s in wanted] or list(workflows.SYSTEMS)
 
@@ -818,7 +828,8 @@ def main() -> None:
     parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, features-on, "
                         "process2, "
                         "latency, growth-empty, growth, growth-analyze, limits, flow-concurrency, "
-                        "flow-rate, flow-claim, aenqueue, api-submit, debounce, pools, workflows, "
+                        "flow-rate, flow-claim, aenqueue, api-submit, debounce, output, pools, "
+                        "workflows, "
                         "schedules; flow for the three flow steps")  # fmt: skip
     parser.add_argument(
         "--repeat", type=int, help="runs of each process and growth step (2; 1 with --quick)"

@@ -87,3 +87,14 @@ def storable_time(value: datetime) -> datetime | None:
     if not FIRST_YEAR <= value.year <= LAST_YEAR:
         return None
     return value.astimezone(UTC)
+
+
+# A job's output (JobContext.emit), in bytes of JSON over all its attempts:
+# CHIT_MAX_OUTPUT_BYTES's default.
+OUTPUT_BYTES = 16 * 1024 * 1024
+# Output values a read returns at most (queue.output, GET /jobs/{id}/output).
+OUTPUT_PAGE_MAX = 1000
+# The largest seq a reader may name (an `after`): what every store's integer holds.
+OUTPUT_SEQ_MAX = 2**53
+# A progress message (job.progress(..., message=)): characters at most.
+PROGRESS_MESSAGE_MAX = 1000

@@ -7,12 +7,13 @@ import inspect
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from chit.bounds import COST_MAX, STEP_NAME_MAX
+from chit.bounds import COST_MAX, OUTPUT_BYTES, PROGRESS_MESSAGE_MAX, STEP_NAME_MAX
+from chit.emitting import Emitter, OutputStore
 from chit.encoding import storable_json_error, storable_text
-from chit.errors import InvalidStep
+from chit.errors import InvalidStep, Unsupported
 from chit.jobs import ClaimedJob, DependencyInfo, Progress, State
 
 log = logging.getLogger("chit.worker")
@@ -119,6 +120,11 @@ class JobContext:
         self.finished = False
         self._has_dependencies = has_dependencies
         self._dependencies: list[Dependency] | None = None
+        # CHIT_MAX_OUTPUT_BYTES (the worker sets it); the emitter exists once the job emits.
+        self.max_output_bytes = OUTPUT_BYTES
+        self._emitter: Emitter | None = None
+        # Why the attempt's output is not whole (the store stayed away), or None.
+        self.output_error: str | None = None
 
     @classmethod
     def of(cls, job: ClaimedJob, store: ContextStore, lease_seconds: float) -> JobContext:
@@ -172,12 +178,71 @@ class JobContext:
         """True once another worker may hold this job: nothing this run records will stick."""
         return self._lost
 
-    def progress(self, done: int, total: int | None = None) -> None:
-        """Report progress. Cheap: the worker writes it with its next lease renewal."""
+    def progress(self, done: int, total: int | None = None, message: str | None = None) -> None:
+        """Report progress, with a short `message` saying what the job is doing
+        (at most 1,000 characters; None: none). Cheap: the worker writes it with
+        its next lease renewal, in the same statement."""
+        if message is not None:
+            if not isinstance(message, str):
+                raise TypeError(f"a progress message is text, not {type(message).__name__}")
+            if len(message) > PROGRESS_MESSAGE_MAX:
+                raise ValueError(
+                    f"a progress message is at most {PROGRESS_MESSAGE_MAX} characters,"
+                    f" not {len(message)}"
+                )
+            message = storable_text(message)
+        progress = Progress(int(done), None if total is None else int(total), message)
         with self._lock:
-            self._progress = Progress(int(done), None if total is None else int(total))
+            self._progress = progress
             self._progress_dirty = True
             self._progress_reported = True
+
+    def emit(self, value: Any) -> None:
+        """Append a JSON value to the job's output, which clients read and
+        stream as it comes (`GET /jobs/{id}/events`, `queue.output`). Cheap: the
+        value is written in the background, batched, within 100 ms, and what is
+        left when the handler returns is written before its outcome. Each value
+        gets the job's next `seq` and this attempt's number.
+
+        Raises `InvalidOutput` (nothing stored) for a value that is not JSON
+        and for one that would take the job's output, every attempt's, past
+        CHIT_MAX_OUTPUT_BYTES. Once the lease was lost nothing more is stored
+        (logged, and `lease_lost` turns true). Safe from any thread, and from
+        async handlers (it never waits on the store but for the first value's
+        one read of what the job's output already holds)."""
+        with self._lock:
+            if self._emitter is None:
+                self._emitter = Emitter(
+                    self._output_store(), self.id, self.lease_token, self.max_output_bytes
+                )
+        self._emitter.emit(value)
+        if self._emitter.lost:
+            self._lost = True
+
+    def write_output(self, values: Sequence[str], size: int) -> int | None:
+        """Write checked values with this attempt's lease (for a process-pool
+        child's emitter, whose writes the worker makes)."""
+        last = self._output_store().append_output(self.id, self.lease_token, values, size)
+        if last is None:
+            self._lost = True
+        return last
+
+    def _output_store(self) -> OutputStore:
+        if not isinstance(self._store, OutputStore):
+            raise Unsupported(f"{type(self._store).__name__} does not offer job output")
+        return self._store
+
+    def flush_output(self) -> None:
+        """Write the output still waiting (the worker, as the handler returns)."""
+        if self._emitter is not None:
+            unwritten = self._emitter.close()
+            if self._emitter.lost:
+                self._lost = True
+            elif unwritten and self.output_error is None:
+                self.output_error = (
+                    f"OutputNotWritten: {unwritten} values emitted by attempt {self.attempt}"
+                    " could not be written (the database was unreachable)"
+                )
 
     def checkpoint(self, data: Any) -> bool:
         """Persist resume state now (with progress, renewing the lease); a later

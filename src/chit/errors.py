@@ -14,8 +14,10 @@ Exception
       ├── JobNotFound
       ├── WorkflowNotFound
       ├── InvalidTransition  the job is not in a state that allows the action
-      └── InvalidStep        a durable step's name or result cannot be stored
-                             (also a PermanentError: a retry would run the same code)
+      ├── InvalidStep        a durable step's name or result cannot be stored
+      │                      (also a PermanentError: a retry would run the same code)
+      └── InvalidOutput      `job.emit` of a value JSON cannot hold, or past the
+                             job's output cap (also a PermanentError)
 """
 
 from __future__ import annotations
@@ -138,3 +140,9 @@ class InvalidStep(ChitError, PermanentError):
     """Raised by `JobContext.step`: the name is empty, too long or not storable
     text, or the step's function returned a value that is not JSON. Nothing is
     stored, and the job fails without a retry unless the handler catches it."""
+
+
+class InvalidOutput(ChitError, PermanentError):
+    """`job.emit` was given a value JSON cannot hold, or the job's output would
+    pass CHIT_MAX_OUTPUT_BYTES. Nothing of that value is stored; a retry would
+    emit the same, so the attempt fails for good unless the handler catches it."""

@@ -140,6 +140,7 @@ class DependencyCounts:
 class Progress:
     done: int | None = None
     total: int | None = None
+    message: str | None = None  # job.progress(..., message=): what it is doing now
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +281,18 @@ class Step:
     attempt: int
     result: Any
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class OutputItem:
+    """One value a handler emitted (`JobContext.emit`): `seq` numbers a job's
+    output in order across its attempts (never reused), `attempt` is the claim
+    that emitted it, `at` when the store wrote it."""
+
+    seq: int
+    attempt: int
+    data: Any
+    at: datetime
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ from chit.jobs import (
     WorkflowView,
 )
 from chit.limits import LimitError, Limits, Rate
+from chit.reading_output import OutputReads
 from chit.requests import JobRequest, PreparedOnRead, one_request, prepared
 from chit.schedules import (
     EPOCH,
@@ -90,7 +91,7 @@ class Task:
         return inspect.iscoroutinefunction(self.handler)
 
 
-class Queue:
+class Queue(OutputReads):
     def __init__(
         self,
         database_url: str | None = None,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chit.bounds import MAX_ATTEMPTS, PAYLOAD_BYTES
+from chit.bounds import MAX_ATTEMPTS, OUTPUT_BYTES, PAYLOAD_BYTES
 from chit.durations import DurationTooLong, duration
 from chit.errors import ConfigError
 
@@ -48,6 +48,8 @@ class Settings:
     max_payload_bytes: int = PAYLOAD_BYTES
     # The HTTP API refuses request bodies larger than this with a 413.
     max_body_bytes: int = PAYLOAD_BYTES
+    # A job's output (JobContext.emit) in bytes, every attempt's: past it emit raises.
+    max_output_bytes: int = OUTPUT_BYTES
     # Results larger than this (as JSON) go to the results table, out of status reads.
     result_inline_bytes: int = 64 * 1024
     # NORMAL in WAL mode: a committed job survives any process crash (kill -9);
@@ -151,6 +153,7 @@ class Settings:
             raise ConfigError(f"CHIT_PREFETCH has value {self.prefetch}: must be >= 0")
         _positive("CHIT_MAX_PAYLOAD_BYTES", self.max_payload_bytes)
         _positive("CHIT_MAX_BODY_BYTES", self.max_body_bytes)
+        _positive("CHIT_MAX_OUTPUT_BYTES", self.max_output_bytes)
         _finite("CHIT_RESULT_INLINE_BYTES", self.result_inline_bytes)
         if self.result_inline_bytes < 0:
             raise ConfigError(

@@ -32,7 +32,7 @@ async def test_status_of_a_queued_job(api: Api) -> None:
     body = response.json()
     assert body["id"] == job_id
     assert (body["state"], body["attempts"], body["max_attempts"]) == ("queued", 0, 3)
-    assert body["progress"] == {"done": None, "total": None}
+    assert body["progress"] == {"done": None, "total": None, "message": None}
     assert body["stale"] is False and body["result"] is None and body["error"] is None
     for field in ("run_at", "created_at", "updated_at"):
         assert datetime.fromisoformat(body[field]).tzinfo is not None
@@ -56,7 +56,7 @@ async def test_running_job_shows_progress_and_a_short_retry_after(api: Api) -> N
     assert (body["state"], body["attempts"], body["progress"]) == (
         "running",
         1,
-        {"done": 3, "total": 10},
+        {"done": 3, "total": 10, "message": None},
     )
     assert response.headers["retry-after"] == "1"
 

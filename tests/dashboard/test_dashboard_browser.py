@@ -225,6 +225,35 @@ def test_a_progress_bar_moves_by_server_sent_events(page: Any, stack: Stack) -> 
     page.wait_for_selector("#result", timeout=15_000)  # reloaded when it finished
 
 
+def test_a_jobs_output_appears_live_with_its_progress_message(page: Any, stack: Stack) -> None:
+    """Tokens a running job emits are added to its page as they are written
+    (EventSource, no reload), once each, with no Content Security Policy refusal."""
+    console: list[str] = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    job_id = stack.submit({"count": 40, "every": 0.25}, kind="stream")
+    stack.until(job_id, lambda b: b["state"] == "running")
+    sign_in(page, stack, path=f"/ui/jobs/{job_id}")
+    page.evaluate("window.notReloaded = true")
+    shown = int(page.evaluate("document.querySelectorAll('#output-list li').length"))
+    wait_until(
+        lambda: (
+            int(page.evaluate("document.querySelectorAll('#output-list li').length")) >= shown + 3
+        ),
+        15,
+        what="three more tokens on the page",
+    )
+    assert page.evaluate("window.notReloaded === true")
+    assert "of 40" in page.inner_text("#progress-message")
+    screenshot(page, "job-output")
+    page.wait_for_selector("#result", timeout=20_000)  # reloaded when it finished
+    seqs = page.evaluate(
+        "Array.from(document.querySelectorAll('#output-list li')).map(li => li.dataset.seq)"
+    )
+    assert seqs == [str(n) for n in range(1, 41)]
+    assert '{"token": "t39"}' in page.inner_text("#output-list")
+    assert [m for m in console if "Content Security Policy" in m or "error" in m] == []
+
+
 def test_limits_an_override_a_pause_and_a_job_held_by_its_limit(page: Any, stack: Stack) -> None:
     # The store the workers and the server share: an operator's changes, as
     # `chit limits set` and `chit pause` make them.

@@ -296,3 +296,29 @@ async def test_postgres_only_the_async_pool_replaces_a_connection_the_server_end
         assert q.get(again.id).payload == {"after": True}
     finally:
         await q.aclose()
+
+
+def test_postgres_output_the_store_cannot_write_when_the_attempt_ends_fails_the_attempt(
+    pg: PostgresBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL only because its store, once closed, refuses every call (a
+    StoreError, as for a server that stays away), which the others reopen."""
+    from chit import JobContext, emitting
+    from chit.store.capabilities import FullStore
+
+    monkeypatch.setattr(emitting, "RETRY_SECONDS", 0.01)
+    worker_store = pg.open()
+    assert isinstance(worker_store, FullStore)
+    job_id = worker_store.enqueue(NewJob("k", {})).id
+    [job] = worker_store.claim("w1", ["default"], 1, 30)
+    ctx = JobContext.of(job, worker_store, 30)
+    ctx.emit("written")
+    wait_until(lambda: worker_store.output_used(job_id)[0] == 1, 5, what="the first value")
+    worker_store.close()
+    ctx.emit("lost")  # pending: every write of it fails
+    ctx.flush_output()
+    assert ctx.output_error is not None
+    assert ctx.output_error.startswith("OutputNotWritten: 1 values emitted by attempt 1")
+    reader = pg.open()
+    assert isinstance(reader, FullStore)
+    assert [o.data for o in reader.output(job_id) or []] == ["written"]

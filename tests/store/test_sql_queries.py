@@ -21,6 +21,7 @@ ONLY_SQLITE = {
     "list_queued": "one list query per index",
     "list_running": "one list query per index",
     "data_version": "PostgreSQL LISTENs instead (`listen`)",
+    "insert_output": "PostgreSQL inserts the values inside `append_output`",
     "enqueue_edges": "SQLite keeps depends_on out of chit_jobs (the *_edges migration)",
 }
 ONLY_POSTGRES = {
@@ -34,6 +35,8 @@ ONLY_POSTGRES = {
     "list": "its WHERE clause is built from the filters, for the planner's statistics",
     "list_merged": "finished, queued and running jobs each by their own index",
     "listen": "SQLite checks PRAGMA data_version instead",
+    "listen_output": "SQLite's event watcher checks PRAGMA data_version instead",
+    "mark_listened": "SQLite's event watcher sees every commit",
     "lock_kinds": "SQLite's write lock already runs claims one at a time",
 }
 

@@ -37,7 +37,7 @@ HOT_QUERIES: dict[str, tuple[dict[str, object], list[str]]] = {
     ),
     "succeed": (
         {"id": "a", "token": "t", "result": "1", "result_external": 0, "has_progress": 0}
-        | {"done": None, "total": None, "now": "now"},
+        | {"done": None, "total": None, "message": None, "now": "now"},
         [PRIMARY_KEY],
     ),
     "fail": (

@@ -47,6 +47,16 @@ def register(q: chit.Queue) -> chit.Queue:
     def report(job: chit.JobContext, body: dict) -> dict:
         return {"rows": int(body.get("rows", 0))}
 
+    # Emits body["count"] tokens, body["every"] seconds apart, saying so in its progress.
+    @q.task("stream", max_attempts=1)
+    def stream(job: chit.JobContext, body: dict) -> dict:
+        count = int(body["count"])
+        for i in range(count):
+            job.emit({"token": f"t{i}"})
+            job.progress(i + 1, count, message=f"token {i + 1} of {count}")
+            time.sleep(float(body["every"]))
+        return {"tokens": count}
+
     return q
 
 

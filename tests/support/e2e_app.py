@@ -134,3 +134,17 @@ def overrun(job: chit.JobContext, body: dict[str, Any]) -> None:
 def demo(q: chit.Queue) -> list[str]:
     """`chit up --demo`'s jobs: one that does nothing."""
     return [q.enqueue("noop", {}).id]
+
+
+@queue.task("streamer", max_attempts=3)
+def streamer(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """Emits body['count'] values {"i", "attempt"}, body['every'] seconds
+    apart; the first attempt then logs 'emitted' to body['log'] and waits
+    body['seconds'] (long enough to be killed in)."""
+    for i in range(body["count"]):
+        job.emit({"i": i, "attempt": job.attempt})
+        time.sleep(body["every"])
+    if job.attempt == 1:
+        append_line(body["log"], f"emitted {job.id} {os.getpid()}")
+        threading.Event().wait(body["seconds"])
+    return {"emitted": body["count"], "attempt": job.attempt}

@@ -71,6 +71,15 @@ def test_a_cancelled_job_ends_cancelled_whatever_the_handler_did() -> None:
     assert classify(job, ctx, SETTINGS, error=ValueError()) == Cancelled("j1", "tok")
 
 
+def test_a_return_whose_output_could_not_all_be_written_is_retried() -> None:
+    job = claimed(attempt=1, max_attempts=3)
+    ctx = context(job)
+    ctx.output_error = "OutputNotWritten: 2 values emitted by attempt 1 could not be written"
+    outcome = classify(job, ctx, SETTINGS, result={"n": 1})
+    assert isinstance(outcome, Failed) and outcome.retry_in is not None
+    assert outcome.error == ctx.output_error
+
+
 def test_errors_are_truncated_but_keep_both_ends() -> None:
     try:
         raise RuntimeError("x" * (ERROR_MAX_CHARS * 2))

@@ -307,7 +307,7 @@ async def stream_job_events(
 ) -> Response:
     state = api_state(request)
     job = await load_job(request, job_id, principal)
-    return events.response(
+    return await events.response(
         state.hub,
         state.store,
         job,

@@ -42,10 +42,11 @@ def build_parser(worker_only: bool = False) -> argparse.ArgumentParser:
     processes.add_parsers(command)
     if worker_only:
         return parser
-    from chit.cli import flow, keys, operating, schedules, submitting
+    from chit.cli import flow, keys, operating, schedules, streams, submitting
 
     keys.add_parsers(command, action_common)
     submitting.add_parsers(command)
+    streams.add_parsers(command)
     operating.add_parsers(command)
     flow.add_parsers(command, action_common)
     schedules.add_parsers(command, action_common)

@@ -295,6 +295,8 @@ def _describe(job: Job, workers: Sequence[LiveWorker] = ()) -> str:
     ]
     if job.progress.done is not None:
         lines.append(f"progress    {output.progress_bar(job.progress.done, job.progress.total)}")
+        if job.progress.message:
+            lines.append(f"            {job.progress.message}")
     lines += [
         f"created     {output.when(job.created_at)}",
         f"run at      {output.when(job.run_at)}",

@@ -44,7 +44,7 @@ from chit.client.errors import (
     APIUnavailable,
     APIWorkflowNotFound,
 )
-from chit.client.sse import Event, SSEParser
+from chit.client.sse import Event, SSEParser, Streamed
 from chit.client.sync import Client
 
 __all__ = [
@@ -60,5 +60,6 @@ __all__ = [
     "Client",
     "Event",
     "SSEParser",
+    "Streamed",
     "poll_delay",
 ]

@@ -11,14 +11,15 @@ import httpx
 
 from chit.api.schemas.jobs import Failures, JobList, JobStatus, Submitted
 from chit.api.schemas.limits import LimitOut, LimitsOut
+from chit.api.schemas.output import OutputPage
 from chit.api.schemas.schedules import ScheduleOut, ScheduleRemoved, SchedulesOut
 from chit.api.schemas.stats import StatsOut
 from chit.api.schemas.workflows import WorkflowCancelled, WorkflowOut, WorkflowSubmitted
 from chit.bounds import PAGE_SIZE
 from chit.client import calls
 from chit.client.calls import DEFAULT_TIMEOUT, Call
-from chit.client.errors import raise_for, unreachable
-from chit.client.sse import Event, SSEParser
+from chit.client.errors import APIUnavailable, raise_for, unreachable
+from chit.client.sse import Event, SSEParser, Streamed
 from chit.jobs import State
 from chit.limits import Rate
 
@@ -227,6 +228,33 @@ class AsyncClient:
         except StopIteration as done:
             final: JobStatus = done.value
             return final
+
+    async def output(self, job_id: str, after: int = 0, *, limit: int | None = None) -> OutputPage:
+        return await self._send(calls.job_output(job_id, after, limit))
+
+    async def stream(
+        self, job_id: str, last_event_id: str | None = None
+    ) -> AsyncIterator[Streamed]:
+        """`Client.stream`: the job's output as it is emitted, picked up where
+        it left off after a dropped connection."""
+        last, tries = last_event_id, 0
+        while True:
+            try:
+                async for event in self.events(job_id, last):
+                    tries = 0
+                    last = event.id or last
+                    if event.event == "output" and (value := event.output) is not None:
+                        yield value
+                    elif event.event == "gone":
+                        return
+                    elif event.event == "error":
+                        raise APIUnavailable(503, "store_unavailable", event.data)
+                return
+            except APIUnavailable:
+                tries += 1
+                if tries > calls.STREAM_RECONNECTS:
+                    raise
+                await asyncio.sleep(min(tries * 0.5, 5.0))
 
     async def events(self, job_id: str, last_event_id: str | None = None) -> AsyncIterator[Event]:
         try:

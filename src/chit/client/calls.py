@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from chit.api.schemas.jobs import Failures, JobList, JobStatus, Replayed, Submitted
 from chit.api.schemas.limits import Cleared, KindPause, LimitOut, LimitsOut, QueuePause
+from chit.api.schemas.output import OutputPage
 from chit.api.schemas.schedules import ScheduleOut, ScheduleRemoved, SchedulesOut
 from chit.api.schemas.stats import StatsOut
 from chit.api.schemas.workflows import WorkflowCancelled, WorkflowOut, WorkflowSubmitted
@@ -63,6 +64,16 @@ def edit(
     given = {"run_at": run_at, "priority": priority, "payload": payload}
     body = job_body({name: value for name, value in given.items() if value is not None})
     return Call("PATCH", f"/jobs/{job_id}", parse_as(JobStatus), json=body)
+
+
+def job_output(job_id: str, after: int, limit: int | None) -> Call[OutputPage]:
+    params = {"after": after} | ({} if limit is None else {"limit": limit})
+    return Call("GET", f"/jobs/{job_id}/output", parse_as(OutputPage), params=params)
+
+
+# A stream that ends with an `error` event (the database was away) or a dropped
+# connection is opened again from its last event id, this many times in a row.
+STREAM_RECONNECTS = 10
 
 
 def job_result(job_id: str) -> Call[Any]:

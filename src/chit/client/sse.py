@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from chit.api.schemas.jobs import JobStatus
 
 
 @dataclass(frozen=True)
+class Streamed:
+    """One value a job emitted, as an `output` event carries it."""
+
+    seq: int
+    attempt: int
+    data: Any
+
+
+@dataclass(frozen=True)
 class Event:
-    """One Server-Sent Event: `state` or `progress` (with `job`); `gone` (the job
-    was deleted) or `error` (the database was away: reconnect) end the stream."""
+    """One Server-Sent Event: `state` or `progress` (with `job`), `output` (with
+    `output`: a value the job emitted); `gone` (the job was deleted) or `error`
+    (the database was away: reconnect) end the stream."""
 
     id: str | None
     event: str
@@ -21,6 +33,13 @@ class Event:
         if self.event in ("state", "progress"):
             return JobStatus.model_validate_json(self.data)
         return None
+
+    @property
+    def output(self) -> Streamed | None:
+        if self.event != "output":
+            return None
+        value = json.loads(self.data)
+        return Streamed(int(value["seq"]), int(value["attempt"]), value["data"])
 
 
 class SSEParser:

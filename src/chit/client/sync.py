@@ -11,14 +11,15 @@ import httpx
 
 from chit.api.schemas.jobs import Failures, JobList, JobStatus, Submitted
 from chit.api.schemas.limits import LimitOut, LimitsOut
+from chit.api.schemas.output import OutputPage
 from chit.api.schemas.schedules import ScheduleOut, ScheduleRemoved, SchedulesOut
 from chit.api.schemas.stats import StatsOut
 from chit.api.schemas.workflows import WorkflowCancelled, WorkflowOut, WorkflowSubmitted
 from chit.bounds import PAGE_SIZE
 from chit.client import calls
 from chit.client.calls import DEFAULT_TIMEOUT, Call
-from chit.client.errors import raise_for, unreachable
-from chit.client.sse import Event, SSEParser
+from chit.client.errors import APIUnavailable, raise_for, unreachable
+from chit.client.sse import Event, SSEParser, Streamed
 from chit.jobs import State
 from chit.limits import Rate
 
@@ -271,6 +272,35 @@ class Client:
         except StopIteration as done:
             final: JobStatus = done.value
             return final
+
+    def output(self, job_id: str, after: int = 0, *, limit: int | None = None) -> OutputPage:
+        """The values the job emitted with seq above `after` (`GET
+        /jobs/{id}/output`); pass `next_after` back for the next page."""
+        return self._send(calls.job_output(job_id, after, limit))
+
+    def stream(self, job_id: str, last_event_id: str | None = None) -> Iterator[Streamed]:
+        """The job's output as it is emitted (the `output` events of `events`),
+        from the first value, or after the event `last_event_id` names, until
+        the job finishes. A dropped connection, or the server's database away
+        for a moment, is picked up where it left off: nothing lost or repeated."""
+        last, tries = last_event_id, 0
+        while True:
+            try:
+                for event in self.events(job_id, last):
+                    tries = 0
+                    last = event.id or last
+                    if event.event == "output" and (value := event.output) is not None:
+                        yield value
+                    elif event.event == "gone":
+                        return
+                    elif event.event == "error":
+                        raise APIUnavailable(503, "store_unavailable", event.data)
+                return
+            except APIUnavailable:
+                tries += 1
+                if tries > calls.STREAM_RECONNECTS:
+                    raise
+                time.sleep(min(tries * 0.5, 5.0))
 
     def events(self, job_id: str, last_event_id: str | None = None) -> Iterator[Event]:
         """Server-Sent Events until the job finishes (the stream then ends)."""

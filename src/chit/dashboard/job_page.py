@@ -27,7 +27,8 @@ from chit.dashboard.routes import (
 )
 from chit.dashboard.session import Session
 from chit.ids import is_job_id
-from chit.jobs import CancelResult, Job, State
+from chit.jobs import CancelResult, Job, OutputItem, State
+from chit.store import FullStore
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
@@ -74,6 +75,8 @@ async def _show(
     store = api_state(request).store
     attempts = await blocking(store.attempts, job.id)
     steps = await blocking(store.steps, job.id)
+    # The last values written; the page's event stream adds those after them.
+    output = await blocking(_last_output, store, job.id)
     dependents = await blocking(store.dependents, job.id, job.tenant)
     held, applying = await blocking(_held_back, request, job, current.principal.tenant is None)
     unstarted = job.state in (State.QUEUED, State.WAITING)
@@ -85,6 +88,7 @@ async def _show(
         job=job,
         attempts=attempts,
         steps=steps,
+        output=output,
         dependents=dependents,
         held=held,
         applying=applying,
@@ -153,7 +157,7 @@ async def job_events(request: Request, job_id: str) -> Response:
         raise ApiProblem(401, "unauthorized", "Sign in to the dashboard first.")
     state = api_state(request)
     job = await load_job(request, job_id, current.principal)
-    return events.response(
+    return await events.response(
         state.hub,
         state.store,
         job,
@@ -280,3 +284,12 @@ def _redirect(request: Request, job: Job, notice: str) -> Response:
     return RedirectResponse(
         f"{request.url_for('ui_job', job_id=job.id).path}?notice={notice}", status_code=303
     )
+
+
+# Values a job's page shows when it opens (the newest; the stream adds the rest).
+OUTPUT_SHOWN = 500
+
+
+def _last_output(store: FullStore, job_id: str) -> list[OutputItem]:
+    head = store.output_heads([job_id]).get(job_id, 0)
+    return store.output(job_id, max(0, head - OUTPUT_SHOWN), OUTPUT_SHOWN) or []

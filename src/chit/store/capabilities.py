@@ -34,6 +34,7 @@ from chit.jobs import (
     MinuteCount,
     NewApiKey,
     NewJob,
+    OutputItem,
     Page,
     StateKindCount,
     Stats,
@@ -43,6 +44,7 @@ from chit.jobs import (
 from chit.limits import KindLimits, Limits, Paused
 from chit.schedules import Move, Schedule, StoredSchedule
 from chit.store.base import Store
+from chit.store.feeds import OutputFeed
 
 
 class Capability(abc.ABC):
@@ -374,6 +376,56 @@ class Fleet(Capability):
         fleet.queue_loads), a queue with no job in none."""
 
 
+class Output(Capability):
+    """A job's output (DESIGN.md "Long AI tasks"): the values its handler emits,
+    numbered per job across attempts, fenced like every write of a held job,
+    deleted with the job."""
+
+    what: ClassVar[str] = "job output"
+
+    @abc.abstractmethod
+    def append_output(
+        self,
+        job_id: str,
+        lease_token: str,
+        values: Sequence[str],
+        size: int,
+        now: datetime | None = None,
+    ) -> int | None:
+        """Append `values` (JSON texts the caller checked, in order; `size` their
+        bytes) to the output of the job `lease_token` holds, in one transaction
+        that also tells listeners: each gets the next `seq`, the job's current
+        attempt and the store's time. The last seq written; None when fenced out
+        (nothing written)."""
+
+    @abc.abstractmethod
+    def output_used(self, job_id: str) -> tuple[int, int]:
+        """(the last seq, the bytes) of the job's output so far, every attempt's;
+        (0, 0) for none."""
+
+    @abc.abstractmethod
+    def output(
+        self, job_id: str, after: int = 0, limit: int = 100, tenant: str | None = None
+    ) -> builtins.list[OutputItem] | None:
+        """Up to `limit` values with seq above `after`, in order; None when the
+        job is unknown (or another tenant's)."""
+
+    @abc.abstractmethod
+    def output_heads(self, job_ids: Sequence[str]) -> dict[str, int]:
+        """The last seq of each of these jobs that has output, in one query."""
+
+    @abc.abstractmethod
+    def listen_to(self, job_ids: Sequence[str]) -> None:
+        """Listeners are about to follow these jobs: from now on their claims
+        and outcomes are announced on the output feed too, as their output
+        is (a store whose feed wakes for every write does nothing). A job
+        nobody listened to costs no announcement."""
+
+    @abc.abstractmethod
+    def output_feed(self) -> OutputFeed:
+        """A new feed of output writes (the caller closes it)."""
+
+
 class WriteLock(Capability):
     """One lock every write of the store queues on (SQLite's), which a
     database that answers reads may still hold: readiness asks for it."""
@@ -403,7 +455,7 @@ class CallerTransactions(Capability):
 
 
 class FullStore(
-    Store, Reports, Workflows, ApiKeys, Sessions, FlowControl, Secrets, Schedules, Fleet
+    Store, Reports, Workflows, ApiKeys, Sessions, FlowControl, Secrets, Schedules, Fleet, Output
 ):
     """The core contract and every feature's interface: what `open_store`
     returns, and what the API, the dashboard and the CLI ask for."""

@@ -46,6 +46,7 @@ from chit.jobs import (
     Succeeded,
 )
 from chit.store import graph, queries
+from chit.store.feeds import PostgresFeed
 from chit.store.flow import Claim
 from chit.store.postgres_connections import (
     REACH_SECONDS,
@@ -567,6 +568,9 @@ class PostgresStore(SQLStore):
                     self._all_listeners.remove(conn)
             conn.close()
             _rest(deadline, stop)
+
+    def output_feed(self) -> PostgresFeed:
+        return PostgresFeed(self.url, Q["listen_output"])
 
     def _listener(self, timeout: float) -> psycopg.Connection[Any] | None:
         """This thread's LISTENing connection, made on first use."""

@@ -45,6 +45,7 @@ from chit.jobs import (
 )
 from chit.store import queries
 from chit.store.capabilities import WriteLock
+from chit.store.feeds import SQLiteFeed
 from chit.store.flow import Claim
 from chit.store.sql import Dialect, SQLStore, dumps, progressed, scalar
 
@@ -383,6 +384,9 @@ class SQLiteStore(SQLStore, WriteLock):
             rows = conn.execute(DIALECT.query(name, cursor=after), params).fetchall()
         jobs = [self._job(r) for r in rows[:limit]]
         return Page(jobs, jobs[-1].id if len(rows) > limit else None)
+
+    def output_feed(self) -> SQLiteFeed:
+        return SQLiteFeed(self.path)
 
     def wait_for_jobs(
         self, queues: Sequence[str], timeout: float, stop: threading.Event | None = None

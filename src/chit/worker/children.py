@@ -19,14 +19,15 @@ forkserver is a small single-threaded process started once, with the app
 imported (preloaded); each child is a fork of it, ready in milliseconds.
 
 Between worker and child, tuples over two one-way pipes:
-  to the child:   ("run", job, timeout) ("cancel", id) ("lost", id)
+  to the child:   ("run", job, timeout, max_output_bytes) ("cancel", id) ("lost", id)
                   ("checkpointed", ok, error) ("answered", value, error) ("exit",)
   from the child: ("ready",) ("broken", text) ("progress", id, progress)
                   ("checkpoint", data, progress) ("returned", result, progress, peak_kb)
                   ("raised", text, permanent, progress, peak_kb)
                   ("snoozed", seconds, progress, peak_kb)
                   ("step", name) ("save_step", name, result) ("report_cost", cost)
-A checkpoint or a step waits for the worker's answer ("checkpointed", or
+                  ("output", values, size)
+A checkpoint, a step, a cost or output waits for the worker's answer ("checkpointed", or
 "answered" with the stored step or whether it was saved), as the worker holds
 the lease that fences it.
 """
@@ -45,7 +46,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -58,6 +59,7 @@ from chit.encoding import storable_json_error
 from chit.errors import ConfigError, PermanentError, Snooze, StoreError
 from chit.jobs import ClaimedJob, DependencyInfo, Progress
 from chit.queue import Queue
+from chit.store.capabilities import Output
 from chit.worker.execute import (
     Call,
     Free,
@@ -181,7 +183,7 @@ class ProcessPool:
         try:
             # The child's spans nest under the attempt's, which lives here.
             job = dataclasses.replace(call.job, traceparent=tracing.span_traceparent(call.span))
-            child.to_child.send(("run", job, timeout))
+            child.to_child.send(("run", job, timeout, ctx.max_output_bytes))
         except (OSError, ValueError):
             report(Returned(error=ReportedError(self._death(child))))
             return False
@@ -252,6 +254,8 @@ class ProcessPool:
                 self._answer(child, lambda: ctx.save_step(name, result))
             case ("report_cost", cost):
                 self._answer(child, lambda: ctx.report_cost(cost))
+            case ("output", values, size):
+                self._answer(child, lambda: ctx.write_output(values, size))
             case ("returned", result, progress, peak_kb):
                 _progressed(ctx, progress)
                 report(Returned(result))
@@ -375,7 +379,7 @@ class ProcessPool:
 
 def _progressed(ctx: JobContext, progress: Progress | None) -> None:
     if progress is not None:
-        ctx.progress(progress.done or 0, progress.total)
+        ctx.progress(progress.done or 0, progress.total, progress.message)
 
 
 # The child
@@ -419,7 +423,7 @@ class _Link:
         self._inbox = inbox
         self._outbox = outbox
         self._sending = threading.Lock()
-        self._jobs: queue_mod.SimpleQueue[tuple[ClaimedJob, float | None] | None] = (
+        self._jobs: queue_mod.SimpleQueue[tuple[ClaimedJob, float | None, int] | None] = (
             queue_mod.SimpleQueue()
         )
         self._replies: queue_mod.SimpleQueue[tuple[Any, str | None]] = queue_mod.SimpleQueue()
@@ -436,13 +440,13 @@ class _Link:
     def serve(self, queue: Queue) -> None:
         self._queue = queue
         while (item := self._jobs.get()) is not None:
-            job, timeout = item
-            self._run(queue, job, timeout)
+            self._run(queue, *item)
 
-    def _run(self, queue: Queue, job: ClaimedJob, timeout: float | None) -> None:
+    def _run(self, queue: Queue, job: ClaimedJob, timeout: float | None, max_output: int) -> None:
         # The lease is the worker's: a checkpoint goes through it (`checkpoint` below).
         ctx = JobContext.of(job, self, lease_seconds=0.0)
         ctx.timeout = timeout
+        ctx.max_output_bytes = max_output
         self._current = ctx
         try:
             task = queue.tasks.get(job.kind)
@@ -460,8 +464,11 @@ class _Link:
             problem = None
         finally:
             self._current = None
+            ctx.flush_output()  # through the worker, before the outcome it records
         if problem is not None:  # it may not even pickle: say why here
             message = ("raised", f"ResultNotJSON: {problem}", True, ctx.last_progress(), _peak_kb())
+        elif ctx.output_error is not None and message[0] == "returned":
+            message = ("raised", ctx.output_error, False, ctx.last_progress(), _peak_kb())
         self.send(message)
 
     def dependencies(self, job_id: str) -> list[DependencyInfo]:
@@ -492,6 +499,18 @@ class _Link:
         """`JobContext.report_cost`'s write, made by the worker with the job's lease."""
         return bool(self._ask(("report_cost", cost)))
 
+    def append_output(
+        self, job_id: str, lease_token: str, values: Sequence[str], size: int
+    ) -> int | None:
+        """`JobContext.emit`'s write, made by the worker with the job's lease."""
+        last = self._ask(("output", list(values), size))
+        return None if last is None else int(last)
+
+    def output_used(self, job_id: str) -> tuple[int, int]:
+        """Read by this child itself, like `dependencies`."""
+        assert self._queue is not None
+        return Output.of(self._queue.store).output_used(job_id)
+
     def _ask(self, message: tuple[Any, ...]) -> Any:
         with self._asking:
             self.send(message)
@@ -515,8 +534,8 @@ class _Link:
     def _take(self, message: tuple[Any, ...]) -> None:
         current = self._current
         match message:
-            case ("run", job, timeout):
-                self._jobs.put((job, timeout))
+            case ("run", job, timeout, max_output):
+                self._jobs.put((job, timeout, max_output))
             case ("cancel", job_id) if current is not None and current.id == job_id:
                 current.mark_cancelled()
             case ("lost", job_id) if current is not None and current.id == job_id:

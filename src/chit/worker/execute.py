@@ -17,6 +17,7 @@ executor reports, and frees once it has returned.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import traceback
@@ -98,9 +99,11 @@ class Pipeline:
         task = prepared.task
         if ctx.timeout is None:  # a job stored before its task had a timeout
             ctx.timeout = task.timeout
+        ctx.max_output_bytes = self.settings.max_output_bytes
         executor = self.asynchronous if task.is_async else self.sync
 
         def report(returned: Returned, running: bool = False) -> None:
+            ctx.flush_output()  # a deadline's outcome too comes after the output before it
             outcome = classify(job, ctx, self.settings, returned.result, returned.error)
             try:
                 tracing.end_run(span, outcome, returned.error)
@@ -202,6 +205,8 @@ def invoke(call: Call) -> Returned:
             return Returned(call.task.handler(call.ctx, call.body))
     except BaseException as e:  # a handler must not take its thread down
         return Returned(error=e)
+    finally:  # its output is written before its outcome
+        call.ctx.flush_output()
 
 
 async def ainvoke(call: Call) -> Returned:
@@ -211,6 +216,8 @@ async def ainvoke(call: Call) -> Returned:
             return Returned(await call.task.handler(call.ctx, call.body))
     except BaseException as e:
         return Returned(error=e)
+    finally:  # its output is written before its outcome, off the event loop
+        await asyncio.to_thread(call.ctx.flush_output)
 
 
 @dataclass(frozen=True)
@@ -259,6 +266,8 @@ def _classify(
 ) -> Outcome:
     if ctx.cancel_requested:  # not a deadline: that is an error, retried
         return Cancelled(job.id, job.lease_token)
+    if error is None and ctx.output_error is not None:  # a retry streams it whole
+        return retry_or_fail(job, ctx.output_error, settings)
     if error is None:
         problem = storable_json_error(result)
         if problem is not None:

@@ -227,6 +227,9 @@ class DependenciesOut(BaseModel):
 class ProgressOut(BaseModel):
     done: int | None = None
     total: int | None = None
+    message: str | None = Field(
+        default=None, description="what the job said it is doing (job.progress(..., message=))"
+    )
 
 
 class JobStatus(BaseModel):
@@ -292,7 +295,9 @@ class JobStatus(BaseModel):
             state=job.state,
             attempts=job.attempts,
             max_attempts=job.max_attempts,
-            progress=ProgressOut(done=job.progress.done, total=job.progress.total),
+            progress=ProgressOut(
+                done=job.progress.done, total=job.progress.total, message=job.progress.message
+            ),
             result=None if job.result_external else job.result,
             result_url=result_url if job.result_external else None,
             error=error if failed else None,

@@ -1,4 +1,5 @@
-// chit dashboard: confirmations for actions, and live progress on a job's page.
+// chit dashboard: confirmations for actions, and live progress and output on a
+// job's page.
 // Plain script, no library; the pages work without it (minus confirmations
 // and live updates).
 "use strict";
@@ -37,6 +38,10 @@ document.addEventListener("DOMContentLoaded", function () {
     } else if (done !== null && done !== undefined) {
       text.textContent = String(done);
     }
+    var message = document.getElementById("progress-message");
+    if (message) {
+      message.textContent = job.progress.message || "";
+    }
     var attempts = document.getElementById("attempts");
     if (attempts) {
       attempts.textContent = job.attempts + " of " + job.max_attempts;
@@ -55,6 +60,36 @@ document.addEventListener("DOMContentLoaded", function () {
     show(JSON.parse(event.data));
   }
 
+  // Output values: the page shows those written before it opened; the stream
+  // sends every value, so only those after the last shown are added.
+  var list = document.getElementById("output-list");
+  var after = list ? Number(list.getAttribute("data-after") || 0) : 0;
+  source.addEventListener("output", function (event) {
+    var value = JSON.parse(event.data);
+    if (!list || value.seq <= after) {
+      return;
+    }
+    after = value.seq;
+    var item = document.createElement("li");
+    item.setAttribute("data-seq", String(value.seq));
+    var attempt = document.createElement("span");
+    attempt.className = "muted";
+    attempt.textContent = "#" + value.attempt;
+    var data = document.createElement("span");
+    data.className = "mono";
+    data.textContent = JSON.stringify(value.data);
+    item.appendChild(attempt);
+    item.appendChild(document.createTextNode(" "));
+    item.appendChild(data);
+    list.appendChild(item);
+    var none = document.getElementById("output-none");
+    if (none) {
+      none.hidden = true;
+    }
+    if (live) {
+      live.hidden = false;
+    }
+  });
   source.addEventListener("state", onEvent);
   source.addEventListener("progress", onEvent);
   source.addEventListener("gone", function () { source.close(); });

@@ -11,11 +11,12 @@
 --                ckey, timeout, unique, tp (traceparent), deb, deb_until,
 --                expires_at, wf, ref, run_on, depends_on and dependents (JSON
 --                ids), deps_pending, error, lease_token, lease_expires_at,
---                worker, pdone, ptotal, checkpoint, result, result_ext, cancel,
+--                worker, pdone, ptotal, pmsg, checkpoint, result, result_ext, cancel,
 --                started_at, finished_at, hand_backs, rm (its member of P:r),
 --                aat (the running attempt's start: its record, open, is the
 --                job's attempts, worker and aat until it closes), cost (the
---                job's, when not 1), acost (the attempt's, under a budget)
+--                job's, when not 1), acost (the attempt's, under a budget), oseq and
+--                obytes (its output, output.lua), lsn (an event stream follows it)
 --   P:r:<queue>  ready jobs: score priority, member run_at (13 digits) .. id,
 --                so equal priorities sort by due time, then id
 --   P:gr:<queue> NUL <group>  the same, for one group (kind NUL tenant NUL
@@ -45,12 +46,13 @@
 --   P:tok        the lease token counter
 --   P:d:<queue>  its ready jobs by due time; P:run:<queue> its running jobs
 --   P:wf:<id>    a workflow's job ids
+--   P:o:<id>     output (output.lua); P:out the channel its writes publish on
 --
 -- The library is this file (the helpers every part uses), then the other
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 13
+local VERSION = 14
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 

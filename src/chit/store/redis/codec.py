@@ -76,7 +76,7 @@ def job(f: dict[str, str], now_ms: int, states: dict[str, int] | None = None) ->
         idempotency_key=f.get("idem"),
         lease_expires_at=when(lease),
         worker=f.get("worker"),
-        progress=Progress(opt_int(f.get("pdone")), opt_int(f.get("ptotal"))),
+        progress=Progress(opt_int(f.get("pdone")), opt_int(f.get("ptotal")), f.get("pmsg")),
         checkpoint=opt_json(f.get("checkpoint")),
         result=opt_json(f.get("result")),
         result_external=f.get("result_ext") == "1",

@@ -30,6 +30,7 @@ PARTS = (
     "access.lua",
     "schedules.lua",
     "fleet.lua",
+    "output.lua",
 )
 _FILES = importlib.resources.files("chit.store.redis")
 LIBRARY = "\n".join(_FILES.joinpath(part).read_text() for part in PARTS)

@@ -78,9 +78,12 @@ def tenant_arg(tenant: str | None) -> str:
 
 
 def _progress(progress: Progress | None) -> list[Any]:
+    """has progress ("": none; "1": numbers; "m" and the message: numbers with a
+    message), done, total: as lifecycle.lua's `progressed` reads them."""
     if progress is None:
         return ["", "", ""]
-    return ["1", _s(progress.done), _s(progress.total)]
+    given = "1" if progress.message is None else "m" + progress.message
+    return [given, _s(progress.done), _s(progress.total)]
 
 
 class RedisCore(Store):

@@ -6,10 +6,11 @@
 local CLAIMED = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 'lease_token',
   'checkpoint', 'pdone', 'ptotal', 'timeout', 'depends_on', 'tenant', 'tp'}
 -- What a start reads, in one HMGET: CLAIMED's fields, then four more, then
--- expires_at, aat and the state, for the claim that reads them first.
+-- expires_at, aat and the state, for the claim that reads them first, then
+-- oseq and lsn (a job with output, or one an event stream follows: output.lua).
 local STARTING = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 'lease_token',
   'checkpoint', 'pdone', 'ptotal', 'timeout', 'depends_on', 'tenant', 'tp',
-  'started_at', 'ckey', 'deb', 'g', 'expires_at', 'aat', 'state'}
+  'started_at', 'ckey', 'deb', 'g', 'expires_at', 'aat', 'state', 'oseq', 'lsn'}
 
 -- Move a queue's scheduled jobs that are due to its ready set.
 local function promote(P, queue, now)
@@ -82,6 +83,7 @@ local function start(P, id, worker, lease_ms, now, token, m, v)
   end
   redis.call('ZREM', P .. ':exp', id)
   held_by(P, ':deb', tenant, deb, id)
+  if v[n + 8] or v[n + 9] then redis.call('PUBLISH', P .. ':out', id) end
   -- The row claimed, as the HSET above left it.
   local row = {}
   for i = 1, n do row[i] = v[i] end
@@ -168,6 +170,15 @@ local function unlease(P, id, k, f, dels)
   if f[2] and f[2] ~= '' then redis.call('ZREM', P .. ':rkk:' .. f[1] .. '\0' .. f[2], id) end
 end
 
+-- Progress a beat or a checkpoint carries: given is '1' (the numbers) or 'm'
+-- and a message (the numbers with it); done and total '' for none.
+local function progressed(k, given, done, total)
+  redis.call('HDEL', k, 'pdone', 'ptotal', 'pmsg')
+  if done ~= '' then redis.call('HSET', k, 'pdone', done) end
+  if total ~= '' then redis.call('HSET', k, 'ptotal', total) end
+  if given ~= '1' then redis.call('HSET', k, 'pmsg', string.sub(given, 2)) end
+end
+
 local function fenced(k, token)
   local f = redis.call('HMGET', k, 'state', 'lease_token')
   return f[1] == 'running' and f[2] == token
@@ -175,7 +186,8 @@ end
 
 -- What an outcome reads, in one HMGET: its fence first.
 local FINISHING = {'state', 'lease_token', 'cancel', 'attempts', 'max_attempts', 'hand_backs', 'queue',
-  'priority', 'kind', 'ckey', 'tenant', 'unique', 'deb', 'dependents', 'worker', 'aat'}
+  'priority', 'kind', 'ckey', 'tenant', 'unique', 'deb', 'dependents', 'worker', 'aat', 'oseq',
+  'lsn'}
 
 -- One outcome: code (S, F, R, C, Z), id, token, then five values. Returns
 -- the state it left the job in (nil when fenced out), and whether the job
@@ -203,9 +215,10 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
       put('result', a)
       dels[#dels + 1] = 'result_ext'
     end
-    if c == '1' then
+    if c ~= '' then
       if d ~= '' then put('pdone', d) else dels[#dels + 1] = 'pdone' end
       if e ~= '' then put('ptotal', e) else dels[#dels + 1] = 'ptotal' end
+      if c ~= '1' then put('pmsg', string.sub(c, 2)) else dels[#dels + 1] = 'pmsg' end
     end
     dels[#dels + 1] = 'error'
   elseif code == 'F' then
@@ -253,6 +266,9 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   else
     close_record(P, id, now, outcome, err, tenant)
   end
+  -- A job with output, or one an event stream follows: its listeners hear of
+  -- the outcome as of its values (output.lua).
+  if f[17] or f[18] then redis.call('PUBLISH', P .. ':out', id) end
   return state, f[14] ~= false
 end
 
@@ -289,7 +305,8 @@ local function finish_claim(keys, args)
   return {out, claim_in(P, args, next_arg, now)}
 end
 
--- ARGV: now, lease (ms), then id, token, has progress, done, total a beat.
+-- ARGV: now, lease (ms), then id, token, progress given (see `progressed`),
+-- done, total a beat.
 -- Returns id, cancel requested (1/0) of each held job.
 local function heartbeat(keys, args)
   local P = keys[1]
@@ -303,11 +320,7 @@ local function heartbeat(keys, args)
       redis.call('HSET', k, 'lease_expires_at', now + lease_ms, 'updated_at', now)
       local g = redis.call('HMGET', k, 'kind', 'ckey')
       leased(P, id, g[1], g[2], now + lease_ms)
-      if args[b + 2] == '1' then
-        redis.call('HDEL', k, 'pdone', 'ptotal')
-        if args[b + 3] ~= '' then redis.call('HSET', k, 'pdone', args[b + 3]) end
-        if args[b + 4] ~= '' then redis.call('HSET', k, 'ptotal', args[b + 4]) end
-      end
+      if args[b + 2] ~= '' then progressed(k, args[b + 2], args[b + 3], args[b + 4]) end
       out[#out + 1] = id
       out[#out + 1] = redis.call('HGET', k, 'cancel') == '1' and 1 or 0
     end
@@ -326,11 +339,7 @@ local function checkpoint(keys, args)
   redis.call('HSET', k, 'checkpoint', args[4], 'lease_expires_at', now + lease_ms, 'updated_at', now)
   local g = redis.call('HMGET', k, 'kind', 'ckey')
   leased(P, id, g[1], g[2], now + lease_ms)
-  if args[6] == '1' then
-    redis.call('HDEL', k, 'pdone', 'ptotal')
-    if args[7] ~= '' then redis.call('HSET', k, 'pdone', args[7]) end
-    if args[8] ~= '' then redis.call('HSET', k, 'ptotal', args[8]) end
-  end
+  if args[6] ~= '' then progressed(k, args[6], args[7], args[8]) end
   return 1
 end
 

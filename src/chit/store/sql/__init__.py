@@ -14,7 +14,7 @@ enqueue_many, list, wait_for_jobs). The rest is in one module per interface:
 - `claims`: the one-statement claim, and the flow claim's reads answered;
 - `limits`: limits and pauses (`FlowControl`);
 - `workflows`, `reports`, `access` (keys, sessions, secrets), `schedules`,
-  `fleet`: the capabilities of `chit.store.capabilities`.
+  `fleet`, `output`: the capabilities of `chit.store.capabilities`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from chit.store.sql.claims import kinds_term
 from chit.store.sql.enqueue import InsertStep, QueryStep
 from chit.store.sql.fleet import FleetSQL
 from chit.store.sql.lifecycle import LifecycleSQL
+from chit.store.sql.output import OutputSQL
 from chit.store.sql.reports import ReportsSQL
 from chit.store.sql.schedules import SchedulesSQL
 from chit.store.sql.workflows import WorkflowsSQL
@@ -49,6 +50,7 @@ class SQLStore(
     AccessSQL,
     SchedulesSQL,
     FleetSQL,
+    OutputSQL,
     CallerTransactions,
     FullStore,
 ):

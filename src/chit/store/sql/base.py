@@ -57,8 +57,9 @@ def scalar(cursor: Any) -> Any:
 def progressed(progress: Progress | None) -> dict[str, Any]:
     """The parameters of a write that sets progress when given it."""
     if progress is None:
-        return {"has_progress": False, "done": None, "total": None}
-    return {"has_progress": True, "done": progress.done, "total": progress.total}
+        return {"has_progress": False, "done": None, "total": None, "message": None}
+    done, total, message = progress.done, progress.total, progress.message
+    return {"has_progress": True, "done": done, "total": total, "message": message}
 
 
 class SQLBase(abc.ABC):
@@ -109,7 +110,7 @@ class SQLBase(abc.ABC):
         return Job(
             **fields,
             state=State(r["state"]),
-            progress=Progress(r["progress_done"], r["progress_total"]),
+            progress=Progress(r["progress_done"], r["progress_total"], r["progress_message"]),
             run_on=RunOn(r["run_on"]),
             depends_on=tuple(loads(r["depends_on"]) or ()),
         )

@@ -31,7 +31,8 @@
 -- A job as SQLStore._job reads it; queries.load puts it where a query says `{columns}`.
 j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts,
 j.run_at, j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at,
-j.worker, j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external,
+j.worker, j.progress_done, j.progress_total, j.progress_message, j.checkpoint, j.result,
+j.result_external,
 j.error, j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
 j.workflow_id, j.ref, j.run_on, j.depends_on, j.expires_at, j.unique_key, j.debounce_key,
 j.state = 'running' AND j.lease_expires_at < now() AS stale
@@ -43,7 +44,8 @@ state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
     attempts = 0, hand_backs = 0,
     run_at = now(),
     error = NULL, result = NULL, result_external = false, checkpoint = NULL,
-    progress_done = NULL, progress_total = NULL, cancel_requested = false,
+    progress_done = NULL, progress_total = NULL, progress_message = NULL,
+    cancel_requested = false,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
     expires_at = NULL, debounce_key = NULL,
     updated_at = now()
@@ -271,13 +273,14 @@ locked AS (
 -- name: heartbeat
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(beats)s::jsonb)
-        AS o(id text, token text, has_progress boolean, done bigint, total bigint)
+        AS o(id text, token text, has_progress boolean, done bigint, total bigint, message text)
 ), {lock_held}
 UPDATE chit_jobs AS j
 SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     updated_at = coalesce(%(now)s::timestamptz, now()),
     progress_done = CASE WHEN o.has_progress THEN o.done ELSE j.progress_done END,
-    progress_total = CASE WHEN o.has_progress THEN o.total ELSE j.progress_total END
+    progress_total = CASE WHEN o.has_progress THEN o.total ELSE j.progress_total END,
+    progress_message = CASE WHEN o.has_progress THEN o.message ELSE j.progress_message END
 FROM locked, o
 WHERE j.id = locked.id AND j.id = o.id AND j.lease_token = o.token
 RETURNING j.id, j.cancel_requested
@@ -289,6 +292,8 @@ SET checkpoint = %(checkpoint)s::jsonb,
                          ELSE progress_done END,
     progress_total = CASE WHEN %(has_progress)s::boolean THEN %(total)s::bigint
                           ELSE progress_total END,
+    progress_message = CASE WHEN %(has_progress)s::boolean THEN %(message)s::text
+                            ELSE progress_message END,
     lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
     updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE id = %(id)s::text AND lease_token = %(token)s::text
@@ -306,6 +311,44 @@ SELECT id, %(name)s::text, attempts, %(result)s::jsonb, coalesce(%(now)s::timest
 FROM chit_jobs
 WHERE id = %(id)s::text AND lease_token = %(token)s::text AND state = 'running'
 ON CONFLICT (job_id, name) DO UPDATE SET result = chit_steps.result
+
+-- name: append_output
+-- JobContext.emit's batch, fenced on the lease, in one statement: the job's
+-- counters moved (its row lock orders two writers), the values numbered after
+-- them, and listeners told (the NOTIFY is sent at commit, with the rows).
+-- No row: fenced out, nothing written.
+WITH fenced AS (
+    UPDATE chit_jobs
+    SET output_seq = output_seq + %(n)s::bigint, output_bytes = output_bytes + %(bytes)s::bigint
+    WHERE id = %(id)s::text AND lease_token = %(token)s::text
+    RETURNING output_seq, attempts
+), written AS (
+    INSERT INTO chit_output (job_id, seq, attempt, data, at)
+    SELECT %(id)s::text, f.output_seq - %(n)s::bigint + o.n, f.attempts, o.v::json,
+           coalesce(%(now)s::timestamptz, now())
+    FROM fenced AS f, unnest(%(items)s::text[]) WITH ORDINALITY AS o (v, n)
+)
+SELECT output_seq, attempts, pg_notify('chit_output', %(id)s::text)::text AS notified
+FROM fenced
+
+-- name: output_used
+SELECT output_seq, output_bytes FROM chit_jobs
+WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+
+-- name: output
+SELECT seq, attempt, data, at FROM chit_output
+WHERE job_id = %(id)s::text AND seq > %(after)s::bigint ORDER BY seq LIMIT %(limit)s::int
+
+-- name: output_heads
+SELECT id, output_seq FROM chit_jobs WHERE id = ANY(%(ids)s::text[]) AND output_seq > 0
+
+-- name: mark_listened
+-- A job an event stream follows: the jobs trigger (migration 020) then
+-- announces each change of it on chit_output, as it does for a job with output.
+UPDATE chit_jobs SET listened = true WHERE id = ANY(%(ids)s::text[]) AND NOT listened
+
+-- name: listen_output
+LISTEN chit_output
 
 -- name: lock_jobs
 -- Before a batch of outcomes of several kinds: take every row lock in id order.
@@ -339,16 +382,17 @@ wanted AS (
 
 -- name: succeed
 -- Items: {id, token, result (null when external), external, has_progress, done,
--- total}.
+-- total, message}.
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb)
         AS o(id text, token text, result jsonb, external boolean, has_progress boolean,
-             done bigint, total bigint)
+             done bigint, total bigint, message text)
 ), {lock_held}, done AS (
     UPDATE chit_jobs AS j
     SET state = 'succeeded', result = o.result, result_external = o.external,
         progress_done = CASE WHEN o.has_progress THEN o.done ELSE j.progress_done END,
         progress_total = CASE WHEN o.has_progress THEN o.total ELSE j.progress_total END,
+        progress_message = CASE WHEN o.has_progress THEN o.message ELSE j.progress_message END,
         lease_token = NULL, lease_expires_at = NULL, error = NULL,
         finished_at = coalesce(%(now)s::timestamptz, now()),
         updated_at = coalesce(%(now)s::timestamptz, now())
@@ -626,12 +670,13 @@ RETURNING j.id, j.state, j.dependents IS NOT NULL AS has_dependents
 WITH o AS (
     SELECT * FROM jsonb_to_recordset(%(items)s::jsonb)
         AS o(id text, token text, result jsonb, external boolean, has_progress boolean,
-             done bigint, total bigint)
+             done bigint, total bigint, message text)
 ), {lock_held}, done AS (
     UPDATE chit_jobs AS j
     SET state = 'succeeded', result = o.result, result_external = o.external,
         progress_done = CASE WHEN o.has_progress THEN o.done ELSE j.progress_done END,
         progress_total = CASE WHEN o.has_progress THEN o.total ELSE j.progress_total END,
+        progress_message = CASE WHEN o.has_progress THEN o.message ELSE j.progress_message END,
         lease_token = NULL, lease_expires_at = NULL, error = NULL,
         finished_at = coalesce(%(now)s::timestamptz, now()),
         updated_at = coalesce(%(now)s::timestamptz, now())

@@ -8,7 +8,8 @@
 -- A job as SQLStore._job reads it; queries.load puts it where a query says `{columns}`.
 j.id, j.kind, j.queue, j.priority, j.payload, j.state, j.attempts, j.max_attempts, j.run_at,
 j.created_at, j.updated_at, j.tenant, j.idempotency_key, j.lease_expires_at, j.worker,
-j.progress_done, j.progress_total, j.checkpoint, j.result, j.result_external, j.error,
+j.progress_done, j.progress_total, j.progress_message, j.checkpoint, j.result,
+j.result_external, j.error,
 j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
 j.workflow_id, j.ref, j.run_on, j.expires_at, j.unique_key, j.debounce_key,
 (SELECT e.depends_on FROM chit_edges AS e WHERE e.job_id = j.id) AS depends_on,
@@ -21,7 +22,7 @@ state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
     attempts = 0, hand_backs = 0,
     run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
     error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
-    progress_done = NULL, progress_total = NULL, cancel_requested = 0,
+    progress_done = NULL, progress_total = NULL, progress_message = NULL, cancel_requested = 0,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
     expires_at = NULL, debounce_key = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
@@ -192,11 +193,13 @@ UPDATE chit_jobs AS j
 SET lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now, :lease),
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     progress_done = CASE WHEN b.has_progress THEN b.done ELSE j.progress_done END,
-    progress_total = CASE WHEN b.has_progress THEN b.total ELSE j.progress_total END
+    progress_total = CASE WHEN b.has_progress THEN b.total ELSE j.progress_total END,
+    progress_message = CASE WHEN b.has_progress THEN b.message ELSE j.progress_message END
 FROM (
     SELECT value ->> 'id' AS id, value ->> 'token' AS token,
            value ->> 'has_progress' AS has_progress,
-           value ->> 'done' AS done, value ->> 'total' AS total
+           value ->> 'done' AS done, value ->> 'total' AS total,
+           value ->> 'message' AS message
     FROM json_each(:beats)
 ) AS b
 WHERE j.id = b.id AND j.lease_token = b.token AND +j.state = 'running'
@@ -207,6 +210,7 @@ UPDATE chit_jobs
 SET checkpoint = :checkpoint,
     progress_done = CASE WHEN :has_progress THEN :done ELSE progress_done END,
     progress_total = CASE WHEN :has_progress THEN :total ELSE progress_total END,
+    progress_message = CASE WHEN :has_progress THEN :message ELSE progress_message END,
     lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now, :lease),
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 WHERE id = :id AND lease_token = :token AND state = 'running'
@@ -224,11 +228,40 @@ SELECT id, :name, attempts, :result, strftime('%Y-%m-%dT%H:%M:%fZ', :now)
 FROM chit_jobs WHERE id = :id AND lease_token = :token AND state = 'running'
 ON CONFLICT (job_id, name) DO UPDATE SET result = chit_steps.result
 
+-- name: append_output
+-- JobContext.emit's batch, fenced on the lease: moves the job's counters and
+-- answers the last seq and the attempt the values carry; no row: fenced out.
+UPDATE chit_jobs
+SET output_seq = output_seq + :n, output_bytes = output_bytes + :bytes
+WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING output_seq, attempts
+
+-- name: insert_output
+-- The batch (a JSON array of JSON texts) numbered from :first, after append_output.
+INSERT INTO chit_output (job_id, seq, attempt, data, at)
+SELECT :id, :first + key, :attempt, value, strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+FROM json_each(:items)
+
+-- name: output_used
+SELECT output_seq, output_bytes FROM chit_jobs
+WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant)
+
+-- name: output
+SELECT seq, attempt, data, at FROM chit_output
+WHERE job_id = :id AND seq > :after ORDER BY seq LIMIT :limit
+
+-- name: output_heads
+-- What the event streams' watcher reads when the file changed: which watched
+-- jobs have output, and how far.
+SELECT id, output_seq FROM chit_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND output_seq > 0
+
 -- name: succeed
 UPDATE chit_jobs
 SET state = 'succeeded', result = :result, result_external = :result_external,
     progress_done = CASE WHEN :has_progress THEN :done ELSE progress_done END,
     progress_total = CASE WHEN :has_progress THEN :total ELSE progress_total END,
+    progress_message = CASE WHEN :has_progress THEN :message ELSE progress_message END,
     lease_token = NULL, lease_expires_at = NULL, error = NULL,
     finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
