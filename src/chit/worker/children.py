@@ -25,6 +25,7 @@ Between worker and child, tuples over two one-way pipes:
                   ("checkpoint", data, progress) ("returned", result, progress, peak_kb)
                   ("raised", text, permanent, progress, peak_kb)
                   ("snoozed", seconds, progress, peak_kb)
+                  ("waiting", signal, jobs, timeout, progress, peak_kb)
                   ("step", name) ("save_step", name, result)
 A checkpoint or a step waits for the worker's answer ("checkpointed", or
 "answered" with the stored step or whether it was saved), as the worker holds
@@ -45,7 +46,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -55,9 +56,10 @@ from chit import logs, tracing
 from chit.checks import parse_payload
 from chit.context import JobContext
 from chit.encoding import storable_json_error
-from chit.errors import ConfigError, PermanentError, Snooze, StoreError
-from chit.jobs import ClaimedJob, DependencyInfo, Progress
+from chit.errors import ConfigError, PermanentError, Snooze, StoreError, Suspend
+from chit.jobs import ClaimedJob, DependencyInfo, Progress, Received, WaitedJob
 from chit.queue import Queue
+from chit.store.capabilities import Waits
 from chit.worker.execute import (
     Call,
     Free,
@@ -262,6 +264,10 @@ class ProcessPool:
                 _progressed(ctx, progress)
                 report(Returned(error=Snooze(seconds)))
                 return self._reusable(child, peak_kb)
+            case ("waiting", signal, jobs, timeout, progress, peak_kb):
+                _progressed(ctx, progress)
+                report(Returned(error=Suspend(signal, jobs, timeout)))
+                return self._reusable(child, peak_kb)
             case _:
                 log.error("child process %d sent %.100r; replacing it", child.pid, message)
                 report(Returned(error=ReportedError("child process broke the protocol")))
@@ -452,6 +458,9 @@ class _Link:
             problem = storable_json_error(result)
         except Snooze as e:
             message, problem = ("snoozed", e.seconds, ctx.last_progress(), _peak_kb()), None
+        except Suspend as e:
+            message = ("waiting", e.signal, e.jobs, e.timeout, ctx.last_progress(), _peak_kb())
+            problem = None
         except BaseException as e:  # a handler must not take its child down
             permanent = isinstance(e, PermanentError)
             message = ("raised", describe(e), permanent, ctx.last_progress(), _peak_kb())
@@ -470,6 +479,16 @@ class _Link:
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
         assert self._queue is not None
         return self._queue.store.get_result(job_id, tenant)
+
+    def received(self, job_id: str, name: str) -> Received:
+        """`JobContext.wait_for`'s read, by this child itself."""
+        assert self._queue is not None
+        return Waits.of(self._queue.store).received(job_id, name)
+
+    def waited_jobs(self, job_id: str, ids: Sequence[str]) -> tuple[list[WaitedJob], bool]:
+        """`JobContext.wait_for_jobs`' read, by this child itself."""
+        assert self._queue is not None
+        return Waits.of(self._queue.store).waited_jobs(job_id, ids)
 
     def checkpoint(
         self, job_id: str, lease_token: str, data: Any, progress: Progress | None, lease: float

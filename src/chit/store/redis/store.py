@@ -9,10 +9,18 @@ from chit.store.redis.fleet import FleetRedis
 from chit.store.redis.flow import FlowRedis
 from chit.store.redis.reports import ReportsRedis
 from chit.store.redis.schedules import SchedulesRedis
+from chit.store.redis.waits import WaitsRedis
 from chit.store.redis.workflows import WorkflowsRedis
 
 
 class RedisStore(
-    FlowRedis, WorkflowsRedis, ReportsRedis, AccessRedis, SchedulesRedis, FleetRedis, FullStore
+    FlowRedis,
+    WorkflowsRedis,
+    ReportsRedis,
+    AccessRedis,
+    SchedulesRedis,
+    FleetRedis,
+    WaitsRedis,
+    FullStore,
 ):
     """The Redis store (Redis 7.0+, Valkey 7.2+); see chit.store.redis.core."""

@@ -13,7 +13,7 @@ enqueue_many, list, wait_for_jobs). The rest is in one module per interface:
 - `enqueue`: storing new jobs (keys, debounce, workflows), as steps;
 - `claims`: the one-statement claim, and the flow claim's reads answered;
 - `limits`: limits and pauses (`FlowControl`);
-- `workflows`, `reports`, `access` (keys, sessions, secrets), `schedules`,
+- `waits`, `workflows`, `reports`, `access` (keys, sessions, secrets), `schedules`,
   `fleet`: the capabilities of `chit.store.capabilities`.
 """
 
@@ -28,6 +28,7 @@ from chit.store.sql.fleet import FleetSQL
 from chit.store.sql.lifecycle import LifecycleSQL
 from chit.store.sql.reports import ReportsSQL
 from chit.store.sql.schedules import SchedulesSQL
+from chit.store.sql.waits import WaitsSQL
 from chit.store.sql.workflows import WorkflowsSQL
 
 __all__ = [
@@ -49,6 +50,7 @@ class SQLStore(
     AccessSQL,
     SchedulesSQL,
     FleetSQL,
+    WaitsSQL,
     CallerTransactions,
     FullStore,
 ):
