@@ -43,7 +43,7 @@ STEP_NAME_MAX = 200
 # its data (a JSON object) at most this many bytes, a wait's timeout above 0 and
 # at most ten years, and at most this many jobs one wait_for_jobs waits for.
 SIGNAL_NAME_MAX = 200
-SIGNAL_DATA_BYTES = 64 * 1024
+SIGNAL_DATA_BYTES = 32 * 1024
 WAIT_TIMEOUT_MAX = 10 * 365 * 86400
 WAIT_JOBS_MAX = 10_000
 # The default of CHIT_MAX_PAYLOAD_BYTES and CHIT_MAX_BODY_BYTES.

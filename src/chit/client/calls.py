@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from chit.api.schemas.jobs import Failures, JobList, JobStatus, Replayed, Submitted
 from chit.api.schemas.limits import Cleared, KindPause, LimitOut, LimitsOut, QueuePause
 from chit.api.schemas.schedules import ScheduleOut, ScheduleRemoved, SchedulesOut
+from chit.api.schemas.signals import SignalOut
 from chit.api.schemas.stats import StatsOut
 from chit.api.schemas.workflows import WorkflowCancelled, WorkflowOut, WorkflowSubmitted
 from chit.client.errors import raise_for
@@ -63,6 +64,11 @@ def edit(
     given = {"run_at": run_at, "priority": priority, "payload": payload}
     body = job_body({name: value for name, value in given.items() if value is not None})
     return Call("PATCH", f"/jobs/{job_id}", parse_as(JobStatus), json=body)
+
+
+def signal(job_id: str, name: str, data: Mapping[str, Any] | None) -> Call[SignalOut]:
+    path = f"/jobs/{segment(job_id)}/signals/{segment(name)}"
+    return Call("POST", path, parse_as(SignalOut), json=dict(data or {}), ok=(200, 201))
 
 
 def job_result(job_id: str) -> Call[Any]:
