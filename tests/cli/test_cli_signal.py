@@ -47,7 +47,8 @@ def test_bad_signals_are_refused_in_one_line_and_store_nothing(
     assert_refused(cli("signal", job_id, "go", "{nope"), 2, "not valid JSON")
     assert_refused(cli("signal", job_id, "go", "[1]"), 2, "JSON object")
     assert_refused(cli("signal", job_id, "x" * 201, "{}"), 2, "at most 200")
-    assert_refused(cli("signal", "01JZZZZZZZZZZZZZZZZZZZZZZZ", "go"), 2, "01JZZZZZZZZZZZZZZZZZZZZZZZ")
+    unknown = "01JZZZZZZZZZZZZZZZZZZZZZZZ"
+    assert_refused(cli("signal", unknown, "go"), 2, unknown)
     assert snapshot(db_path) == before
     run_jobs(app)
     assert_refused(cli("signal", done_id, "go"), 2, "has finished")
