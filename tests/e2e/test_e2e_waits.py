@@ -34,12 +34,15 @@ async def api(queue: chit.Queue) -> AsyncIterator[Api]:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("kind", "pool"), [("approve", "thread"), ("approve_async", "thread"), ("approve", "process")]
+)
 async def test_a_job_waiting_for_a_signal_frees_its_slot_and_the_signal_resumes_it(
-    api: Api, procs: Procs, queue: chit.Queue, tmp_path: Path
+    api: Api, procs: Procs, queue: chit.Queue, tmp_path: Path, kind: str, pool: str
 ) -> None:
     log = tmp_path / "runs.log"
-    waiter = queue.enqueue("approve", {"log": str(log), "timeout": 3600}).id
-    procs.worker("--concurrency", "1")
+    waiter = queue.enqueue(kind, {"log": str(log), "timeout": 3600}).id
+    procs.worker("--concurrency", "1", "--pool", pool)
     job = wait_until(
         lambda: (j := queue.get(waiter)).state is State.WAITING and j, 60, what="the wait"
     )

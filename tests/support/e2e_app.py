@@ -140,6 +140,14 @@ def approve(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
     return {"decision": decision}
 
 
+@queue.task("approve_async", max_attempts=1)
+async def approve_async(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """`approve` for an async handler."""
+    append_line(body["log"], f"start {job.id} {job.attempt}")
+    decision = await job.await_signal("approval", timeout=body.get("timeout"))
+    return {"decision": decision}
+
+
 @queue.task("double", max_attempts=1)
 def double(job: chit.JobContext, body: dict[str, Any]) -> int:
     if body.get("fail"):
