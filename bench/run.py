@@ -202,6 +202,8 @@ def steps(sizes: Sizes) -> list[Step]:
         Step("aenqueue", "aenqueue", seconds, 60, only=CHIT, script="aenqueue_bench.py"),
         # Issue 26: a debounced enqueue against a plain one (newer than any baseline).
         Step("debounce", "debounce", seconds, 60, only=CHIT, script="debounce_bench.py"),
+        # Issue 25: signal-to-resume, and process1 beside 10,000 waiting jobs.
+        Step("waits", "waits", seconds, 240, only=CHIT, script="waits_bench.py"),
         Step(
             "api-submit",
             "api-submit",
@@ -409,7 +411,13 @@ class Bench:
         flow_only = set(chosen) <= set(FLOW_STEPS)
         # These steps alone leave docs/ alone (workflows.md in the results for
         # workflows; the tables printed for aenqueue and api-submit).
-        workflows_only = set(chosen) <= {"workflows", "aenqueue", "api-submit", "debounce"}
+        workflows_only = set(chosen) <= {
+            "workflows",
+            "aenqueue",
+            "api-submit",
+            "debounce",
+            "waits",
+        }
         workflow_systems = [s for s in workflows.SYSTEMS if s in wanted] or list(workflows.SYSTEMS)
 
         backends = {INFO[base_name(s)].backend for s in wanted}
@@ -745,6 +753,12 @@ def line(run: Run) -> str:
         return f"{head} FAILED: {run.error}{partial}"
     if "skipped" in r:
         return f"{head} {'—':>9}  ({r['skipped']})"
+    if "with_waiting_per_s" in r:
+        return (
+            f"{head} signal to resume median {r['median_ms']:.1f} ms, p90 {r['p90_ms']:.1f} ms;"
+            f" process1 {r['jobs_per_s']:,.0f} jobs/s, {r['with_waiting_per_s']:,.0f} beside"
+            f" 10,000 waiting ({r['ratio']:.2f}x)"
+        )
     if "median_ms" in r:
         return f"{head} median {r['median_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
     busy = f"  (machine {run.busy_before:.0%} busy before)" if run.busy_before > 0.25 else ""
@@ -796,7 +810,8 @@ def main() -> None:
     parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, features-on, "
                         "process2, "
                         "latency, growth-empty, growth, growth-analyze, limits, flow-concurrency, "
-                        "flow-rate, flow-claim, aenqueue, api-submit, debounce, pools, workflows, "
+                        "flow-rate, flow-claim, aenqueue, api-submit, debounce, waits, pools, "
+                        "workflows, "
                         "schedules; flow for the three flow steps")  # fmt: skip
     parser.add_argument(
         "--repeat", type=int, help="runs of each process and growth step (2; 1 with --quick)"

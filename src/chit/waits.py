@@ -10,8 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from chit.bounds import SIGNAL_DATA_BYTES, SIGNAL_NAME_MAX, WAIT_JOBS_MAX, WAIT_TIMEOUT_MAX
-from chit.encoding import storable_json_error, storable_text
+from chit.bounds import (
+    SIGNAL_DATA_BYTES,
+    SIGNAL_NAME_MAX,
+    WAIT_JOBS_MAX,
+    WAIT_TIMEOUT_MAX,
+    is_plain_text,
+)
+from chit.encoding import storable_json_error
 from chit.errors import InvalidWait, JobFinished, JobNotFound
 from chit.jobs import SignalStatus, State, WaitedJob
 from chit.store.capabilities import Waits
@@ -69,8 +75,8 @@ def check_signal_name(name: Any) -> str:
         raise InvalidWait(
             f"signal name {name[:40]!r}... is {len(name)} characters; at most {SIGNAL_NAME_MAX}"
         )
-    if storable_text(name) != name:
-        raise InvalidWait(f"signal name {name!r} holds a NUL or a lone surrogate")
+    if not is_plain_text(name):
+        raise InvalidWait(f"signal name {name!r} holds a control character or a lone surrogate")
     return name
 
 

@@ -14,7 +14,7 @@ from chit.api.body import read_json
 from chit.api.deps import Submitter, api_state, blocking
 from chit.api.errors import ChitRoute, documented
 from chit.api.schemas.signals import SIGNAL_BODY, SignalOut
-from chit.bounds import SIGNAL_NAME_MAX
+from chit.bounds import PLAIN_TEXT_PATTERN, SIGNAL_NAME_MAX
 from chit.errors import JobNotFound
 from chit.ids import is_job_id
 from chit.waits import send_signal
@@ -39,7 +39,18 @@ router = APIRouter(
 async def signal_job(
     request: Request,
     job_id: str,
-    name: Annotated[str, Path(description=f"1 to {SIGNAL_NAME_MAX} characters")],
+    name: Annotated[
+        str,
+        Path(
+            description=f"1 to {SIGNAL_NAME_MAX} characters, no control character",
+            # Said in the schema, checked by send_signal: its message names the bound.
+            json_schema_extra={
+                "minLength": 1,
+                "maxLength": SIGNAL_NAME_MAX,
+                "pattern": PLAIN_TEXT_PATTERN,
+            },
+        ),
+    ],
     principal: Submitter,
 ) -> JSONResponse:
     """The first signal of a name is stored (`201`), and a job waiting for it is
