@@ -34,7 +34,7 @@ from chit.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 WAITING = 10_000
-PLAIN = 2_000
+PLAIN = 5_000
 
 
 def make_queue(url: str) -> chit.Queue:
