@@ -77,6 +77,10 @@ async def test_a_signal_to_a_finished_or_unknown_job(api: Api) -> None:
         f"/jobs/{job_id}/signals/go", content=b"{", headers={"content-type": "application/json"}
     )
     assert_error(bad, 400, "invalid_json")
+    null = await api.http.post(
+        f"/jobs/{job_id}/signals/go", content=b"null", headers={"content-type": "application/json"}
+    )
+    assert "JSON object" in assert_error(null, 422, "invalid_signal")["message"]
 
 
 def test_suspend_is_not_an_exception() -> None:

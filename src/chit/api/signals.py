@@ -15,7 +15,7 @@ from chit.api.deps import Submitter, api_state, blocking
 from chit.api.errors import ChitRoute, documented
 from chit.api.schemas.signals import SIGNAL_BODY, SignalOut
 from chit.bounds import PLAIN_TEXT_PATTERN, SIGNAL_NAME_MAX
-from chit.errors import JobNotFound
+from chit.errors import InvalidWait, JobNotFound
 from chit.ids import is_job_id
 from chit.waits import send_signal
 
@@ -62,6 +62,8 @@ async def signal_job(
         raise JobNotFound(job_id[:100])
     state = api_state(request)
     data = await read_json(request, state.settings.max_body_bytes)
+    if not isinstance(data, dict):  # Queue.signal takes None for {}; the API, an object only
+        raise InvalidWait(f"a signal's data is a JSON object, not {type(data).__name__}")
     send = functools.partial(send_signal, state.store, job_id, name, data, principal.tenant)
     signal = await blocking(send)
     answer = SignalOut(job_id=job_id, name=name, data=signal.data, created=signal.created)
