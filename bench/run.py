@@ -204,6 +204,15 @@ def steps(sizes: Sizes) -> list[Step]:
         Step("debounce", "debounce", seconds, 60, only=CHIT, script="debounce_bench.py"),
         # Issue 25: signal-to-resume, and process1 beside 10,000 waiting jobs.
         Step("waits", "waits", seconds, 240, only=CHIT, script="waits_bench.py"),
+        # Issue 25: cost_rate held over 10 s, with and without report_cost.
+        Step(
+            "cost-rate",
+            "cost-rate",
+            ("--seconds", "10"),
+            90,
+            only=CHIT,
+            script="cost_rate_bench.py",
+        ),
         Step(
             "api-submit",
             "api-submit",
@@ -417,6 +426,7 @@ class Bench:
             "api-submit",
             "debounce",
             "waits",
+            "cost-rate",
         }
         workflow_systems = [s for s in workflows.SYSTEMS if s in wanted] or list(workflows.SYSTEMS)
 
@@ -762,6 +772,13 @@ def line(run: Run) -> str:
     if "median_ms" in r:
         return f"{head} median {r['median_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
     busy = f"  (machine {run.busy_before:.0%} busy before)" if run.busy_before > 0.25 else ""
+    if "report_cost" in r:
+        return f"{head} " + "; ".join(
+            f"{mode}: worst 1 s window {w['worst_ratio']:.1%} of {w['limit']:,}/s, "
+            f"{w['used']:.1%} used"
+            for mode, w in r.items()
+            if isinstance(w, dict)
+        )
     if "mean_rate" in r:
         held = "held" if rate_held(r) else "NOT held"
         return (

@@ -21,6 +21,9 @@ CONCURRENCY_KEY_MAX = 200
 # A concurrency limit, and a rate's starts per period, at most: beyond is a slip.
 CONCURRENCY_MAX = 100_000
 RATE_MAX = 1_000_000
+# A job's cost, and a cost_rate's cost per period, at most (a whole number:
+# tokens, cents): a trillion a period is more than any provider grants.
+COST_MAX = 1_000_000_000_000
 # A job's timeout, seconds: above 0 and at most 30 days. An attempt's budget
 # beyond that is a slip (milliseconds typed for seconds), not a deadline.
 TIMEOUT_MAX = 30 * 86400

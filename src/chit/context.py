@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from chit.bounds import STEP_NAME_MAX
+from chit.bounds import COST_MAX, STEP_NAME_MAX
 from chit.encoding import storable_json_error, storable_text
 from chit.errors import InvalidStep, Suspend, Unsupported
 from chit.jobs import ClaimedJob, DependencyInfo, Progress, Received, State, WaitedJob
@@ -30,6 +30,8 @@ class ContextStore(Protocol):
     def step(self, job_id: str, name: str) -> tuple[bool, Any]: ...
 
     def save_step(self, job_id: str, lease_token: str, name: str, result: Any) -> bool: ...
+
+    def report_cost(self, job_id: str, lease_token: str, cost: int) -> bool: ...
 
     def dependencies(self, job_id: str) -> list[DependencyInfo]: ...
 
@@ -206,6 +208,25 @@ class JobContext:
         else:
             self._lost = True
         return stored
+
+    def report_cost(self, cost: int) -> bool:
+        """Replace this attempt's cost (the job's `cost`, its estimate) with what
+        it really spent, a whole number from 0 to COST_MAX: later claims count it
+        against the kind's cost_rate and key_cost_rate. Call it once the spend
+        is known (again to correct it). Written now, fenced by the lease: False
+        (and `lease_lost` true) when another worker may hold the job. Raises
+        ValueError for a cost that is not a whole number in range."""
+        if type(cost) is float and cost.is_integer():
+            cost = int(cost)
+        if type(cost) is not int or not 0 <= cost <= COST_MAX:
+            raise ValueError(
+                f"report_cost takes a whole number from 0 to {COST_MAX:,}, not {cost!r}"
+            )
+        if self._store.report_cost(self.id, self.lease_token, cost):
+            return True
+        self._lost = True
+        log.warning("job %s: cost not reported: the lease was lost", self.id)
+        return False
 
     def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Run `fn(*args, **kwargs)` once for this job and return its result.

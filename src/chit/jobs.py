@@ -102,6 +102,8 @@ class NewJob:
     traceparent: str | None = None
     # Debounce (one field: each makes every NewJob slower to build).
     debounce: Debounce | None = None
+    # What the job is expected to spend against its kind's cost_rate; None: 1.
+    cost: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

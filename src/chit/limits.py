@@ -12,12 +12,12 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
-from chit.bounds import CONCURRENCY_MAX, RATE_MAX
+from chit.bounds import CONCURRENCY_MAX, COST_MAX, RATE_MAX
 
 PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 _UNIT = {seconds: unit for unit, seconds in PERIODS.items()}
 # Leading zeros are read as nothing (the schema's pattern allows them).
-_RATE = re.compile(r"\s*0*(\d{1,9})\s*/\s*(s|m|h)\s*")
+_RATE = re.compile(r"\s*0*(\d{1,13})\s*/\s*(s|m|h)\s*")
 
 
 class LimitError(ValueError):
@@ -32,7 +32,9 @@ class Rate:
     seconds: float
 
     @classmethod
-    def parse(cls, text: str) -> Rate:
+    def parse(cls, text: str, most: int = RATE_MAX) -> Rate:
+        """`most`: the largest count (COST_MAX for a cost_rate, whose count is
+        cost, not starts)."""
         if not isinstance(text, str):
             raise LimitError(f"a rate is text like '10/s', '600/m' or '1000/h', not {text!r}")
         match = _RATE.fullmatch(text)
@@ -40,11 +42,12 @@ class Rate:
             raise LimitError(
                 f"rate {text[:50]!r} is not N/s, N/m or N/h (for example 10/s, 600/m, 1000/h)"
             )
-        return cls(int(match.group(1)), PERIODS[match.group(2)]).checked()
+        return cls(int(match.group(1)), PERIODS[match.group(2)]).checked(most)
 
-    def checked(self) -> Rate:
-        if type(self.count) is not int or not 1 <= self.count <= RATE_MAX:
-            raise LimitError(f"a rate allows 1 to {RATE_MAX:,} starts per period, not {self.count}")
+    def checked(self, most: int = RATE_MAX) -> Rate:
+        if type(self.count) is not int or not 1 <= self.count <= most:
+            what = "starts" if most == RATE_MAX else "cost"
+            raise LimitError(f"a rate allows 1 to {most:,} {what} per period, not {self.count}")
         if self.seconds not in _UNIT:
             raise LimitError(f"a rate's period is 1 s, 1 m or 1 h, not {self.seconds} seconds")
         return self
@@ -66,10 +69,10 @@ def _concurrency(name: str, value: Any) -> int | None:
     return value
 
 
-def _rate(value: Any) -> Rate | None:
+def _rate(value: Any, most: int = RATE_MAX) -> Rate | None:
     if value is None or isinstance(value, Rate):
-        return None if value is None else value.checked()
-    return Rate.parse(value)
+        return None if value is None else value.checked(most)
+    return Rate.parse(value, most)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,10 @@ class Limits:
     rate: Rate | None = None
     key_concurrency: int | None = None
     key_rate: Rate | None = None
+    # Budgets: the sum of the `cost` of the attempts started in any window, of
+    # the kind and of each key of it (DESIGN.md, "Long AI tasks").
+    cost_rate: Rate | None = None
+    key_cost_rate: Rate | None = None
 
     @classmethod
     def checked(
@@ -89,14 +96,26 @@ class Limits:
         rate: Any = None,
         key_concurrency: Any = None,
         key_rate: Any = None,
+        cost_rate: Any = None,
+        key_cost_rate: Any = None,
     ) -> Limits:
         """Limits from what a caller wrote (rates as text or Rate), or LimitError."""
+        try:
+            cost = _rate(cost_rate, COST_MAX), _rate(key_cost_rate, COST_MAX)
+        except LimitError as e:
+            raise LimitError(f"cost_rate: {e}") from None
         return cls(
             _concurrency("concurrency", concurrency),
             _rate(rate),
             _concurrency("key_concurrency", key_concurrency),
             _rate(key_rate),
+            *cost,
         )
+
+    def most_cost(self) -> int | None:
+        """The largest cost one job of the kind may have: a costlier one could never start."""
+        counts = [r.count for r in (self.cost_rate, self.key_cost_rate) if r is not None]
+        return min(counts, default=None)
 
     def __bool__(self) -> bool:
         return any(getattr(self, f.name) is not None for f in fields(self))

@@ -130,12 +130,16 @@ class Queue:
         rate: str | Rate | None = None,
         key_concurrency: int | None = None,
         key_rate: str | Rate | None = None,
+        cost_rate: str | Rate | None = None,
+        key_cost_rate: str | Rate | None = None,
         timeout: float | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register a handler. `concurrency` and `rate` ("N/s", "N/m", "N/h") limit
         the kind across every worker; `key_concurrency` and `key_rate` each
         concurrency key of it. They are the defaults: an operator's
-        `chit limits set` wins until cleared. `timeout` (seconds) is the default
+        `chit limits set` wins until cleared. `cost_rate` ("90000/m") and
+        `key_cost_rate` bound the sum of the jobs' `cost` started per period.
+        `timeout` (seconds) is the default
         deadline of each attempt: past it the attempt fails "timed out after N s"."""
         if not kind or len(kind) > NAME_MAX:
             raise ConfigError(f"task kind {kind!r}: must be 1 to {NAME_MAX} characters")
@@ -147,7 +151,9 @@ class Queue:
             )
 
         try:
-            limits = Limits.checked(concurrency, rate, key_concurrency, key_rate)
+            limits = Limits.checked(
+                concurrency, rate, key_concurrency, key_rate, cost_rate, key_cost_rate
+            )
         except LimitError as e:
             raise ConfigError(f"task {kind!r}: {e}") from None
         if timeout is not None:
@@ -208,6 +214,7 @@ class Queue:
         debounce_key: str | None = None,
         debounce: float | None = None,
         debounce_max: float | None = None,
+        cost: int = 1,
         connection: Any = None,
     ) -> Enqueued:
         """Store a job and return `.id` and `.created` (False when the idempotency
@@ -276,6 +283,7 @@ class Queue:
         debounce_key: str | None = None,
         debounce: float | None = None,
         debounce_max: float | None = None,
+        cost: int = 1,
         connection: Any = None,
     ) -> Enqueued:
         """`enqueue` for asyncio code: the same arguments, results and errors,

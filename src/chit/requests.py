@@ -18,7 +18,7 @@ from typing import Any, Protocol, overload
 import pydantic
 
 from chit import tracing
-from chit.bounds import MAX_ATTEMPTS
+from chit.bounds import COST_MAX, MAX_ATTEMPTS
 from chit.checks import (
     check_concurrency_key,
     check_debounce,
@@ -34,6 +34,7 @@ from chit.checks import (
 from chit.encoding import canonical
 from chit.errors import InvalidRequest, UnknownKind
 from chit.jobs import NewJob, RunOn
+from chit.limits import Limits
 from chit.settings import Settings
 
 
@@ -77,6 +78,10 @@ class JobRequest:
     debounce_key: str | None = None
     debounce: float | None = None
     debounce_max: float | None = None
+    # Budgets (DESIGN.md "Long AI tasks"): what the job is expected to spend
+    # (tokens, cents: a whole number, 1 to COST_MAX), counted against the kind's
+    # cost_rate and key_cost_rate; `job.report_cost` replaces it with what was spent.
+    cost: int = 1
 
 
 class TaskDefaults(Protocol):
@@ -94,6 +99,8 @@ class TaskDefaults(Protocol):
     def priority(self) -> int: ...
     @property
     def timeout(self) -> float | None: ...
+    @property
+    def limits(self) -> Limits: ...
 
 
 def prepared(request: JobRequest, tasks: Mapping[str, TaskDefaults], settings: Settings) -> NewJob:
@@ -124,6 +131,9 @@ def prepared(request: JobRequest, tasks: Mapping[str, TaskDefaults], settings: S
     if (request.debounce_key, request.debounce, request.debounce_max) != (None, None, None):
         debounce = check_debounce(request)
     expires_at, expires_in = check_expiry(request.expires_at, request.expires_in, run_at)
+    # The default, 1, stored as NULL; `True == 1`, so its type is checked too.
+    default_cost = type(request.cost) is int and request.cost == 1
+    cost = None if default_cost else check_cost(request.cost, task, concurrency_key)
     job = NewJob(
         kind=request.kind,
         payload=payload,
@@ -144,10 +154,31 @@ def prepared(request: JobRequest, tasks: Mapping[str, TaskDefaults], settings: S
         unique_key=request.unique_key,
         debounce=debounce,
         traceparent=tracing.valid_traceparent(request.traceparent),
+        cost=cost,
     )
     if job.idempotency_key is None:
         return job
     return replace(job, request_hash=request_hash(request, job))
+
+
+def check_cost(cost: Any, task: TaskDefaults, concurrency_key: str | None) -> int:
+    """A job's cost: a whole number from 1 to COST_MAX, and no more than the
+    kind's own cost_rate (or key_cost_rate, for a job with a key) allows in a
+    whole window, which it could never start within."""
+    if type(cost) is float and cost.is_integer():  # JSON's 3.0 is 3
+        cost = int(cost)
+    if not is_whole(cost) or not 1 <= cost <= COST_MAX:
+        raise InvalidRequest(f"cost must be a whole number from 1 to {COST_MAX:,}, not {cost!r}")
+    limits = task.limits
+    if not concurrency_key:  # a key's own budget binds keyed jobs only
+        limits = replace(limits, key_cost_rate=None)
+    most = limits.most_cost()
+    if most is not None and cost > most:
+        raise InvalidRequest(
+            f"cost {cost:,} is more than kind {task.kind!r} may spend in a whole window"
+            f" ({most:,}): the job could never start"
+        )
+    return int(cost)
 
 
 def one_request(arguments: dict[str, Any]) -> JobRequest:
@@ -232,4 +263,6 @@ def request_hash(request: JobRequest, job: NewJob) -> str:
         fingerprint = {**fingerprint, "expires_in": job.expires_in}
     if job.unique_key is not None:
         fingerprint = {**fingerprint, "unique_key": job.unique_key}
+    if job.cost is not None:
+        fingerprint = {**fingerprint, "cost": job.cost}
     return hashlib.sha256(canonical(fingerprint).encode()).hexdigest()

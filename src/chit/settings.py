@@ -53,6 +53,9 @@ class Settings:
     # NORMAL in WAL mode: a committed job survives any process crash (kill -9);
     # only an OS crash or power cut can lose the last commits. FULL survives those too.
     sqlite_synchronous: str = "NORMAL"
+    # Redis: an enqueue returns only once the server's AOF holds it on disk
+    # (WAITAOF, Redis 7.2+), closing everysec's window of a second or two.
+    redis_wait_aof: bool = False
     queues: tuple[str, ...] = ("default",)
     # Finished jobs older than this (e.g. "7d") are deleted by workers; "" keeps them.
     retention: str = ""
@@ -192,7 +195,8 @@ class Settings:
                 raise ConfigError(f"{name} has value {value}: must be >= 0 (0: no limit)")
         if not self.queues or any(not q for q in self.queues):
             raise ConfigError("CHIT_QUEUES must name at least one queue")
-        schemes = ("sqlite:", "postgresql:", "postgres:", "redis:", "rediss:", "unix:")
+        schemes: tuple[str, ...] = ("sqlite:", "postgresql:", "postgres:", "redis:", "rediss:")
+        schemes += ("unix:", "redis+cluster:", "rediss+cluster:")
         if not self.database_url.startswith(schemes):
             raise ConfigError(
                 f"CHIT_DATABASE_URL has value {self.database_url!r}: "
@@ -249,6 +253,12 @@ def _parse(name: str, raw: str, annotation: Any) -> Any:
     except ValueError:
         noun = "a whole number" if kind == "int" else "a number"
         raise ConfigError(f"{name} has value {raw!r}: not {noun}") from None
+    if kind == "bool":
+        if raw.strip().lower() in {"1", "true", "yes", "on"}:
+            return True
+        if raw.strip().lower() in {"0", "false", "no", "off"}:
+            return False
+        raise ConfigError(f"{name} has value {raw!r}: use 1 or 0")
     if kind.startswith("tuple"):
         return tuple(part.strip() for part in raw.split(",") if part.strip())
     return raw

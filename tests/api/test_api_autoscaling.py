@@ -160,7 +160,9 @@ def query(prometheus: str, promql: str) -> list[dict[str, Any]]:
         response = httpx.get(f"{prometheus}/api/v1/query", params={"query": promql})
     except httpx.TransportError:
         return []  # not listening yet
-    assert response.status_code in (200, 503), response.text  # 503: starting
+    assert response.status_code in (200, 503), response.text
+    if response.status_code == 503:
+        return []  # starting: its answer is plain text ("Service Unavailable")
     body = response.json()
     return list(body["data"]["result"]) if body.get("status") == "success" else []
 

@@ -17,7 +17,7 @@ import pytest
 import chit
 from support.api import Api, assert_error, running_api, settings_for
 from support.api_app import register
-from support.redis import free_port, start_redis
+from support.redis import EVERY_WRITE_SYNCED, free_port, start_redis
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -29,7 +29,7 @@ STORE_ROUTES = ["/readyz", "/stats", "/jobs", "/jobs/{id}", "/metrics"]
 def server(tmp_path: Path) -> Iterator[tuple[list[subprocess.Popen[bytes]], int]]:
     """A private server and its port; the list gains the server started again."""
     port = free_port()
-    process = start_redis(tmp_path, port)
+    process = start_redis(tmp_path, port, *EVERY_WRITE_SYNCED)
     assert process is not None
     box = [process]
     yield box, port
@@ -78,7 +78,7 @@ async def run(api: Api, tmp_path: Path, box: list[subprocess.Popen[bytes]], port
     assert response.headers["Retry-After"]
     assert (await api.http.get("/healthz")).status_code == 200
 
-    restarted = start_redis(tmp_path, port)
+    restarted = start_redis(tmp_path, port, *EVERY_WRITE_SYNCED)
     assert restarted is not None, "the port was taken while the server was down"
     box.append(restarted)
     for path in routes:

@@ -238,7 +238,32 @@ BAD = {
         ["submit", "echo", "{}", "--concurrency-key", "bell\x07"],
         ["concurrency key"],
     ),
+    "--cost-rate 0/m": (["limits", "set", "echo", "--cost-rate", "0/m"], ["cost_rate", "not 0"]),
+    "--cost-rate abc": (["limits", "set", "echo", "--cost-rate", "abc"], ["rate 'abc'"]),
+    "--key-cost-rate too much": (
+        ["limits", "set", "echo", "--key-cost-rate", "9999999999999/s"],
+        ["1 to 1,000,000,000,000 cost per period"],
+    ),
+    "submit a cost of 0": (["submit", "echo", "{}", "--cost", "0"], ["cost must be a whole"]),
+    "submit a negative cost": (["submit", "echo", "{}", "--cost", "-3"], ["not -3"]),
+    "submit a cost that is no number": (
+        ["submit", "echo", "{}", "--cost", "lots"],
+        ["--cost must be a whole number, not 'lots'"],
+    ),
+    "submit a fractional cost": (["submit", "echo", "{}", "--cost", "2.5"], ["--cost"]),
 }
+
+
+def test_cost_rates_are_set_shown_and_cleared(cli: Cli, app: chit.Queue) -> None:
+    out = ok(cli("limits", "set", "echo", "--cost-rate", "90000/m", "--key-cost-rate", "5/s")).out
+    assert out.startswith("echo: cost rate 90000/m, key cost rate 5/s"), out
+    table = ok(cli("limits")).out.splitlines()
+    assert "cost rate" in table[0] and "key cost rate" in table[0]
+    assert table[1].split()[:7] == ["echo", "-", "-", "-", "-", "90000/m", "5/s"]
+    [echo] = app.store.limits()
+    assert echo.override == Limits.checked(cost_rate="90000/m", key_cost_rate="5/s")
+    ok(cli("limits", "clear", "echo"))
+    assert app.store.limits() == []
 
 
 @pytest.mark.parametrize("args, phrases", BAD.values(), ids=BAD.keys())

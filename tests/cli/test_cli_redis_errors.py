@@ -15,7 +15,7 @@ import redis
 
 from support.cli import assert_refused, run_cli
 from support.processes import free_port
-from support.redis import redis_server
+from support.redis import has_waitaof, redis_server
 
 pytestmark = pytest.mark.slow
 
@@ -115,3 +115,29 @@ def test_a_url_to_nothing_is_one_line_exit_3(command: str) -> None:
     url = nothing_listening()
     line = run(command, url)
     assert f"cannot reach Redis at {url.split('//')[1].split('/')[0]}" in line
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("command", ["list", "worker"])
+def test_a_cluster_url_to_a_server_without_cluster_mode_is_one_line_exit_3(
+    command: str, plain: str
+) -> None:
+    url = plain.replace("redis://", "redis+cluster://").removesuffix("/0")
+    line = run(command, url)
+    assert "Cluster mode is not enabled on this node" in line
+
+
+@pytest.mark.timeout(90)
+def test_a_cluster_url_to_nothing_is_one_line_exit_3() -> None:
+    url = nothing_listening().replace("redis://", "redis+cluster://").removesuffix("/0")
+    line = run("list", url)
+    assert f"cannot reach the Redis Cluster at {url.split('//')[1]}" in line
+
+
+@pytest.mark.timeout(90)
+def test_wait_aof_on_a_server_without_waitaof_is_one_line_exit_3(plain: str) -> None:
+    if has_waitaof(plain):
+        pytest.skip("this server has WAITAOF (Redis 7.2+)")
+    args = COMMANDS["list"]
+    line = assert_refused(run_cli(*args, CHIT_DATABASE_URL=plain, CHIT_REDIS_WAIT_AOF="1"), 3)
+    assert "has no WAITAOF" in line

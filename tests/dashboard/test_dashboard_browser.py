@@ -14,6 +14,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,11 @@ import pytest
 
 from chit.jobs import NewJob
 from chit.limits import Limits
-from chit.store.sqlite import SQLiteStore
+from chit.settings import Settings
+from chit.store import open_store
 from support.browser import chromium_browser
 from support.dashboard import ADMIN_KEY, GLOBEX_ADMIN, ROOT_KEY
+from support.redis import redis_server
 from support.stack import Server, server_with_workers
 from support.waiting import wait_until
 
@@ -48,16 +51,25 @@ class Stack(Server):
         return str(response.json()["job_id"])
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with server_with_workers(
-        tmp_path_factory.mktemp("dashboard"),
-        "support.dashboard_app",
-        key=ADMIN_KEY,
-        keys=KEYS,
-        worker_flags=("--concurrency", "4", "--lease", "3", "--grace", "2"),
-    ) as server:
-        yield Stack(server.url, server.http, server.tmp)
+@pytest.fixture(scope="module", params=["sqlite", "redis"])
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """The pages on the embedded default, and on Redis, whose reports are
+    written in Lua rather than SQL (PostgreSQL's share the SQL store's)."""
+    with ExitStack() as stack:
+        url = stack.enter_context(redis_server()) if request.param == "redis" else None
+        server = stack.enter_context(
+            server_with_workers(
+                tmp_path_factory.mktemp("dashboard"),
+                "support.dashboard_app",
+                key=ADMIN_KEY,
+                keys=KEYS,
+                worker_flags=("--concurrency", "4", "--lease", "3", "--grace", "2"),
+                database_url=url,
+            )
+        )
+        yield Stack(server.url, server.http, server.tmp, server.database_url)
 
 
 @pytest.fixture(scope="module")
@@ -83,13 +95,16 @@ def sign_in(page: Any, stack: Stack, key: str = ADMIN_KEY, path: str = "/ui/") -
     page.wait_for_url(f"**{path}")
 
 
-def screenshot(page: Any, name: str) -> None:
-    """Saved in tests/dashboard/screenshots/; with CHIT_UPDATE_SCREENSHOTS=1 the
-    overview and a job's page also replace the ones in docs/screenshots/."""
+def screenshot(page: Any, stack: Stack, name: str) -> None:
+    """Saved in tests/dashboard/screenshots/ (Redis's as redis-NAME); with
+    CHIT_UPDATE_SCREENSHOTS=1 the default store's overview and job page also
+    replace the ones in docs/screenshots/."""
     SCREENSHOTS.mkdir(exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
+    default = stack.database_url.startswith("sqlite:")
+    path = SCREENSHOTS / f"{name if default else 'redis-' + name}.png"
     page.screenshot(path=str(path), full_page=True)
-    if name in DOCS_SCREENSHOTS and os.environ.get("CHIT_UPDATE_SCREENSHOTS") == "1":
+    wanted = default and name in DOCS_SCREENSHOTS
+    if wanted and os.environ.get("CHIT_UPDATE_SCREENSHOTS") == "1":
         shutil.copyfile(path, HERE.parents[1] / "docs" / "screenshots" / f"dashboard-{name}.png")
 
 
@@ -107,14 +122,14 @@ def test_sign_in_and_read_the_counts(page: Any, stack: Stack) -> None:
     stack.until(bad, lambda b: b["state"] == "failed")
 
     page.goto(stack.url + "/ui/login")
-    screenshot(page, "login")
+    screenshot(page, stack, "login")
     sign_in(page, stack)
     assert int(card(page, "succeeded").rstrip("+").replace(",", "")) >= 5
     assert int(card(page, "failed").replace(",", "")) >= 1
     assert page.locator("svg.chart rect.ok").count() >= 1
     assert page.locator("svg.chart rect.bad").count() >= 1
     assert "work" in page.inner_text("table.counts")
-    screenshot(page, "overview")
+    screenshot(page, stack, "overview")
 
 
 def test_open_a_failed_job_retry_it_and_watch_it_succeed(page: Any, stack: Stack) -> None:
@@ -124,13 +139,13 @@ def test_open_a_failed_job_retry_it_and_watch_it_succeed(page: Any, stack: Stack
     stack.until(job_id, lambda b: b["state"] == "failed")
 
     sign_in(page, stack, path="/ui/jobs?state=failed")
-    screenshot(page, "jobs")
+    screenshot(page, stack, "jobs")
     page.click(f'a[href="/ui/jobs/{job_id}"]')
     page.wait_for_url(f"**/ui/jobs/{job_id}")
     assert "ConnectionError: upstream is down" in page.inner_text("pre.error")
     assert page.inner_text("#state [data-state]") == "failed"
     assert page.locator("table.attempts tbody tr").count() == 1
-    screenshot(page, "job-failed")
+    screenshot(page, stack, "job-failed")
 
     outage.unlink()
     page.click("button:has-text('Retry')")  # the confirmation is accepted
@@ -142,7 +157,7 @@ def test_open_a_failed_job_retry_it_and_watch_it_succeed(page: Any, stack: Stack
     page.wait_for_selector("#result")
     assert '"message": "later"' in page.inner_text("#result")
     assert page.locator("table.attempts tbody tr").count() == 2
-    screenshot(page, "job")
+    screenshot(page, stack, "job")
 
 
 def test_edit_a_delayed_job_and_run_it_now(page: Any, stack: Stack) -> None:
@@ -189,10 +204,10 @@ def test_replay_a_failure_group(page: Any, stack: Stack) -> None:
     sign_in(page, stack, path="/ui/failures")
     row = page.locator("table.failures tr", has_text="upstream rejected 'sync'")
     assert row.locator("td.num").inner_text().strip() == "3"
-    screenshot(page, "failures")
+    screenshot(page, stack, "failures")
     row.locator("text=Replay these").click()
     page.wait_for_selector("text=Replay 3 failed jobs")
-    screenshot(page, "replay-confirm")
+    screenshot(page, stack, "replay-confirm")
     page.click("button:has-text('Replay 3 jobs')")
     page.wait_for_selector("text=Replayed 3 jobs of kind work.")
     for job_id in ids:
@@ -220,14 +235,14 @@ def test_a_progress_bar_moves_by_server_sent_events(page: Any, stack: Stack) -> 
     assert len(set(seen)) >= 3, seen  # moved at least twice, without a reload
     assert seen == sorted(seen)
     assert page.is_visible("#live")
-    screenshot(page, "job-progress")
+    screenshot(page, stack, "job-progress")
     page.wait_for_selector("#result", timeout=15_000)  # reloaded when it finished
 
 
 def test_limits_an_override_a_pause_and_a_job_held_by_its_limit(page: Any, stack: Stack) -> None:
     # The store the workers and the server share: an operator's changes, as
     # `chit limits set` and `chit pause` make them.
-    store = SQLiteStore(stack.tmp / "chit.db")
+    store = open_store(Settings(database_url=stack.database_url))
     hold = stack.tmp / "partner-hold"
     hold.touch()
     try:
@@ -256,12 +271,12 @@ def test_limits_an_override_a_pause_and_a_job_held_by_its_limit(page: Any, stack
         assert "operator" in report.locator('[data-limit="concurrency"]').inner_text()
         assert report.locator('[data-limit="rate"]').inner_text().startswith("100/m")
         assert page.is_visible('[data-paused-queue="emails"] .badge.paused')
-        screenshot(page, "overview-limits")
+        screenshot(page, stack, "overview-limits")
 
         page.goto(f"{stack.url}/ui/jobs/{second}")
         assert page.inner_text("[data-held]") == "waiting on a limit: concurrency 1, 1 running"
         assert page.inner_text("#concurrency-key") == "cust-7"
-        screenshot(page, "job-held")
+        screenshot(page, stack, "job-held")
         page.goto(f"{stack.url}/ui/jobs/{parked}")
         assert page.inner_text("[data-held]") == "waiting: queue emails is paused"
 
@@ -344,7 +359,7 @@ def test_a_workflow_page_draws_the_graph_and_links_its_jobs(page: Any, stack: St
     assert page.locator("svg.workflow-graph g.node").count() == 3
     assert page.locator("svg.workflow-graph g.node.state-succeeded").count() == 3
     assert page.locator("svg.workflow-graph line").count() == 2
-    screenshot(page, "workflow")
+    screenshot(page, stack, "workflow")
     page.click(f'svg.workflow-graph a[href="/ui/jobs/{merge}"]')
     page.wait_for_url(f"**/ui/jobs/{merge}")
     assert submitted["jobs"]["a"] in page.inner_text("#depends-on")
@@ -377,7 +392,7 @@ def test_a_wide_workflow_scrolls_in_its_box_and_breaks_no_content_security_polic
     assert box[0] > box[1] and box[2] == "auto", box
     page.evaluate("document.getElementById('graph').scrollLeft = 100000")
     assert page.evaluate("document.getElementById('graph').scrollLeft") > 0
-    screenshot(page, "workflow-wide")
+    screenshot(page, stack, "workflow-wide")
     assert [m for m in console if "Content Security Policy" in m or "error" in m] == []
 
 
@@ -398,7 +413,7 @@ def test_a_schedule_put_over_http_runs_on_the_workers_and_shows_its_runs(
         row = page.locator('[data-schedule="browser-tick"]')
         assert "every 1s" in row.inner_text()
         assert row.locator(".badge.state-succeeded").count() >= 2
-        screenshot(page, "schedules")
+        screenshot(page, stack, "schedules")
         row.locator(".badge.state-succeeded").first.click()
         page.wait_for_url("**/ui/jobs/*")
         assert "schedule:browser-tick:" in page.inner_text("main")

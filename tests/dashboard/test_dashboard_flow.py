@@ -35,10 +35,11 @@ async def test_the_limits_panel_shows_the_codes_limits_and_an_operators_override
     store.declare_limits(
         {
             "work": Limits.checked(concurrency=3, rate="10/s"),
-            "report": Limits.checked(concurrency=5, key_concurrency=2),
+            "report": Limits.checked(concurrency=5, key_concurrency=2, cost_rate="9000/m"),
         }
     )
     store.set_limits("report", Limits.checked(concurrency=2, key_rate="30/m"))
+    store.set_limits("report", Limits.checked(key_cost_rate="500/m"))
     store.enqueue_many([NewJob("work", {"message": "x"}, queue="fc1") for _ in range(4)])
     assert len(store.claim("w1", ["fc1"], 2, 30)) == 2
     await dashboard.sign_in(ROOT_KEY)
@@ -54,6 +55,11 @@ async def test_the_limits_panel_shows_the_codes_limits_and_an_operators_override
     assert cell(page, "report", "key_concurrency") == "2"  # the code's, not overridden
     assert cell(page, "report", "key_rate") == "30/m operator code: none"
     assert cell(page, "report", "source") == "operator"
+    assert cell(page, "report", "cost_rate") == "9000/m"
+    assert cell(page, "report", "key_cost_rate") == "500/m operator code: none"
+    assert cell(page, "work", "cost_rate") == "none"
+    header = page.split('class="limits"', 1)[1].split("</thead>", 1)[0]
+    assert header.count("</th>") == 10  # kind, six limits, set by, running, waiting
 
     store.clear_limits("report")
     cleared = (await dashboard.http.get("/ui/")).text

@@ -12,7 +12,7 @@ import pytest
 from chit.jobs import State
 from support.jobs import app_queue, wait_terminal
 from support.processes import running_procs
-from support.redis import free_port, start_redis
+from support.redis import EVERY_WRITE_SYNCED, free_port, start_redis
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -32,7 +32,7 @@ def test_a_worker_waits_for_redis_and_carries_on_after_it_restarts(tmp_path: Pat
                 what="the worker to say it waits for its server",
             )
             assert worker.alive(), worker.stderr()
-            servers.append(start_redis(tmp_path, port))
+            servers.append(start_redis(tmp_path, port, *EVERY_WRITE_SYNCED))
             assert servers[-1] is not None, "the port was taken meanwhile"
             worker.wait_started(60)
             with app_queue(url) as queue:
@@ -42,7 +42,7 @@ def test_a_worker_waits_for_redis_and_carries_on_after_it_restarts(tmp_path: Pat
 
                 servers[-1].send_signal(signal.SIGKILL)
                 servers[-1].wait()
-                servers.append(start_redis(tmp_path, port))
+                servers.append(start_redis(tmp_path, port, *EVERY_WRITE_SYNCED))
                 assert servers[-1] is not None, "the port was taken meanwhile"
                 second = queue.enqueue("sleep", body).id
                 assert wait_terminal(queue, second, 60).state is State.SUCCEEDED

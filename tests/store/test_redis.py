@@ -15,13 +15,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
-from chit.errors import StoreError
+from chit.errors import DatabaseRefused, StoreError
 from chit.jobs import AttemptOutcome, Failed, NewJob, Succeeded
 from chit.limits import Limits
 from chit.settings import Settings
 from chit.store import open_store
 from chit.store.redis import RedisStore
 from chit.store.redis.connection import VERSION
+from support.redis import has_waitaof
 
 
 @pytest.fixture
@@ -220,3 +221,27 @@ def test_an_entry_left_in_the_ready_set_never_claims_a_running_job_twice(
         job = store.get(job_id)
         assert job is not None and (job.worker, job.attempts) == ("w1", 1)
         assert store.finish([Succeeded(job_id, first.lease_token, None)]) == [True]
+
+
+def test_wait_aof_is_refused_in_one_line_where_the_server_has_no_waitaof(
+    redis_url: str, client: redis.Redis
+) -> None:
+    if has_waitaof(redis_url):
+        pytest.skip("this server has WAITAOF (Redis 7.2+): the refusal cannot happen")
+    settings = Settings.from_env({"CHIT_DATABASE_URL": redis_url, "CHIT_REDIS_WAIT_AOF": "1"})
+    with pytest.raises(DatabaseRefused, match=r"has no WAITAOF .*CHIT_REDIS_WAIT_AOF=1 needs it"):
+        open_store(settings)
+
+
+def test_wait_aof_enqueues_return_once_the_aof_holds_them(
+    redis_url: str, client: redis.Redis
+) -> None:
+    if not has_waitaof(redis_url):
+        pytest.skip(f"redis-server {client.info()['redis_version']} has no WAITAOF (7.2+)")
+    store = RedisStore(redis_url, wait_aof=True)
+    try:
+        ids = [e.id for e in store.enqueue_many([NewJob("k", {}), NewJob("k", {})])]
+        assert all(store.get(i) is not None for i in ids)
+        assert client.info("persistence")["aof_last_write_status"] == "ok"
+    finally:
+        store.close()

@@ -12,7 +12,7 @@ import pytest
 from chit.errors import StoreError
 from chit.jobs import NewJob, State, Succeeded
 from chit.store.redis import RedisStore
-from support.redis import free_port, start_redis
+from support.redis import EVERY_WRITE_SYNCED, free_port, start_redis
 
 
 @pytest.mark.slow
@@ -20,7 +20,7 @@ def test_a_killed_server_restarted_from_its_aof_keeps_every_acknowledged_job(
     tmp_path: Path,
 ) -> None:
     port = free_port()
-    server = start_redis(tmp_path, port)
+    server = start_redis(tmp_path, port, *EVERY_WRITE_SYNCED)
     assert server is not None
     store = RedisStore(f"redis://127.0.0.1:{port}/0")
     try:
@@ -34,7 +34,7 @@ def test_a_killed_server_restarted_from_its_aof_keeps_every_acknowledged_job(
         server.wait()
         with pytest.raises(StoreError, match=f"127.0.0.1:{port}"):
             store.get(ids[0])
-        server = start_redis(tmp_path, port)
+        server = start_redis(tmp_path, port, *EVERY_WRITE_SYNCED)
         assert server is not None
 
         stats = store.stats()

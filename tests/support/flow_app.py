@@ -29,6 +29,8 @@ PLAIN = "fc_plain"  # no limit, queue "default"
 HELD = "fc_held"  # no limit, queue "default": paused by kind
 SIDE = "fc_side"  # no limit, queue "side": paused by queue
 SIDE_QUEUE = "side"
+BUDGETED = "fc_budget"  # cost_rate=100/m: what the handler spends is body['spent']
+METERED = "fc_metered"  # cost_rate=300/s
 
 
 def run(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
@@ -41,7 +43,21 @@ def run(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
     return {"pid": os.getpid()}
 
 
+def spend(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """`run`, after waiting for the file body['gate'] (if given) to exist, and
+    then reporting body['spent'] (if given) as what the attempt spent."""
+    gate = body.get("gate")
+    deadline = time.monotonic() + 60
+    while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+        threading.Event().wait(0.02)
+    if "spent" in body and not job.report_cost(body["spent"]):
+        raise RuntimeError("report_cost was fenced out")
+    return run(job, body)
+
+
 queue.task(LIMITED, concurrency=3, max_attempts=5)(run)
+queue.task(BUDGETED, cost_rate="100/m")(spend)
+queue.task(METERED, cost_rate="300/s")(spend)
 queue.task(RATED, rate="10/s")(run)
 queue.task(KEYED, key_concurrency=1)(run)
 queue.task(OVERRIDDEN, concurrency=1)(run)

@@ -22,6 +22,11 @@ import pytest
 
 START_SECONDS = 20.0
 
+# For tests that SIGKILL the server and count what it acknowledged: under the
+# default everysec, Redis answers before writing its AOF buffer while a slow
+# fsync runs (a busy disk), and a kill then loses those writes.
+EVERY_WRITE_SYNCED = ("--appendfsync", "always")
+
 
 def _free_port() -> int:
     with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
@@ -121,6 +126,15 @@ def _shut_down(url: str) -> None:
         client.close()
 
 
+def has_waitaof(url: str) -> bool:
+    """Whether the server has WAITAOF (Redis 7.2+; Valkey says 7.2.4 too)."""
+    import redis
+
+    with closing(redis.Redis.from_url(url, decode_responses=True)) as client:
+        version = str(client.info("server")["redis_version"])
+    return tuple(int(part) for part in version.split(".")[:2]) >= (7, 2)
+
+
 def emptied_redis(url: str) -> str:
     """The server with every key deleted (chit's functions stay: they are no keys)."""
     import redis
@@ -135,3 +149,56 @@ def redis_url() -> Iterator[str]:
     """The session's own Redis server (one per test process)."""
     with redis_server() as url:
         yield url
+
+
+@contextmanager
+def redis_cluster(masters: int = 3) -> Iterator[list[str]]:
+    """A Redis Cluster of `masters` primaries of our own (no replicas), each
+    with AOF on, its slots shared out by `redis-cli --cluster create`; yields
+    each node's redis+cluster:// URL once every node reports the cluster ok."""
+    import redis
+
+    folder = Path(tempfile.mkdtemp(prefix="chit-redis-cluster-"))
+    processes: list[subprocess.Popen[bytes]] = []
+    ports: list[int] = []
+    try:
+        for i in range(masters):
+            node = folder / f"node{i}"
+            node.mkdir()
+            for _ in range(3):  # the free port may be taken before the node binds it
+                port = _free_port()
+                cluster = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+                process = start_redis(node, port, *cluster)
+                if process is not None:
+                    processes.append(process)
+                    ports.append(port)
+                    break
+            else:
+                pytest.fail(f"cluster node {i} did not start", pytrace=False)
+        cli = shutil.which("redis-cli")
+        if cli is None:
+            pytest.fail("redis-cli is missing (Debian's redis-tools)", pytrace=False)
+        nodes = [f"127.0.0.1:{p}" for p in ports]
+        created = subprocess.run(
+            [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert created.returncode == 0, created.stdout + created.stderr
+        clients = [redis.Redis(port=p, decode_responses=True) for p in ports]
+        deadline = time.monotonic() + START_SECONDS
+        try:
+            # The nodes learn of each other by gossip: nothing to wait on but their word.
+            while not all(c.cluster("INFO")["cluster_state"] == "ok" for c in clients):
+                assert time.monotonic() < deadline, "the cluster did not come up"
+                time.sleep(0.05)
+        finally:
+            for c in clients:
+                c.close()
+        yield [f"redis+cluster://127.0.0.1:{p}" for p in ports]
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,6 +1,7 @@
 """A real uvicorn server (`chit.cli.serve.serve`) on a free loopback port and
-two real `chit worker` processes, sharing one SQLite file: the stack the API's
-end-to-end tests and the dashboard's browser tests run against."""
+two real `chit worker` processes, sharing one SQLite file (or the database a
+test names): the stack the API's end-to-end tests and the dashboard's browser
+tests run against."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 
 import httpx
 
+from chit.settings import Settings
+from chit.store import open_store
 from chit.store.sqlite import SQLiteStore
 from support.jobs import poll_job
 from support.processes import Procs, child_env, free_port, stop, wait_ready
@@ -27,6 +30,7 @@ class Server:
     url: str
     http: httpx.Client  # signed in with the stack's key
     tmp: Path
+    database_url: str = ""
 
     def until(
         self, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 15
@@ -59,18 +63,22 @@ def server_with_workers(
     key: str,
     keys: str,
     worker_flags: tuple[str, ...],
+    database_url: str | None = None,
     **env: str,
 ) -> Iterator[Server]:
     """The server and two workers on `module`'s queue (`support.api_app`, ...),
-    CHIT_API_KEYS=`keys`, each process's output in tmp/NAME.stderr. Yields once
-    the server answers and both workers have started (so SIGTERM at the end is
-    a graceful stop); at the end every process must exit 0."""
-    database = tmp / "chit.db"
-    SQLiteStore(database).close()  # migrated once, before anyone races to do it
+    CHIT_API_KEYS=`keys`, each process's output in tmp/NAME.stderr, on
+    `database_url` (default: a new SQLite file in tmp). Yields once the server
+    answers and both workers have started (so SIGTERM at the end is a graceful
+    stop); at the end every process must exit 0."""
+    if database_url is None:
+        database_url = f"sqlite:///{tmp / 'chit.db'}"
+    # Migrated once, before anyone races to do it.
+    open_store(Settings(database_url=database_url)).close()
     procs = Procs(
         tmp,
         child_env(
-            CHIT_DATABASE_URL=f"sqlite:///{database}",
+            CHIT_DATABASE_URL=database_url,
             CHIT_API_KEYS=keys,
             CHIT_POLL_INTERVAL="0.2",
             PYTHONUNBUFFERED="1",
@@ -91,7 +99,7 @@ def server_with_workers(
             wait_ready(server, lambda: http.get("/readyz"), 60, what="the API server to answer")
             for w in workers:
                 w.wait_started()
-            yield Server(url, http, tmp)
+            yield Server(url, http, tmp, database_url)
     finally:
         stop([p.popen for p in procs.all])
         codes = [p.popen.returncode for p in procs.all]

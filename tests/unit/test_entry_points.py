@@ -67,6 +67,7 @@ SUBMIT_FLAGS: dict[str, list[str]] = {
     "debounce_key": ["--debounce-key", "d-1"],
     "debounce": ["--debounce", "5s"],
     "debounce_max": ["--debounce-max", "1m"],
+    "cost": ["--cost", "250"],
 }
 # Its flags that are no job option: where the job goes, and waiting for it.
 SUBMIT_OTHER_FLAGS = {"delay", "wait", "wait_timeout", "url", "api_key"}

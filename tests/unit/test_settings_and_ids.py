@@ -46,6 +46,7 @@ def test_settings_rendered_as_chit_variables_read_back_the_same() -> None:
         ({"CHIT_PORT": "70000"}, "CHIT_PORT"),
         ({"CHIT_DATABASE_URL": "mysql://x"}, "CHIT_DATABASE_URL"),
         ({"CHIT_SQLITE_SYNCHRONOUS": "sometimes"}, "CHIT_SQLITE_SYNCHRONOUS"),
+        ({"CHIT_REDIS_WAIT_AOF": "maybe"}, "CHIT_REDIS_WAIT_AOF has value 'maybe': use 1 or 0"),
         ({"CHIT_LEASE_SECONDS": "nan"}, "CHIT_LEASE_SECONDS has value nan: not a finite number"),
         ({"CHIT_LEASE_SECONDS": "inf"}, "CHIT_LEASE_SECONDS has value inf: not a finite"),
         ({"CHIT_LEASE_SECONDS": "1e300"}, "CHIT_LEASE_SECONDS .* at most 315360000 seconds"),

@@ -95,6 +95,18 @@ def add_parsers(command: AddCommand, action_common: argparse.ArgumentParser) -> 
         help="at most N starts per period per concurrency key",
     )
     k.add_argument(
+        "--cost-rate",
+        dest="limit_cost_rate",
+        metavar="N/m",
+        help="at most N cost (the jobs' --cost) started per period: N/s, N/m or N/h",
+    )
+    k.add_argument(
+        "--key-cost-rate",
+        dest="limit_key_cost_rate",
+        metavar="N/m",
+        help="at most N cost started per period per concurrency key",
+    )
+    k.add_argument(
         "--force",
         action="store_true",
         help="set limits for a kind no task declares yet (refused without it)",
@@ -156,11 +168,13 @@ def _set(args: argparse.Namespace, setup: Setup) -> int:
         args.limit_rate,
         _number(args.limit_key_concurrency),
         args.limit_key_rate,
+        args.limit_cost_rate,
+        args.limit_key_cost_rate,
     )
     if not given:
         raise InvalidRequest(
             "say which limits to set: --concurrency N, --rate N/s|N/m|N/h, "
-            "--key-concurrency M or --key-rate N/m"
+            "--key-concurrency M, --key-rate N/m, --cost-rate N/m or --key-cost-rate N/m"
         )
     with flow_of(args, setup) as flow:
         if not args.force and not args.url:
@@ -240,6 +254,8 @@ def _pausing(args: argparse.Namespace, setup: Setup, *, pausing: bool) -> int:
 
 
 def limits_table(kinds: Sequence[KindLimits]) -> str:
+    # Budgets' columns only where a kind has one: most deployments have none.
+    costs = any(k.effective.cost_rate or k.effective.key_cost_rate for k in kinds)
     rows = [
         (
             k.kind,
@@ -247,6 +263,7 @@ def limits_table(kinds: Sequence[KindLimits]) -> str:
             k.effective.rate,
             k.effective.key_concurrency,
             k.effective.key_rate,
+            *((k.effective.cost_rate, k.effective.key_cost_rate) if costs else ()),
             k.running,
             k.waiting,
             "+".join(who for who, set_ in (("code", k.declared), ("operator", k.override)) if set_)
@@ -260,6 +277,7 @@ def limits_table(kinds: Sequence[KindLimits]) -> str:
         "rate",
         "key concurrency",
         "key rate",
+        *(("cost rate", "key cost rate") if costs else ()),
         "running",
         "waiting",
         "set by",

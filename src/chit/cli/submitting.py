@@ -93,6 +93,12 @@ def add_parsers(command: AddCommand) -> None:
         metavar="DURATION",
         help="never start later than this long after the first (default 10 x --debounce)",
     )
+    p.add_argument(
+        "--cost",
+        metavar="N",
+        help="what the job is expected to spend (a whole number, default 1), "
+        "counted against its kind's cost_rate",
+    )
     p.add_argument("--wait", action="store_true", help="wait for the result")
     p.add_argument(
         "--wait-timeout",
@@ -171,7 +177,17 @@ def job_request(args: argparse.Namespace) -> JobRequest:
         debounce_key=args.debounce_key,
         debounce=_seconds(args.debounce),
         debounce_max=_seconds(args.debounce_max),
+        cost=_cost(args.cost),
     )
+
+
+def _cost(text: str | None) -> int:
+    if text is None:
+        return 1
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidRequest(f"--cost must be a whole number, not {text!r}") from None
 
 
 def _seconds(duration: str | None) -> float | None:

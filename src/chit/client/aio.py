@@ -84,6 +84,7 @@ class AsyncClient:
         debounce_key: str | None = None,
         debounce: float | None = None,
         debounce_max: float | None = None,
+        cost: int | None = None,
     ) -> Submitted:
         return await self._send(calls.submit(locals()))  # first: the arguments alone
 
@@ -168,6 +169,8 @@ class AsyncClient:
         rate: str | Rate | None = None,
         key_concurrency: int | None = None,
         key_rate: str | Rate | None = None,
+        cost_rate: str | Rate | None = None,
+        key_cost_rate: str | Rate | None = None,
     ) -> LimitOut:
         return await self._send(calls.set_limits(locals()))  # first: the arguments alone
 

@@ -84,6 +84,7 @@ class Client:
         debounce_key: str | None = None,
         debounce: float | None = None,
         debounce_max: float | None = None,
+        cost: int | None = None,
     ) -> Submitted:
         """POST /jobs: the arguments are `chit.JobRequest`'s fields (the tenant
         is the API key's). `timeout` (seconds): how long an attempt may run
@@ -95,7 +96,8 @@ class Client:
         ends cancelled, "expired before it started". `unique_key`: while a job
         with that key is waiting, queued or running, answers it (`created` false).
         `debounce_key` with `debounce` (seconds): while the key's job has not
-        started, replaces its payload and moves its start (`debounced` true)."""
+        started, replaces its payload and moves its start (`debounced` true).
+        `cost`: what the job is expected to spend, against its kind's cost_rate."""
         return self._send(calls.submit(locals()))  # first: the arguments alone
 
     def submit_workflow(
@@ -195,6 +197,8 @@ class Client:
         rate: str | Rate | None = None,
         key_concurrency: int | None = None,
         key_rate: str | Rate | None = None,
+        cost_rate: str | Rate | None = None,
+        key_cost_rate: str | Rate | None = None,
     ) -> LimitOut:
         """Override the limits given (rates "N/s", "N/m", "N/h") until `clear_limits`;
         the others stay as they were."""

@@ -25,6 +25,8 @@ LABELS = {
     "rate": "rate",
     "key_concurrency": "per-key concurrency",
     "key_rate": "per-key rate",
+    "cost_rate": "cost rate",
+    "key_cost_rate": "per-key cost rate",
 }
 
 

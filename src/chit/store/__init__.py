@@ -1,5 +1,6 @@
 """Job stores. `open_store(settings)` picks the backend from the database URL:
-sqlite:, postgresql: (or postgres:), redis: (or rediss:, unix:)."""
+sqlite:, postgresql: (or postgres:), redis: (or rediss:, unix:, and
+redis+cluster: or rediss+cluster: for a Redis Cluster)."""
 
 from __future__ import annotations
 
@@ -53,10 +54,14 @@ def open_store(settings: Settings) -> FullStore:
             result_inline_bytes=settings.result_inline_bytes,
             pool_size=settings.concurrency + 3,
         )
-    elif url.startswith(("redis:", "rediss:", "unix:")):
+    elif url.startswith(("redis:", "rediss:", "redis+cluster:", "rediss+cluster:", "unix:")):
         from chit.store.redis import RedisStore
 
-        redis_store = RedisStore(url, result_inline_bytes=settings.result_inline_bytes)
+        redis_store = RedisStore(
+            url,
+            result_inline_bytes=settings.result_inline_bytes,
+            wait_aof=settings.redis_wait_aof,
+        )
         redis_store.free_hand_backs = settings.free_hand_backs
         return redis_store
     else:

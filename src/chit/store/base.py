@@ -171,6 +171,14 @@ class Store(abc.ABC):
         job. A step already stored keeps its first result (True)."""
 
     @abc.abstractmethod
+    def report_cost(
+        self, job_id: str, lease_token: str, cost: int, now: datetime | None = None
+    ) -> bool:
+        """Replace the running attempt's cost (its job's estimate) with what it
+        spent (a checked whole number), so that later claims count that against
+        the kind's cost_rate; fenced like a checkpoint (False when not held)."""
+
+    @abc.abstractmethod
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:
         """Record outcomes of held jobs in one transaction; each item is fenced
         on its own and reports whether it took effect.

@@ -1,6 +1,6 @@
 """Flow control inside the claim (DESIGN.md, "Flow control"), written once for
 every store as a sans-IO routine: `FlowClaim.run` yields the reads it needs
-(`QueuedKinds`, `InUse`, `LockKinds`, `NextGroup`, `GroupJobs`) and the claim
+(`QueuedKinds`, `InUse`, `Spent`, `LockKinds`, `NextGroup`, `GroupJobs`) and the claim
 it decides on (`ClaimIds`), and is sent each answer; a store answers them with
 its own statements (SQL: `chit.store.sql.flow`).
 
@@ -14,7 +14,8 @@ transaction:
    (`QueuedKinds`): a paused kind, or a kind at its limit, is stepped over
    whatever its backlog, which no claim scans.
 2. For each limited kind: what is left of its limit, counted from the jobs and
-   attempts themselves (`InUse`), so no counter can drift; an outcome frees
+   attempts themselves (`InUse`; a budget's cost, `Spent`, only for a kind
+   with a cost_rate), so no counter can drift; an outcome frees
    its slot in its own transaction, an expired lease at its expiry. A store
    that runs claims side by side makes claims of a limited kind count and
    claim one after another (`LockKinds`).
@@ -113,6 +114,18 @@ class Usage(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class Spent:
+    """A kind's (or, with `key`, one key's) budget use: the sum of the cost of
+    the attempts started within the last `window` seconds, and the seconds
+    until the oldest of those leaves the window (None without one): a `Usage`
+    with `started` the cost and `running` 0."""
+
+    kind: str
+    key: str | None
+    window: float
+
+
+@dataclass(frozen=True, slots=True)
 class LockKinds:
     """Make claims of these limited kinds wait for each other until this claim
     commits, where claims run side by side: whether the store locked."""
@@ -133,7 +146,7 @@ class NextGroup:
 @dataclass(frozen=True, slots=True)
 class GroupJobs:
     """Up to `limit` due queued jobs of one group in claim order, each as
-    (id, its claim order: (priority, run_at, id))."""
+    (id, its claim order: (priority, run_at, id), its cost: None for 1)."""
 
     queue: str
     kind: str
@@ -150,7 +163,7 @@ class ClaimIds:
     ids: tuple[str, ...]
 
 
-FlowRead = QueuedKinds | InUse | LockKinds | NextGroup | GroupJobs | ClaimIds
+FlowRead = QueuedKinds | InUse | Spent | LockKinds | NextGroup | GroupJobs | ClaimIds
 Claiming = Generator[FlowRead, Any, Claimed]
 
 
@@ -171,6 +184,7 @@ class Candidate:
     tenant: str
     key: str
     order: tuple[Any, ...]  # (priority, run_at, id): the claim order within a key
+    cost: int = 1
 
 
 class FlowClaim:
@@ -185,6 +199,13 @@ class FlowClaim:
         # claim, whatever queue or tenant their jobs come from.
         self.room: dict[str, int] = {}
         self.key_room: dict[tuple[str, str], int] = {}
+        # The cost a kind with a cost_rate (a key with a key_cost_rate) may yet
+        # start in this claim.
+        self.budget: dict[str, int] = {}
+        self.key_budget: dict[tuple[str, str], int] = {}
+        # Seconds until the oldest start in each budget's window leaves it: a
+        # job that did not fit may fit then.
+        self.budget_frees: dict[str | tuple[str, str], float] = {}
         self.throttled = False
         self.frees_in = THROTTLED_POLL  # seconds until a full rate window has room
 
@@ -232,6 +253,7 @@ class FlowClaim:
     def _count(self, kinds: Sequence[str]) -> Generator[FlowRead, Any, None]:
         for kind in kinds:
             self.room[kind] = yield from self._left(kind)
+            yield from self._count_budget(kind)
         # A kind found full before the lock is left alone: its slots free only by
         # later commits, which a later claim sees. The others are counted again
         # under the lock, which may have waited for claims that took their room.
@@ -239,6 +261,7 @@ class FlowClaim:
         if open_ and (yield LockKinds(open_)):
             for kind in open_:
                 self.room[kind] = yield from self._left(kind)
+                yield from self._count_budget(kind)
         if any(left <= 0 for left in self.room.values()):
             self.throttled = True
 
@@ -256,6 +279,61 @@ class FlowClaim:
             if left <= 0 and usage.frees_in is not None:
                 self.frees_in = min(self.frees_in, usage.frees_in)
         return left
+
+    def _count_budget(self, kind: str) -> Generator[FlowRead, Any, None]:
+        """A kind with a cost_rate whose budget is spent has no room either."""
+        if self.limits[kind].cost_rate is not None and self.room[kind] > 0:
+            self.budget[kind] = yield from self._budget(kind)
+            if self.budget[kind] <= 0:
+                self.room[kind] = 0
+
+    def _budget(self, kind: str, key: str | None = None) -> Generator[FlowRead, Any, int]:
+        """What is left of a kind's cost_rate, or of one key's key_cost_rate:
+        0 or less when spent (then the kind or key takes nothing)."""
+        limits = self.limits[kind]
+        rate = limits.cost_rate if key is None else limits.key_cost_rate
+        assert rate is not None
+        spent: Usage = yield Spent(kind, key, rate.seconds)
+        left = rate.count - spent.started
+        if spent.frees_in is not None:
+            self.budget_frees[kind if key is None else (kind, key)] = spent.frees_in
+            if left <= 0:
+                self.frees_in = min(self.frees_in, spent.frees_in)
+        return left
+
+    def _affords(self, c: Candidate) -> bool:
+        """Whether the budgets of the candidate's kind and key have room for its
+        cost. A job costlier than a whole window (a limit an operator lowered
+        after it was enqueued) starts into an empty window, not never. A job
+        that does not fit closes its kind (or key) for this claim, so that
+        cheaper jobs behind it do not starve it."""
+        limits = self.limits.get(c.kind)
+        if limits is None:
+            return True
+        left = self.budget.get(c.kind)
+        rate = limits.cost_rate
+        if left is not None and rate is not None and c.cost > left and left < rate.count:
+            self.budget[c.kind] = 0
+            self._look_again(c.kind)
+            return False
+        left = self.key_budget.get((c.kind, c.key))
+        rate = limits.key_cost_rate
+        if left is not None and rate is not None and c.cost > left and left < rate.count:
+            self.key_budget[c.kind, c.key] = 0
+            self._look_again((c.kind, c.key))
+            return False
+        return True
+
+    def _look_again(self, budget: str | tuple[str, str]) -> None:
+        frees = self.budget_frees.get(budget)
+        if frees is not None:
+            self.frees_in = min(self.frees_in, frees)
+
+    def _spend(self, c: Candidate) -> None:
+        if c.kind in self.budget:
+            self.budget[c.kind] -= c.cost
+        if (c.kind, c.key) in self.key_budget:
+            self.key_budget[c.kind, c.key] -= c.cost
 
     # 3. Groups in turn, and their jobs
 
@@ -316,10 +394,18 @@ class FlowClaim:
             if self.key_room[kind, key] < most:
                 self.throttled = True
             most = min(most, self.key_room[kind, key])
+        if key and limits is not None and limits.key_cost_rate is not None:
+            if (kind, key) not in self.key_budget:
+                self.key_budget[kind, key] = yield from self._budget(kind, key)
+            if self.key_budget[kind, key] <= 0:
+                self.throttled = True
+                most = 0
         if most <= 0:
             return []
         found = yield GroupJobs(queue, kind, tenant, key, most)
-        return [Candidate(job_id, kind, tenant, key, order) for job_id, order in found]
+        return [
+            Candidate(job_id, kind, tenant, key, order, cost or 1) for job_id, order, cost in found
+        ]
 
     # 4. The merge
 
@@ -344,8 +430,13 @@ class FlowClaim:
             for turn in list(turns):
                 while turn:
                     c = turn.popleft()
-                    if room.get(c.kind, 1) > 0 and key_room.get((c.kind, c.key), 1) > 0:
+                    if (
+                        room.get(c.kind, 1) > 0
+                        and key_room.get((c.kind, c.key), 1) > 0
+                        and self._affords(c)
+                    ):
                         picked.append(c.id)
+                        self._spend(c)
                         if c.kind in room:
                             room[c.kind] -= 1
                         if (c.kind, c.key) in key_room:

@@ -357,8 +357,9 @@ class PostgresStore(SQLStore):
             for n, (job_id, job) in enumerate(zip(ids, jobs, strict=True)):
                 if job.depends_on or job.ref is not None:
                     raise _GraphFound  # a workflow: inserted as JSON (_insert_graph)
-                keys = (job.idempotency_key, job.unique_key, job.debounce)
-                if keys != (None, None, None):
+                # A cost too: the COPY's columns stay those of a plain job.
+                keys = (job.idempotency_key, job.unique_key, job.debounce, job.cost)
+                if keys != (None, None, None, None):
                     keyed.append(n)
                     continue
                 run_at = now if job.run_at is None else _utc(job.run_at)

@@ -296,6 +296,7 @@ class SQLiteStore(SQLStore, WriteLock):
                     "now": r["claimed_at"],
                     "kind": r["kind"],
                     "concurrency_key": r["concurrency_key"],
+                    "cost": r["cost"],
                 }
                 for r in rows
             ],

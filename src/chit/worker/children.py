@@ -26,7 +26,7 @@ Between worker and child, tuples over two one-way pipes:
                   ("raised", text, permanent, progress, peak_kb)
                   ("snoozed", seconds, progress, peak_kb)
                   ("waiting", signal, jobs, timeout, progress, peak_kb)
-                  ("step", name) ("save_step", name, result)
+                  ("step", name) ("save_step", name, result) ("report_cost", cost)
 A checkpoint or a step waits for the worker's answer ("checkpointed", or
 "answered" with the stored step or whether it was saved), as the worker holds
 the lease that fences it.
@@ -252,6 +252,8 @@ class ProcessPool:
                 self._answer(child, lambda: ctx.stored_step(name))
             case ("save_step", name, result):
                 self._answer(child, lambda: ctx.save_step(name, result))
+            case ("report_cost", cost):
+                self._answer(child, lambda: ctx.report_cost(cost))
             case ("returned", result, progress, peak_kb):
                 _progressed(ctx, progress)
                 report(Returned(result))
@@ -504,6 +506,10 @@ class _Link:
     def save_step(self, job_id: str, lease_token: str, name: str, result: Any) -> bool:
         """`JobContext.step`'s write, made by the worker with the job's lease."""
         return bool(self._ask(("save_step", name, result)))
+
+    def report_cost(self, job_id: str, lease_token: str, cost: int) -> bool:
+        """`JobContext.report_cost`'s write, made by the worker with the job's lease."""
+        return bool(self._ask(("report_cost", cost)))
 
     def _ask(self, message: tuple[Any, ...]) -> Any:
         with self._asking:

@@ -157,6 +157,14 @@ class SubmitJob(BaseModel):
         description="seconds after the first submit that the start never moves past; "
         "default 10 x debounce",
     )
+    cost: Annotated[int, BeforeValidator(whole_number)] = Field(
+        default=1,
+        strict=True,
+        ge=1,
+        le=bounds.COST_MAX,
+        description="what the job is expected to spend (tokens, cents), counted against its "
+        "kind's cost_rate; more than the kind may spend in a whole window is refused",
+    )
 
     @model_validator(mode="after")
     def _one_expiry(self) -> SubmitJob:

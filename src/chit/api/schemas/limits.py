@@ -25,6 +25,12 @@ _RATE_SCHEMA: dict[str, Any] = {
 # with the message `@queue.task` and the CLI give.
 _ConcurrencyIn = Annotated[Any, WithJsonSchema({"anyOf": [_CONCURRENCY_SCHEMA, {"type": "null"}]})]
 _RateIn = Annotated[Any, WithJsonSchema({"anyOf": [_RATE_SCHEMA, {"type": "null"}]})]
+# 1 to 10^12 (COST_MAX) cost a period.
+_COST_RATE_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "pattern": r"^\s*0*([1-9][0-9]{0,11}|1000000000000)\s*/\s*(s|m|h)\s*$",
+}
+_CostRateIn = Annotated[Any, WithJsonSchema({"anyOf": [_COST_RATE_SCHEMA, {"type": "null"}]})]
 
 
 class SetLimits(BaseModel):
@@ -42,6 +48,8 @@ class SetLimits(BaseModel):
                     ("rate", _RATE_SCHEMA),
                     ("key_concurrency", _CONCURRENCY_SCHEMA),
                     ("key_rate", _RATE_SCHEMA),
+                    ("cost_rate", _COST_RATE_SCHEMA),
+                    ("key_cost_rate", _COST_RATE_SCHEMA),
                 )
             ]
         },
@@ -51,6 +59,11 @@ class SetLimits(BaseModel):
     rate: _RateIn = Field(default=None, description='at most N starts per period, e.g. "10/s"')
     key_concurrency: _ConcurrencyIn = Field(default=None, description="the same, per key")
     key_rate: _RateIn = Field(default=None, description="the same, per key")
+    cost_rate: _CostRateIn = Field(
+        default=None,
+        description='at most N cost (the jobs\' `cost`) started per period, e.g. "90000/m"',
+    )
+    key_cost_rate: _CostRateIn = Field(default=None, description="the same, per key")
 
     def checked(self) -> Limits:
         """The limits, or LimitError (answered 422 with its message)."""
@@ -62,6 +75,8 @@ class LimitValues(BaseModel):
     rate: str | None = Field(default=None, description='"N/s", "N/m" or "N/h"')
     key_concurrency: int | None = None
     key_rate: str | None = None
+    cost_rate: str | None = None
+    key_cost_rate: str | None = None
 
     @classmethod
     def of(cls, limits: Limits) -> LimitValues:
@@ -77,6 +92,8 @@ class LimitOut(BaseModel):
     rate: str | None = None
     key_concurrency: int | None = None
     key_rate: str | None = None
+    cost_rate: str | None = None
+    key_cost_rate: str | None = None
     declared: LimitValues = Field(description="by the code, when a worker started")
     override: LimitValues = Field(description="by an operator, until cleared")
     running: int

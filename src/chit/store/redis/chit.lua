@@ -14,7 +14,8 @@
 --                worker, pdone, ptotal, checkpoint, result, result_ext, cancel,
 --                started_at, finished_at, hand_backs, rm (its member of P:r),
 --                aat (the running attempt's start: its record, open, is the
---                job's attempts, worker and aat until it closes)
+--                job's attempts, worker and aat until it closes), cost (the
+--                job's, when not 1), acost (the attempt's, under a budget)
 --   P:r:<queue>  ready jobs: score priority, member run_at (13 digits) .. id,
 --                so equal priorities sort by due time, then id
 --   P:gr:<queue> NUL <group>  the same, for one group (kind NUL tenant NUL
@@ -23,6 +24,9 @@
 --   P:rk:<kind>, P:rkk:<kind> NUL <key>  running jobs by lease expiry
 --   P:sk:<kind>, P:skk:<kind> NUL <key>  starts (lease tokens) by time, the
 --                last hour's, of kinds with a rate limit: what rates count
+--   P:ck:<kind>, P:ckk:<kind> NUL <key>  the same, of kinds with a cost_rate,
+--                each start as token NUL cost (the job's `cost`, then what
+--                report_cost says; the job's acost holds it): what budgets sum
 --   P:limits     kind -> JSON {code, operator, updated_at}; P:pauses
 --                ("queue"|"kind") NUL name -> paused_at; P:lock:<kind> a flow
 --                claim's short lock of a limited kind
@@ -51,7 +55,7 @@
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 13
+local VERSION = 14
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 

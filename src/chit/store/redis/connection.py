@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
+from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException, RedisClusterUnreachableError
 
 from chit.errors import DatabaseRefused, StoreError
 
@@ -35,6 +37,14 @@ LIBRARY = "\n".join(_FILES.joinpath(part).read_text() for part in PARTS)
 # The library's VERSION: what `migrate` loads and `schema_version` reports.
 VERSION = int(LIBRARY.split("local VERSION = ", 1)[1].split("\n", 1)[0])
 DEFAULT_PREFIX = "{chit}"
+# How long an enqueue waits for the AOF fsync under CHIT_REDIS_WAIT_AOF
+# (everysec fsyncs each second; a slow disk may take longer).
+AOF_WAIT_MS = 5000
+
+
+# Schemes naming a Redis Cluster (any of its nodes): redis-py's cluster client
+# finds the node that owns the prefix's slot and follows it when it moves.
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
 def server_name(url: str) -> str:
@@ -67,10 +77,17 @@ class Connection:
         if "{" not in prefix or "}" not in prefix:
             raise StoreError(f"the Redis key prefix {prefix!r} needs a hash tag, e.g. '{{chit}}'")
         self.prefix = prefix
+        self.wait_aof = False
+        scheme = urlsplit(url).scheme
+        self.cluster = scheme in CLUSTER_SCHEMES
+        options: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": 5}
+        self.client: redis.Redis | RedisCluster
         try:
-            self.client = redis.Redis.from_url(
-                url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
-            )
+            if self.cluster:
+                url = urlunsplit(urlsplit(url)._replace(scheme=CLUSTER_SCHEMES[scheme]))
+                self.client = self.run(lambda: RedisCluster.from_url(url, **options))
+            else:
+                self.client = redis.Redis.from_url(url, health_check_interval=30, **options)
         except ValueError as e:
             raise StoreError(f"bad Redis URL for {self.name}: {e}") from None
 
@@ -87,6 +104,11 @@ class Connection:
             raise StoreError(f"Redis at {self.name}: {e}") from None
         except redis.RedisError as e:
             raise StoreError(f"Redis at {self.name}: {e}") from None
+        except RedisClusterUnreachableError:
+            raise StoreError(f"cannot reach the Redis Cluster at {self.name}") from None
+        except RedisClusterException as e:
+            # Not a cluster node (cluster mode off): no wait mends that.
+            raise DatabaseRefused(f"Redis at {self.name}: {str(e).rsplit(': ', 1)[-1]}") from None
 
     def fcall(self, function: str, *args: Any) -> Any:
         """Call a library function, loading the library first if the server
@@ -99,6 +121,48 @@ class Connection:
         self.load()
         return self.run(lambda: self.client.fcall(function, 1, self.prefix, *args))
 
+    def fcall_synced(self, function: str, *args: Any) -> Any:
+        """`fcall`, and with `wait_aof` on, not returned before the server's AOF
+        holds the write on disk: WAITAOF counts the writes of the connection
+        it is sent on, so both go down one connection, in one round trip."""
+        if not self.wait_aof:
+            return self.fcall(function, *args)
+        client = self.client
+        if isinstance(client, RedisCluster):
+            client = client.get_node_from_key(self.prefix).redis_connection
+
+        def call() -> Any:
+            pipe = client.pipeline(transaction=False)
+            pipe.fcall(function, 1, self.prefix, *args)
+            pipe.execute_command("WAITAOF", 1, 0, AOF_WAIT_MS)
+            out, (synced, _) = pipe.execute()
+            if not synced:
+                raise StoreError(
+                    f"Redis at {self.name} did not fsync its AOF within {AOF_WAIT_MS} ms"
+                    " (CHIT_REDIS_WAIT_AOF): the write may be lost in a crash"
+                )
+            return out
+
+        try:
+            return self.run(call)
+        except StoreError as e:
+            if "Function not found" not in str(e):
+                raise
+        self.load()
+        return self.run(call)
+
+    def check_wait_aof(self) -> None:
+        """Refuse `wait_aof` where the server has no WAITAOF (before Redis 7.2)."""
+        try:
+            self.run(lambda: self.client.execute_command("WAITAOF", 0, 0, 0))  # returns at once
+        except StoreError as e:
+            if "unknown command" not in str(e):
+                raise
+            raise DatabaseRefused(
+                f"Redis at {self.name} has no WAITAOF (Redis 7.2+, Valkey 7.2+):"
+                " CHIT_REDIS_WAIT_AOF=1 needs it; upgrade the server or unset it"
+            ) from None
+
     def fcall_ro(self, function: str, *args: Any) -> Any:
         try:
             return self.run(lambda: self.client.fcall_ro(function, 1, self.prefix, *args))
@@ -110,6 +174,15 @@ class Connection:
 
     def load(self) -> None:
         self.run(lambda: self.client.function_load(LIBRARY, replace=True))
+
+    def time(self) -> tuple[int, int]:
+        """The server's TIME (seconds, microseconds); in a cluster, the clock of
+        the node that runs the functions, as they read their own."""
+        client = self.client
+        if isinstance(client, RedisCluster):
+            node = client.get_node_from_key(self.prefix)
+            return self.run(lambda: client.time(target_nodes=node))
+        return self.run(client.time)
 
     def loaded_version(self) -> int:
         """The version of the library the server has; 0 when it has none."""
@@ -133,21 +206,44 @@ class Connection:
             persistence, memory, replication = pipe.execute()
             return persistence, memory, replication
 
+        if isinstance(self.client, RedisCluster):
+            # Each primary may come to own the prefix's slot; a cluster client
+            # never writes to a replica, so no replica check.
+            for node in self.run(self.client.get_primaries):
+                sections = self.run(lambda n=node: _sections(n))  # type: ignore[misc]
+                self._check_durability(node.name, *sections)
+            return
         persistence, memory, replication = self.run(read)
+        self._check_durability(self.name, persistence, memory, replication)
+
+    def _check_durability(
+        self,
+        name: str,
+        persistence: dict[str, Any],
+        memory: dict[str, Any],
+        replication: dict[str, Any] | None = None,
+    ) -> None:
         if not int(persistence.get("aof_enabled", 0)):
             raise DatabaseRefused(
-                f"Redis at {self.name} has appendonly no: chit needs appendonly yes (CONFIG SET"
+                f"Redis at {name} has appendonly no: chit needs appendonly yes (CONFIG SET"
                 " appendonly yes, and in redis.conf) so acknowledged jobs survive a restart"
             )
         policy = memory.get("maxmemory_policy", "")
         if policy != "noeviction":
             raise DatabaseRefused(
-                f"Redis at {self.name} has maxmemory-policy {policy}: chit needs"
+                f"Redis at {name} has maxmemory-policy {policy}: chit needs"
                 " maxmemory-policy noeviction, or Redis may evict jobs"
             )
-        if replication.get("role") == "slave":
-            raise DatabaseRefused(f"Redis at {self.name} is a replica: point chit at the primary")
+        if replication is not None and replication.get("role") == "slave":
+            raise DatabaseRefused(f"Redis at {name} is a replica: point chit at the primary")
 
     def close(self) -> None:
         self.client.close()
-        self.client.connection_pool.disconnect()
+        if isinstance(self.client, redis.Redis):
+            self.client.connection_pool.disconnect()
+
+
+def _sections(node: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A cluster node's persistence and memory sections."""
+    client = node.redis_connection
+    return client.info("persistence"), client.info("memory")

@@ -10,7 +10,8 @@ queues' wake lists (one more each 50 ms, to see `stop`).
 
 Durability: the store refuses a server without `appendonly yes` and
 `maxmemory-policy noeviction`; with the default `appendfsync everysec` a
-crash of the machine (not of Redis) can lose the last second of writes.
+crash of the machine, or of Redis while its disk is slow (it then postpones
+writing its AOF buffer up to 2 s), can lose the last seconds of writes.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ _STOP_CHECK_SECONDS = 0.05
 # How often an enqueue reads again stored dependencies that changed under it.
 _GRAPH_TRIES = 5
 # Arguments a job takes in enqueue.lua (`_fields`), and with a workflow's columns.
-_PLAIN_WIDTH = 19
-_GRAPH_WIDTH = 28
+_PLAIN_WIDTH = 20
+_GRAPH_WIDTH = 29
 
 
 def runnable_kinds(kinds: Collection[str] | None) -> frozenset[str] | None:
@@ -95,11 +96,15 @@ class RedisCore(Store):
         prefix: str | None = None,
         result_inline_bytes: int = 64 * 1024,
         migrate: bool = True,
+        wait_aof: bool = False,
     ) -> None:
         self.result_inline_bytes = result_inline_bytes
         self.redis = Connection(url, prefix)
         self.prefix = self.redis.prefix
         self.redis.check_durability()
+        if wait_aof:
+            self.redis.check_wait_aof()
+            self.redis.wait_aof = True
         if migrate:
             self.migrate()
 
@@ -131,7 +136,7 @@ class RedisCore(Store):
         args: list[Any] = ["", _PLAIN_WIDTH, ""]
         for job_id, job in zip(ids, jobs, strict=True):
             args += self._fields(job_id, job)
-        return self._enqueued(jobs, self.redis.fcall("chit_enqueue", *args), None)
+        return self._enqueued(jobs, self.redis.fcall_synced("chit_enqueue", *args), None)
 
     def _fields(self, job_id: str, job: NewJob) -> list[Any]:
         payload = job.payload_json if job.payload_json is not None else dumps(job.payload)
@@ -156,6 +161,7 @@ class RedisCore(Store):
             "" if debounce is None else debounce.key,
             "" if debounce is None else debounce.delay,
             "" if debounce is None else debounce.bound,
+            _s(job.cost),
         ]
 
     def _enqueue_graph(self, ids: list[str], jobs: list[NewJob]) -> list[Enqueued]:
@@ -189,7 +195,7 @@ class RedisCore(Store):
                     "" if not columns["dependents"] else dumps(columns["dependents"]),
                     "1" if job_id in depended else "",
                 ]
-            out = self.redis.fcall("chit_enqueue", *args)
+            out = self.redis.fcall_synced("chit_enqueue", *args)
             if out != ["retry"]:
                 return self._enqueued(jobs, out, workflow_id)
         raise StoreError(f"could not enqueue: the jobs depended on changed {_GRAPH_TRIES} times")

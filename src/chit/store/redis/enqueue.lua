@@ -5,9 +5,9 @@
 -- The fields of a job, by position in ARGV (`width` of them a job).
 local J_ID, J_KIND, J_QUEUE, J_PRIORITY, J_PAYLOAD, J_MAX, J_RUN_AT, J_TENANT = 0, 1, 2, 3, 4, 5, 6, 7
 local J_IDEM, J_HASH, J_CKEY, J_TIMEOUT, J_EXPIRES_AT, J_EXPIRES_IN, J_UNIQUE = 8, 9, 10, 11, 12, 13, 14
-local J_TRACE, J_DEB, J_DEB_DELAY, J_DEB_BOUND = 15, 16, 17, 18
--- Workflows only (width 28)
-local J_STATE, J_ERROR, J_PENDING, J_WF, J_REF, J_RUN_ON, J_DEPENDS, J_DEPENDENTS, J_DEPENDED = 19, 20, 21, 22, 23, 24, 25, 26, 27
+local J_TRACE, J_DEB, J_DEB_DELAY, J_DEB_BOUND, J_COST = 15, 16, 17, 18, 19
+-- Workflows only (width 29)
+local J_STATE, J_ERROR, J_PENDING, J_WF, J_REF, J_RUN_ON, J_DEPENDS, J_DEPENDENTS, J_DEPENDED = 20, 21, 22, 23, 24, 25, 26, 27, 28
 
 local function live(P, index, k, states)
   local id = redis.call('HGET', P .. index, k)
@@ -73,7 +73,7 @@ local function enqueue(keys, args)
       local found = taken.uniq[k] or live(P, ':uniq', k, ACTIVE)
       if found then code, holder = 'u', found end
     end
-    if code ~= 'c' and width > 19 and args[b + J_DEPENDED] == '1' then return {'depended', i} end
+    if code ~= 'c' and width > 20 and args[b + J_DEPENDED] == '1' then return {'depended', i} end
     if code == 'c' then
       taken.idem_b = taken.idem_b or {}
       taken.deb_b = taken.deb_b or {}
@@ -97,7 +97,7 @@ local function enqueue(keys, args)
       local k = jkey(P, id)
       local queue, priority = args[b + J_QUEUE], tonumber(args[b + J_PRIORITY])
       local state = 'queued'
-      if width > 19 and args[b + J_STATE] ~= '' then state = args[b + J_STATE] end
+      if width > 20 and args[b + J_STATE] ~= '' then state = args[b + J_STATE] end
       local run_at = now
       local deb = nonempty(args[b + J_DEB])
       if deb then
@@ -116,6 +116,7 @@ local function enqueue(keys, args)
       opt('timeout', args[b + J_TIMEOUT])
       opt('unique', args[b + J_UNIQUE])
       opt('tp', args[b + J_TRACE])
+      opt('cost', args[b + J_COST])
       local expires_at = nonempty(args[b + J_EXPIRES_AT])
       if args[b + J_EXPIRES_IN] ~= '' then
         expires_at = now + math.floor(tonumber(args[b + J_EXPIRES_IN]) * 1000)
@@ -125,7 +126,7 @@ local function enqueue(keys, args)
         opt('deb', deb)
         opt('deb_until', now + math.floor(tonumber(args[b + J_DEB_BOUND]) * 1000))
       end
-      if width > 19 then
+      if width > 20 then
         opt('error', args[b + J_ERROR])
         opt('deps_pending', args[b + J_PENDING])
         opt('wf', args[b + J_WF])
@@ -151,7 +152,7 @@ local function enqueue(keys, args)
           place(P, id, queue, priority, run_at, now)
         end
         redis.call('SADD', P .. ':queues', queue)
-        if width > 19 and args[b + J_WF] ~= '' then redis.call('ZADD', P .. ':wf:' .. args[b + J_WF], 0, id) end
+        if width > 20 and args[b + J_WF] ~= '' then redis.call('ZADD', P .. ':wf:' .. args[b + J_WF], 0, id) end
       end
     elseif code == 'd' then
       -- The holder takes this payload and start, never past its bound.
@@ -165,7 +166,7 @@ local function enqueue(keys, args)
     end
   end
   -- Stored jobs the new ones depend on learn of their new dependents.
-  if width > 19 then
+  if width > 20 then
     local told = {}
     local order = {}
     for i = 0, n - 1 do

@@ -21,11 +21,12 @@ local function group_jobs(keys, args)
     for i = 1, #page, 2 do
       local m = page[i]
       local id = string.sub(m, 14)
-      local f = redis.call('HMGET', jkey(P, id), 'expires_at', 'started_at')
+      local f = redis.call('HMGET', jkey(P, id), 'expires_at', 'started_at', 'cost')
       if not (f[1] and not f[2] and tonumber(f[1]) <= now) then
         out[#out + 1] = id
         out[#out + 1] = page[i + 1]
         out[#out + 1] = string.sub(m, 1, 13)
+        out[#out + 1] = f[3] or '1'
         n = n + 1
         if n >= limit then break end
       end
@@ -54,6 +55,50 @@ local function in_use(keys, args)
   local frees = -1
   if #oldest > 0 then frees = tonumber(oldest[2]) - since end
   return {running, started_n, frees}
+end
+
+-- ARGV: now, kind, key ("" for the kind), window (ms). A budget's use: the
+-- cost of the starts within the window (P:ck, P:ckk: token NUL cost), and the
+-- milliseconds until the oldest of those leaves it (-1 without one).
+local function spent(keys, args)
+  local P = keys[1]
+  local now, kind, key = clock(args[1]), args[2], args[3]
+  local ck = P .. ':ck:' .. kind
+  if key ~= '' then ck = P .. ':ckk:' .. kind .. '\0' .. key end
+  local since = now - tonumber(args[4])
+  local starts = redis.call('ZRANGEBYSCORE', ck, '(' .. since, '+inf', 'WITHSCORES')
+  local sum = 0
+  for i = 1, #starts, 2 do
+    local m = starts[i]
+    sum = sum + tonumber(string.sub(m, string.find(m, '\0', 1, true) + 1))
+  end
+  local frees = -1
+  if #starts > 0 then frees = tonumber(starts[2]) - since end
+  return {sum, frees}
+end
+
+-- ARGV: now, id, token, cost. The running attempt's cost replaced with what
+-- it spent, fenced on the lease: 1 when the token holds the job, else 0.
+local function report_cost(keys, args)
+  local P = keys[1]
+  local id, token, cost = args[2], args[3], args[4]
+  local k = jkey(P, id)
+  local f = redis.call('HMGET', k, 'state', 'lease_token', 'kind', 'ckey', 'acost')
+  if f[1] ~= 'running' or f[2] ~= token then return 0 end
+  if f[5] then  -- started under a budget: its start's entries carry the cost
+    local old, new = token .. '\0' .. f[5], token .. '\0' .. cost
+    local sets = {P .. ':ck:' .. f[3]}
+    if f[4] and f[4] ~= '' then sets[2] = P .. ':ckk:' .. f[3] .. '\0' .. f[4] end
+    for _, z in ipairs(sets) do
+      local at = redis.call('ZSCORE', z, old)
+      if at then
+        redis.call('ZREM', z, old)
+        redis.call('ZADD', z, at, new)
+      end
+    end
+    redis.call('HSET', k, 'acost', cost)
+  end
+  return 1
 end
 
 -- ARGV: now, worker, lease (ms), ids. The jobs a flow claim chose, in that
@@ -171,6 +216,8 @@ end
 redis.register_function('chit_groups', groups)
 redis.register_function{function_name = 'chit_group_jobs', callback = group_jobs, flags = RO}
 redis.register_function{function_name = 'chit_in_use', callback = in_use, flags = RO}
+redis.register_function{function_name = 'chit_spent', callback = spent, flags = RO}
+redis.register_function('chit_report_cost', report_cost)
 redis.register_function('chit_claim_ids', claim_ids)
 redis.register_function('chit_lock', lock)
 redis.register_function('chit_unlock', unlock)

@@ -40,6 +40,7 @@ from chit.store.flow import (
     LockKinds,
     NextGroup,
     QueuedKinds,
+    Spent,
     Turns,
     Usage,
 )
@@ -62,7 +63,12 @@ def _limits(stored: Mapping[str, Any] | None) -> Limits:
         return None if count is None or seconds is None else Rate(int(count), float(seconds))
 
     return Limits(
-        stored.get("concurrency"), rate("rate"), stored.get("key_concurrency"), rate("key_rate")
+        stored.get("concurrency"),
+        rate("rate"),
+        stored.get("key_concurrency"),
+        rate("key_rate"),
+        rate("cost_rate"),
+        rate("key_cost_rate"),
     )
 
 
@@ -72,7 +78,7 @@ def _stored(limits: Limits) -> str:
     for name in ("concurrency", "key_concurrency"):
         if getattr(limits, name) is not None:
             out[name] = getattr(limits, name)
-    for name in ("rate", "key_rate"):
+    for name in ("rate", "key_rate", "cost_rate", "key_cost_rate"):
         rate = getattr(limits, name)
         if rate is not None:
             out[name], out[f"{name}_seconds"] = rate.count, rate.seconds
@@ -145,6 +151,11 @@ class FlowRedis(RedisCore, FlowControl):
             replace(flow.kinds[kind], running=int(usage[2 * n]), waiting=int(usage[2 * n + 1]))
             for n, kind in enumerate(kinds)
         ]
+
+    def report_cost(
+        self, job_id: str, lease_token: str, cost: int, now: datetime | None = None
+    ) -> bool:
+        return bool(self.redis.fcall("chit_report_cost", clock(now), job_id, lease_token, cost))
 
     def pause(self, queue: str | None = None, kind: str | None = None) -> bool:
         return self._pausing("1", queue, kind)
@@ -242,7 +253,7 @@ class FlowRedis(RedisCore, FlowControl):
             paused.look_again_at = time.monotonic() + THROTTLED_POLL
             return paused
         if now == "":  # one instant for every read of the claim, by the server's clock
-            seconds, micros = self.redis.run(self.redis.client.time)
+            seconds, micros = self.redis.time()
             now = str(seconds * 1000 + micros // 1000)
         steps = FlowClaim(claim, flow, self._turns).run()
         groups: dict[str, list[tuple[str, str, str]]] = {}
@@ -290,6 +301,12 @@ class FlowRedis(RedisCore, FlowControl):
                 "chit_in_use", now, read.kind, read.key or "", window
             )
             return Usage(int(running), int(started), None if frees < 0 else frees / 1000)
+        if isinstance(read, Spent):
+            window_ms = int(read.window * 1000)
+            cost, frees = self.redis.fcall_ro(
+                "chit_spent", now, read.kind, read.key or "", window_ms
+            )
+            return Usage(0, int(cost), None if frees < 0 else frees / 1000)
         if isinstance(read, NextGroup):
             after = (read.kind, *read.after)
             following = [g for g in self._groups(now, read.queue, groups) if g[0] == read.kind]
@@ -298,8 +315,8 @@ class FlowRedis(RedisCore, FlowControl):
             group = _group(read.kind, read.tenant, read.key)
             out = self.redis.fcall_ro("chit_group_jobs", now, read.queue, group, read.limit)
             return [
-                (out[i], (float(out[i + 1]), int(out[i + 2]), out[i]))
-                for i in range(0, len(out), 3)
+                (out[i], (float(out[i + 1]), int(out[i + 2]), out[i]), int(out[i + 3]))
+                for i in range(0, len(out), 4)
             ]
         assert isinstance(read, ClaimIds), read
         return self._claim_ids(claim, now, read.ids)

@@ -70,6 +70,15 @@ local function start(P, id, worker, lease_ms, now, token, m, v)
   if limits and string.find(limits, 'rate"', 1, true) then
     started(P, P .. ':sk:' .. kind, now, token)
     if ckey and ckey ~= '' then started(P, P .. ':skk:' .. kind .. '\0' .. ckey, now, token) end
+    -- A budget's starts carry their cost (token NUL cost): what flow.lua's
+    -- spent sums, and report_cost replaces.
+    if string.find(limits, 'cost_rate"', 1, true) then
+      local cost = redis.call('HGET', k, 'cost') or '1'
+      local m = token .. '\0' .. cost
+      started(P, P .. ':ck:' .. kind, now, m)
+      if ckey and ckey ~= '' then started(P, P .. ':ckk:' .. kind .. '\0' .. ckey, now, m) end
+      redis.call('HSET', k, 'acost', cost)
+    end
   end
   redis.call('ZREM', P .. ':exp', id)
   held_by(P, ':deb', tenant, deb, id)

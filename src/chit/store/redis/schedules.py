@@ -50,7 +50,7 @@ class SchedulesRedis(RedisCore, Schedules):
     def _server_now(self, now: datetime | None) -> datetime:
         if now is not None:
             return now
-        seconds, micros = self.redis.run(self.redis.client.time)
+        seconds, micros = self.redis.time()
         return codec.at(str(seconds * 1000 + micros // 1000))
 
     def declare_schedule(

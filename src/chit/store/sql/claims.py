@@ -24,6 +24,7 @@ from chit.store.flow import (
     LockKinds,
     NextGroup,
     QueuedKinds,
+    Spent,
     Turns,
     Usage,
 )
@@ -230,6 +231,13 @@ class ClaimsSQL(LimitsSQL):
             query = "kind_in_use" if read.key is None else "key_in_use"
             r = conn.execute(Q[query], params).fetchone()
             return Usage(r["running"], r["started"], r["frees_in"])
+        if isinstance(read, Spent):
+            params = {"kind": read.kind, "now": now, "key": read.key}
+            params["window"] = self.d.interval(-read.window)
+            r = conn.execute(
+                Q["kind_spent" if read.key is None else "key_spent"], params
+            ).fetchone()
+            return Usage(0, int(r["started"]), r["frees_in"])
         if isinstance(read, LockKinds):
             return self._lock_kinds(conn, read.kinds)
         if isinstance(read, NextGroup):
@@ -241,7 +249,7 @@ class ClaimsSQL(LimitsSQL):
             params = {"queue": read.queue, "kind": read.kind, "tenant": read.tenant}
             params |= {"key": read.key, "now": now, "limit": read.limit}
             rows = conn.execute(Q["group_jobs"], params).fetchall()
-            return [(r["id"], (r["priority"], r["run_at"], r["id"])) for r in rows]
+            return [(r["id"], (r["priority"], r["run_at"], r["id"]), r["cost"]) for r in rows]
         return self._claim_ids(conn, claim, read.ids, now)
 
     def _claim_ids(self, conn: Any, claim: Claim, ids: Sequence[str], now: Any) -> list[ClaimedJob]:

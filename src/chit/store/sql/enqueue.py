@@ -37,7 +37,7 @@ Inserting = Generator[InsertStep | QueryStep, Any, list[Enqueued]]
 # A new job's fields that `enqueue` sends as they are.
 _NEW_JOB: tuple[str, ...] = ("kind", "queue", "priority", "payload", "tenant", "idempotency_key")
 _NEW_JOB += ("request_hash", "max_attempts", "concurrency_key", "timeout", "expires_in")
-_NEW_JOB += ("unique_key", "traceparent")
+_NEW_JOB += ("unique_key", "traceparent", "cost")
 _NO_DEBOUNCE: dict[str, Any] = {"debounce_key": None, "debounce": None, "debounce_max": None}
 
 # How often an enqueue inserts again a job whose unique key it found taken

@@ -18,7 +18,9 @@ def limit_params(kind: str, limits: Limits) -> dict[str, Any]:
     """A chit_limits row's parameters: each rate as its count and its `_seconds`."""
     params: dict[str, Any] = {"kind": kind, "concurrency": limits.concurrency}
     params["key_concurrency"] = limits.key_concurrency
-    for name, rate in (("rate", limits.rate), ("key_rate", limits.key_rate)):
+    rates = [("rate", limits.rate), ("key_rate", limits.key_rate)]
+    rates += [("cost_rate", limits.cost_rate), ("key_cost_rate", limits.key_cost_rate)]
+    for name, rate in rates:
         params[name] = None if rate is None else rate.count
         params[f"{name}_seconds"] = None if rate is None else rate.seconds
     return params
@@ -29,7 +31,14 @@ def row_limits(r: Any) -> Limits:
         count, seconds = r[name], r[f"{name}_seconds"]
         return None if count is None or seconds is None else Rate(count, float(seconds))
 
-    return Limits(r["concurrency"], rate("rate"), r["key_concurrency"], rate("key_rate"))
+    return Limits(
+        r["concurrency"],
+        rate("rate"),
+        r["key_concurrency"],
+        rate("key_rate"),
+        rate("cost_rate"),
+        rate("key_cost_rate"),
+    )
 
 
 class LimitsSQL(SQLBase):
@@ -89,6 +98,12 @@ class LimitsSQL(SQLBase):
             rows = conn.execute(self.Q["limit_usage"], {"now": self.d.now(now)}).fetchall()
         usage = {r["kind"]: {"running": r["running"], "waiting": r["waiting"]} for r in rows}
         return [replace(k, **usage.get(kind, {})) for kind, k in flow.kinds.items()]
+
+    def report_cost(
+        self, job_id: str, lease_token: str, cost: int, now: datetime | None = None
+    ) -> bool:
+        params = {"id": job_id, "token": lease_token, "cost": cost}
+        return self._changed("report_cost", params) == 1
 
     def pause(self, queue: str | None = None, kind: str | None = None) -> bool:
         return self._pausing("pause", queue, kind)

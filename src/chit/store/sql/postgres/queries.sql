@@ -96,7 +96,7 @@ INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, run_at, created_at, updated_at, concurrency_key, timeout,
     state, workflow_id, ref, run_on, depends_on, dependents, deps_pending, error, finished_at,
-    expires_at, unique_key, traceparent, debounce_key, debounce_until
+    expires_at, unique_key, traceparent, debounce_key, debounce_until, cost
 )
 SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key,
        j.request_hash, j.max_attempts,
@@ -115,7 +115,8 @@ SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key
        j.unique_key,
        j.traceparent,
        j.debounce_key,
-       coalesce(%(now)s::timestamptz, now()) + make_interval(secs => j.debounce_max)
+       coalesce(%(now)s::timestamptz, now()) + make_interval(secs => j.debounce_max),
+       j.cost
 FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(
     n integer, id text, kind text, queue text, priority integer, payload jsonb, tenant text,
     idempotency_key text, request_hash text, max_attempts integer, run_at timestamptz,
@@ -123,7 +124,7 @@ FROM jsonb_to_recordset(%(jobs)s::jsonb) AS j(
     run_on text, depends_on text[], dependents text[], deps_pending integer, error text,
     expires_at timestamptz, expires_in double precision, unique_key text,
     traceparent text, debounce_key text, debounce double precision,
-    debounce_max double precision
+    debounce_max double precision, cost bigint
 )
 ORDER BY j.n
 -- Any key: the idempotency key (chit_jobs_idempotency), the unique key of an
@@ -223,7 +224,7 @@ started AS (
     RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.payload, j.attempts,
               j.max_attempts, j.lease_token, j.checkpoint, j.progress_done, j.progress_total,
               j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies,
-              j.tenant, j.traceparent
+              j.tenant, j.traceparent, j.cost
 ), stray AS (
     -- An attempt an earlier failure left open would break this claim, and every
     -- later one of the job, on chit_attempts_open: close it first.
@@ -236,8 +237,8 @@ started AS (
 ), opened AS (
     -- The count makes `stray` run to its end before the first insert (an InitPlan);
     -- sibling WITH statements otherwise run in no promised order.
-    INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
-    SELECT id, attempts, %(worker)s::text, started.at, kind, concurrency_key
+    INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key, cost)
+    SELECT id, attempts, %(worker)s::text, started.at, kind, concurrency_key, cost
     FROM claimed, started
     WHERE (SELECT count(*) FROM stray) >= 0
 )
@@ -1082,7 +1083,8 @@ RETURNING j.id, j.dependents IS NOT NULL AS has_dependents
 
 -- name: flow_limits
 SELECT kind, source, concurrency, rate, rate_seconds, key_concurrency, key_rate,
-       key_rate_seconds, updated_at
+       key_rate_seconds, cost_rate, cost_rate_seconds, key_cost_rate, key_cost_rate_seconds,
+       updated_at
 FROM chit_limits ORDER BY kind, source
 
 -- name: flow_pauses
@@ -1124,7 +1126,7 @@ LIMIT 1
 
 -- name: group_jobs
 -- A group's due jobs in claim order.
-SELECT id, kind, tenant, concurrency_key, priority, run_at FROM chit_jobs
+SELECT id, kind, tenant, concurrency_key, priority, run_at, cost FROM chit_jobs
 WHERE state = 'queued' AND queue = %(queue)s::text AND kind = %(kind)s::text
   AND tenant = %(tenant)s::text AND concurrency_key = %(key)s::text
   AND run_at <= coalesce(%(now)s::timestamptz, now()) AND {unexpired}
@@ -1176,6 +1178,32 @@ SELECT (SELECT count(*) FROM chit_jobs
              AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval
        ) - (coalesce(%(now)s::timestamptz, now()) + %(window)s::interval))::float8 AS frees_in
 
+-- name: kind_spent
+-- A kind's cost spent within the budget's window (its attempts' costs, NULL
+-- being 1), and in how many seconds the oldest of those leaves it.
+SELECT coalesce(sum(coalesce(cost, 1)), 0)::bigint AS started, 0 AS running,
+       extract(epoch FROM min(started_at)
+           - (coalesce(%(now)s::timestamptz, now()) + %(window)s::interval))::float8 AS frees_in
+FROM chit_attempts
+WHERE kind = %(kind)s::text
+  AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval
+
+-- name: key_spent
+-- The same for one concurrency key of a kind.
+SELECT coalesce(sum(coalesce(cost, 1)), 0)::bigint AS started, 0 AS running,
+       extract(epoch FROM min(started_at)
+           - (coalesce(%(now)s::timestamptz, now()) + %(window)s::interval))::float8 AS frees_in
+FROM chit_attempts
+WHERE kind = %(kind)s::text AND concurrency_key = %(key)s::text AND concurrency_key <> ''
+  AND started_at > coalesce(%(now)s::timestamptz, now()) + %(window)s::interval
+
+-- name: report_cost
+-- The open attempt's cost replaced with what it spent, fenced on the lease.
+UPDATE chit_attempts AS a SET cost = %(cost)s::bigint
+FROM chit_jobs AS j
+WHERE a.job_id = %(id)s::text AND a.finished_at IS NULL
+  AND j.id = %(id)s::text AND j.lease_token = %(token)s::text AND j.state = 'running'
+
 -- name: claim_ids
 -- The jobs a flow claim chose, if still queued and not being claimed by another.
 WITH due AS (
@@ -1189,21 +1217,29 @@ SELECT * FROM claimed
 -- name: declare_limits
 INSERT INTO chit_limits (
     kind, source, concurrency, rate, rate_seconds, key_concurrency, key_rate,
-    key_rate_seconds
+    key_rate_seconds, cost_rate, cost_rate_seconds, key_cost_rate, key_cost_rate_seconds
 ) VALUES (
     %(kind)s::text, 'code', %(concurrency)s::integer, %(rate)s::integer,
     %(rate_seconds)s::float8, %(key_concurrency)s::integer, %(key_rate)s::integer,
-    %(key_rate_seconds)s::float8
+    %(key_rate_seconds)s::float8, %(cost_rate)s::bigint, %(cost_rate_seconds)s::float8,
+    %(key_cost_rate)s::bigint, %(key_cost_rate_seconds)s::float8
 )
 ON CONFLICT (kind, source) DO UPDATE
 SET concurrency = excluded.concurrency, rate = excluded.rate,
     rate_seconds = excluded.rate_seconds, key_concurrency = excluded.key_concurrency,
     key_rate = excluded.key_rate, key_rate_seconds = excluded.key_rate_seconds,
+    cost_rate = excluded.cost_rate, cost_rate_seconds = excluded.cost_rate_seconds,
+    key_cost_rate = excluded.key_cost_rate,
+    key_cost_rate_seconds = excluded.key_cost_rate_seconds,
     updated_at = excluded.updated_at
 WHERE (chit_limits.concurrency, chit_limits.rate, chit_limits.rate_seconds,
-       chit_limits.key_concurrency, chit_limits.key_rate, chit_limits.key_rate_seconds)
+       chit_limits.key_concurrency, chit_limits.key_rate, chit_limits.key_rate_seconds,
+       chit_limits.cost_rate, chit_limits.cost_rate_seconds, chit_limits.key_cost_rate,
+       chit_limits.key_cost_rate_seconds)
       IS DISTINCT FROM (excluded.concurrency, excluded.rate, excluded.rate_seconds,
-                        excluded.key_concurrency, excluded.key_rate, excluded.key_rate_seconds)
+                        excluded.key_concurrency, excluded.key_rate, excluded.key_rate_seconds,
+                        excluded.cost_rate, excluded.cost_rate_seconds,
+                        excluded.key_cost_rate, excluded.key_cost_rate_seconds)
 
 -- name: forget_declared_limits
 DELETE FROM chit_limits WHERE kind = %(kind)s::text AND source = 'code'
@@ -1212,11 +1248,12 @@ DELETE FROM chit_limits WHERE kind = %(kind)s::text AND source = 'code'
 -- An operator's values over the ones they set before: a NULL leaves one as it was.
 INSERT INTO chit_limits (
     kind, source, concurrency, rate, rate_seconds, key_concurrency, key_rate,
-    key_rate_seconds
+    key_rate_seconds, cost_rate, cost_rate_seconds, key_cost_rate, key_cost_rate_seconds
 ) VALUES (
     %(kind)s::text, 'operator', %(concurrency)s::integer, %(rate)s::integer,
     %(rate_seconds)s::float8, %(key_concurrency)s::integer, %(key_rate)s::integer,
-    %(key_rate_seconds)s::float8
+    %(key_rate_seconds)s::float8, %(cost_rate)s::bigint, %(cost_rate_seconds)s::float8,
+    %(key_cost_rate)s::bigint, %(key_cost_rate_seconds)s::float8
 )
 ON CONFLICT (kind, source) DO UPDATE
 SET concurrency = coalesce(excluded.concurrency, chit_limits.concurrency),
@@ -1225,6 +1262,11 @@ SET concurrency = coalesce(excluded.concurrency, chit_limits.concurrency),
     key_concurrency = coalesce(excluded.key_concurrency, chit_limits.key_concurrency),
     key_rate = coalesce(excluded.key_rate, chit_limits.key_rate),
     key_rate_seconds = coalesce(excluded.key_rate_seconds, chit_limits.key_rate_seconds),
+    cost_rate = coalesce(excluded.cost_rate, chit_limits.cost_rate),
+    cost_rate_seconds = coalesce(excluded.cost_rate_seconds, chit_limits.cost_rate_seconds),
+    key_cost_rate = coalesce(excluded.key_cost_rate, chit_limits.key_cost_rate),
+    key_cost_rate_seconds = coalesce(excluded.key_cost_rate_seconds,
+                                     chit_limits.key_cost_rate_seconds),
     updated_at = excluded.updated_at
 
 -- name: clear_limits

@@ -70,7 +70,7 @@ INSERT INTO chit_jobs (
     id, kind, queue, priority, payload, tenant, idempotency_key, request_hash,
     max_attempts, concurrency_key, timeout, run_at, created_at, updated_at,
     state, workflow_id, ref, run_on, dependents, deps_pending, error, finished_at,
-    expires_at, unique_key, traceparent, debounce_key, debounce_until
+    expires_at, unique_key, traceparent, debounce_key, debounce_until, cost
 ) VALUES (
     :id, :kind, :queue, :priority, :payload, :tenant, :idempotency_key, :request_hash,
     :max_attempts, :concurrency_key, :timeout,
@@ -88,7 +88,8 @@ INSERT INTO chit_jobs (
     :unique_key,
     :traceparent,
     :debounce_key,
-    CASE WHEN :debounce_max IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now, :debounce_max) END
+    CASE WHEN :debounce_max IS NOT NULL THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now, :debounce_max) END,
+    :cost
 )
 -- Any key: the idempotency key (chit_jobs_idempotency), the unique key of an
 -- active job (chit_jobs_unique) or the debounce key of one not started
@@ -173,11 +174,12 @@ WHERE id IN (
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
           checkpoint, progress_done, progress_total, concurrency_key, timeout,
           EXISTS (SELECT 1 FROM chit_edges AS e WHERE e.job_id = chit_jobs.id)
-              AS has_dependencies, tenant, traceparent, updated_at AS claimed_at
+              AS has_dependencies, tenant, traceparent, updated_at AS claimed_at, cost
 
 -- name: open_attempt
-INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key)
-VALUES (:job_id, :attempt, :worker, strftime('%Y-%m-%dT%H:%M:%fZ', :now), :kind, :concurrency_key)
+INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key, cost)
+VALUES (:job_id, :attempt, :worker, strftime('%Y-%m-%dT%H:%M:%fZ', :now), :kind, :concurrency_key,
+        :cost)
 
 -- name: close_attempt
 UPDATE chit_attempts
@@ -930,7 +932,8 @@ RETURNING id, dependents IS NOT NULL AS has_dependents
 
 -- name: flow_limits
 SELECT kind, source, concurrency, rate, rate_seconds, key_concurrency, key_rate,
-       key_rate_seconds, updated_at
+       key_rate_seconds, cost_rate, cost_rate_seconds, key_cost_rate, key_cost_rate_seconds,
+       updated_at
 FROM chit_limits ORDER BY kind, source
 
 -- name: flow_pauses
@@ -973,7 +976,7 @@ LIMIT 1
 
 -- name: group_jobs
 -- A group's due jobs in claim order.
-SELECT id, kind, tenant, concurrency_key, priority, run_at
+SELECT id, kind, tenant, concurrency_key, priority, run_at, cost
 FROM chit_jobs INDEXED BY chit_jobs_groups
 WHERE state = 'queued' AND queue = :queue AND kind = :kind AND tenant = :tenant
   AND concurrency_key = :key AND run_at <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
@@ -1014,6 +1017,31 @@ SELECT (SELECT count(*) FROM chit_jobs INDEXED BY chit_jobs_leases
                      AND started_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window)))
         - julianday(strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window))) * 86400.0 AS frees_in
 
+-- name: kind_spent
+-- A kind's cost spent within the budget's window (its attempts' costs, NULL
+-- being 1), and in how many seconds the oldest of those leaves it.
+SELECT coalesce(sum(coalesce(cost, 1)), 0) AS started, 0 AS running,
+       (julianday(min(started_at))
+        - julianday(strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window))) * 86400.0 AS frees_in
+FROM chit_attempts INDEXED BY chit_attempts_starts
+WHERE kind = :kind AND started_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window)
+
+-- name: key_spent
+-- The same for one concurrency key of a kind.
+SELECT coalesce(sum(coalesce(cost, 1)), 0) AS started, 0 AS running,
+       (julianday(min(started_at))
+        - julianday(strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window))) * 86400.0 AS frees_in
+FROM chit_attempts INDEXED BY chit_attempts_key_starts
+WHERE kind = :kind AND concurrency_key = :key AND concurrency_key <> ''
+  AND started_at > strftime('%Y-%m-%dT%H:%M:%fZ', :now, :window)
+
+-- name: report_cost
+-- The open attempt's cost replaced with what it spent, fenced on the lease.
+UPDATE chit_attempts SET cost = :cost
+WHERE job_id = :id AND finished_at IS NULL
+  AND EXISTS (SELECT 1 FROM chit_jobs
+              WHERE id = :id AND lease_token = :token AND state = 'running')
+
 -- name: claim_ids
 -- The jobs a flow claim chose (a JSON array of ids), if still queued.
 UPDATE chit_jobs
@@ -1028,24 +1056,32 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued' AND {unexpi
 RETURNING id, kind, queue, priority, run_at, payload, attempts, max_attempts, lease_token,
           checkpoint, progress_done, progress_total, concurrency_key, timeout,
           EXISTS (SELECT 1 FROM chit_edges AS e WHERE e.job_id = chit_jobs.id)
-              AS has_dependencies, tenant, traceparent, updated_at AS claimed_at
+              AS has_dependencies, tenant, traceparent, updated_at AS claimed_at, cost
 
 -- name: declare_limits
 INSERT INTO chit_limits (
     kind, source, concurrency, rate, rate_seconds, key_concurrency, key_rate,
-    key_rate_seconds, updated_at
+    key_rate_seconds, cost_rate, cost_rate_seconds, key_cost_rate, key_cost_rate_seconds,
+    updated_at
 ) VALUES (
     :kind, 'code', :concurrency, :rate, :rate_seconds, :key_concurrency, :key_rate,
-    :key_rate_seconds, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+    :key_rate_seconds, :cost_rate, :cost_rate_seconds, :key_cost_rate, :key_cost_rate_seconds,
+    strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 )
 ON CONFLICT (kind, source) DO UPDATE
 SET concurrency = excluded.concurrency, rate = excluded.rate,
     rate_seconds = excluded.rate_seconds, key_concurrency = excluded.key_concurrency,
     key_rate = excluded.key_rate, key_rate_seconds = excluded.key_rate_seconds,
+    cost_rate = excluded.cost_rate, cost_rate_seconds = excluded.cost_rate_seconds,
+    key_cost_rate = excluded.key_cost_rate,
+    key_cost_rate_seconds = excluded.key_cost_rate_seconds,
     updated_at = excluded.updated_at
-WHERE (concurrency, rate, rate_seconds, key_concurrency, key_rate, key_rate_seconds)
+WHERE (concurrency, rate, rate_seconds, key_concurrency, key_rate, key_rate_seconds,
+       cost_rate, cost_rate_seconds, key_cost_rate, key_cost_rate_seconds)
       IS NOT (excluded.concurrency, excluded.rate, excluded.rate_seconds,
-              excluded.key_concurrency, excluded.key_rate, excluded.key_rate_seconds)
+              excluded.key_concurrency, excluded.key_rate, excluded.key_rate_seconds,
+              excluded.cost_rate, excluded.cost_rate_seconds, excluded.key_cost_rate,
+              excluded.key_cost_rate_seconds)
 
 -- name: forget_declared_limits
 DELETE FROM chit_limits WHERE kind = :kind AND source = 'code'
@@ -1054,10 +1090,12 @@ DELETE FROM chit_limits WHERE kind = :kind AND source = 'code'
 -- An operator's values over the ones they set before: a NULL leaves one as it was.
 INSERT INTO chit_limits (
     kind, source, concurrency, rate, rate_seconds, key_concurrency, key_rate,
-    key_rate_seconds, updated_at
+    key_rate_seconds, cost_rate, cost_rate_seconds, key_cost_rate, key_cost_rate_seconds,
+    updated_at
 ) VALUES (
     :kind, 'operator', :concurrency, :rate, :rate_seconds, :key_concurrency, :key_rate,
-    :key_rate_seconds, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+    :key_rate_seconds, :cost_rate, :cost_rate_seconds, :key_cost_rate, :key_cost_rate_seconds,
+    strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 )
 ON CONFLICT (kind, source) DO UPDATE
 SET concurrency = coalesce(excluded.concurrency, concurrency),
@@ -1066,6 +1104,10 @@ SET concurrency = coalesce(excluded.concurrency, concurrency),
     key_concurrency = coalesce(excluded.key_concurrency, key_concurrency),
     key_rate = coalesce(excluded.key_rate, key_rate),
     key_rate_seconds = coalesce(excluded.key_rate_seconds, key_rate_seconds),
+    cost_rate = coalesce(excluded.cost_rate, cost_rate),
+    cost_rate_seconds = coalesce(excluded.cost_rate_seconds, cost_rate_seconds),
+    key_cost_rate = coalesce(excluded.key_cost_rate, key_cost_rate),
+    key_cost_rate_seconds = coalesce(excluded.key_cost_rate_seconds, key_cost_rate_seconds),
     updated_at = excluded.updated_at
 
 -- name: clear_limits
