@@ -33,7 +33,7 @@ ROOT_KEY = "e2e-root-0123456789abcdef"
 READ_KEY = "e2e-read-0123456789abcdef"
 
 
-@dataclass
+@dataclass(kw_only=True)  # after Server's defaulted database_url
 class Stack(Server):
     client: chit.Client
 
@@ -57,7 +57,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         ) as server,
         chit.Client(server.url, api_key=KEY) as client,
     ):
-        yield Stack(server.url, server.http, server.tmp, client)
+        yield Stack(server.url, server.http, server.tmp, client=client)
 
 
 def test_submit_answers_202_and_the_job_succeeds(stack: Stack) -> None:
