@@ -202,6 +202,8 @@ def steps(sizes: Sizes) -> list[Step]:
         Step("aenqueue", "aenqueue", seconds, 60, only=CHIT, script="aenqueue_bench.py"),
         # Issue 26: a debounced enqueue against a plain one (newer than any baseline).
         Step("debounce", "debounce", seconds, 60, only=CHIT, script="debounce_bench.py"),
+        # Issue 25: signal-to-resume, and process1 beside 10,000 waiting jobs.
+        Step("waits", "waits", seconds, 240, only=CHIT, script="waits_bench.py"),
         # Issue 25: cost_rate held over 10 s, with and without report_cost.
         Step(
             "cost-rate",
@@ -432,6 +434,7 @@ class Bench:
             "aenqueue",
             "api-submit",
             "debounce",
+            "waits",
             "cost-rate",
             "output",
         }
@@ -770,6 +773,12 @@ def line(run: Run) -> str:
         return f"{head} FAILED: {run.error}{partial}"
     if "skipped" in r:
         return f"{head} {'—':>9}  ({r['skipped']})"
+    if "with_waiting_per_s" in r:
+        return (
+            f"{head} signal to resume median {r['median_ms']:.1f} ms, p90 {r['p90_ms']:.1f} ms;"
+            f" process1 {r['jobs_per_s']:,.0f} jobs/s, {r['with_waiting_per_s']:,.0f} beside"
+            f" 10,000 waiting ({r['ratio']:.2f}x)"
+        )
     if "median_ms" in r:
         return f"{head} median {r['median_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
     busy = f"  (machine {run.busy_before:.0%} busy before)" if run.busy_before > 0.25 else ""
@@ -828,8 +837,8 @@ def main() -> None:
     parser.add_argument("--steps", help="comma-separated: enqueue, bulk, process1, features-on, "
                         "process2, "
                         "latency, growth-empty, growth, growth-analyze, limits, flow-concurrency, "
-                        "flow-rate, flow-claim, aenqueue, api-submit, debounce, output, pools, "
-                        "workflows, "
+                        "flow-rate, flow-claim, aenqueue, api-submit, debounce, cost-rate, output, "
+                        "waits, pools, workflows, "
                         "schedules; flow for the three flow steps")  # fmt: skip
     parser.add_argument(
         "--repeat", type=int, help="runs of each process and growth step (2; 1 with --quick)"

@@ -42,6 +42,13 @@ DEBOUNCE_MAX = 30 * 86400
 DEBOUNCE_BOUND_MAX = EXPIRES_IN_MAX
 # A durable step's name (JobContext.step): 1 to this many characters.
 STEP_NAME_MAX = 200
+# Waits (JobContext.wait_for, queue.signal): a signal's name as long as a step's,
+# its data (a JSON object) at most this many bytes, a wait's timeout above 0 and
+# at most ten years, and at most this many jobs one wait_for_jobs waits for.
+SIGNAL_NAME_MAX = 200
+SIGNAL_DATA_BYTES = 32 * 1024
+WAIT_TIMEOUT_MAX = 10 * 365 * 86400
+WAIT_JOBS_MAX = 10_000
 # The default of CHIT_MAX_PAYLOAD_BYTES and CHIT_MAX_BODY_BYTES.
 PAYLOAD_BYTES = 1024 * 1024
 

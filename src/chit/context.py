@@ -8,13 +8,14 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from chit.bounds import COST_MAX, OUTPUT_BYTES, PROGRESS_MESSAGE_MAX, STEP_NAME_MAX
 from chit.emitting import Emitter, OutputStore
 from chit.encoding import storable_json_error, storable_text
-from chit.errors import InvalidStep, Unsupported
-from chit.jobs import ClaimedJob, DependencyInfo, Progress, State
+from chit.errors import InvalidStep, Suspend, Unsupported
+from chit.jobs import ClaimedJob, DependencyInfo, Progress, Received, State, WaitedJob
+from chit.waits import Waited, check_ids, check_signal_name, check_timeout, known
 
 log = logging.getLogger("chit.worker")
 
@@ -34,6 +35,18 @@ class ContextStore(Protocol):
     def report_cost(self, job_id: str, lease_token: str, cost: int) -> bool: ...
 
     def dependencies(self, job_id: str) -> list[DependencyInfo]: ...
+
+    def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]: ...
+
+
+@runtime_checkable
+class WaitReads(Protocol):
+    """What `wait_for` and `wait_for_jobs` read: a store with `Waits`, or the
+    process-pool child's link."""
+
+    def received(self, job_id: str, name: str) -> Received: ...
+
+    def waited_jobs(self, job_id: str, ids: Sequence[str]) -> tuple[list[WaitedJob], bool]: ...
 
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]: ...
 
@@ -94,10 +107,12 @@ class JobContext:
         lease_seconds: float,
         timeout: float | None = None,
         has_dependencies: bool = False,
+        tenant: str = "",
     ) -> None:
         self.id = id
         self.kind = kind
         self.queue = queue
+        self.tenant = tenant
         self.attempt = attempt
         self.max_attempts = max_attempts
         self.lease_token = lease_token
@@ -142,6 +157,7 @@ class JobContext:
             lease_seconds=lease_seconds,
             timeout=job.timeout,
             has_dependencies=job.has_dependencies,
+            tenant=job.tenant,
         )
 
     def __repr__(self) -> str:
@@ -328,6 +344,61 @@ class JobContext:
         result = _stored_form(name, value)
         await asyncio.to_thread(self.save_step, name, result)
         return result
+
+    # Waits (DESIGN.md "Long AI tasks")
+
+    def wait_for(self, name: str, timeout: float | None = None) -> Any:
+        """The data of this job's signal `name` (`Queue.signal`, `POST
+        /jobs/{id}/signals/{name}`), at once if it was sent, even before this
+        call; None if an earlier wait for it timed out.
+
+        Otherwise the attempt ends here (a `chit.Suspend` goes up: let it
+        through) and the job waits, holding no slot or lease, its attempt not
+        counted, until the signal comes or `timeout` seconds (None: no limit)
+        pass; then the handler runs again from the top, and this call answers.
+        Work before the wait belongs in `job.step`. InvalidWait (the job fails)
+        for a bad name or timeout."""
+        check_signal_name(name)
+        seconds = check_timeout(timeout)
+        got = self._wait_reads().received(self.id, name)
+        if got.found:
+            return got.data
+        if got.timed_out:
+            return None
+        raise Suspend(signal=name, timeout=seconds)
+
+    def wait_for_jobs(self, ids: Sequence[str], timeout: float | None = None) -> list[Waited]:
+        """The jobs `ids` once every one has finished (any terminal state), in
+        `ids`' order, each with `.id`, `.kind`, `.state`, `.result` and `.error`.
+
+        Until then the attempt ends as `wait_for`'s does, and the job is queued
+        in the transaction that ends the last of them (a failed one does not
+        fail this job: look at `.state`). After `timeout` seconds the handler
+        runs again and gets them as they are (some not finished). InvalidWait
+        (the job fails) for its own id, an unknown id or another tenant's job,
+        or a bad timeout. Enqueue the jobs in a `job.step`, so that the rerun
+        does not enqueue them again."""
+        wanted = check_ids(ids, self.id)
+        seconds = check_timeout(timeout)
+        reads = self._wait_reads()
+        found, timed_out = reads.waited_jobs(self.id, wanted)
+        jobs = known(wanted, found, self.tenant)
+        if timed_out or all(job.state.terminal for job in jobs):
+            return [Waited(job, reads) for job in jobs]
+        raise Suspend(jobs=wanted, timeout=seconds)
+
+    def _wait_reads(self) -> WaitReads:
+        if not isinstance(self._store, WaitReads):
+            raise Unsupported(f"{type(self._store).__name__} does not offer waits and signals")
+        return self._store
+
+    async def await_signal(self, name: str, timeout: float | None = None) -> Any:
+        """`wait_for` for async handlers: the store is read off the event loop."""
+        return await asyncio.to_thread(self.wait_for, name, timeout)
+
+    async def await_jobs(self, ids: Sequence[str], timeout: float | None = None) -> list[Waited]:
+        """`wait_for_jobs` for async handlers."""
+        return await asyncio.to_thread(self.wait_for_jobs, ids, timeout)
 
     # For the worker (and `step`)
 

@@ -3,6 +3,9 @@
 Exception
  ├── PermanentError          raised by a handler: fail now, no retry
  ├── Snooze                  raised by a handler: run again later, the attempt not counted
+ ├── Suspend (a BaseException) raised by JobContext.wait_for / wait_for_jobs:
+ │                          the attempt ends, the job waits (never caught by a handler's
+ │                          `except Exception`)
  └── ChitError               raised by chit; `str(e)` is a message a person can act on
       ├── ConfigError        a CHIT_* setting or flag has a bad value
       ├── StoreError         the database cannot be reached or used
@@ -16,8 +19,11 @@ Exception
       ├── InvalidTransition  the job is not in a state that allows the action
       ├── InvalidStep        a durable step's name or result cannot be stored
       │                      (also a PermanentError: a retry would run the same code)
-      └── InvalidOutput      `job.emit` of a value JSON cannot hold, or past the
-                             job's output cap (also a PermanentError)
+      ├── InvalidOutput      `job.emit` of a value JSON cannot hold, or past the
+      │                      job's output cap (also a PermanentError)
+      ├── InvalidWait        a wait or a signal cannot be: a bad name, timeout, data or
+      │                      job to wait for (a PermanentError too, in a handler)
+      └── JobFinished        a signal to a job that has finished
 """
 
 from __future__ import annotations
@@ -146,3 +152,31 @@ class InvalidOutput(ChitError, PermanentError):
     """`job.emit` was given a value JSON cannot hold, or the job's output would
     pass CHIT_MAX_OUTPUT_BYTES. Nothing of that value is stored; a retry would
     emit the same, so the attempt fails for good unless the handler catches it."""
+
+
+class InvalidWait(ChitError, PermanentError):
+    """Raised by `JobContext.wait_for` / `wait_for_jobs` and `Queue.signal`: a
+    name, timeout or data out of bounds, or a job that may not be waited for
+    (itself, unknown, another tenant's). In a handler the job fails without a
+    retry unless the handler catches it."""
+
+
+class JobFinished(InvalidTransition):
+    """A signal to a job that has finished: nothing was stored."""
+
+
+class Suspend(BaseException):
+    """Raised by `JobContext.wait_for` and `wait_for_jobs` to end the attempt
+    without an outcome: the worker records the job `waiting`. A BaseException,
+    so a handler's `except Exception` does not swallow it; let it through."""
+
+    def __init__(
+        self,
+        signal: str | None = None,
+        jobs: tuple[str, ...] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        super().__init__(signal if signal is not None else f"{len(jobs or ())} jobs")
+        self.signal = signal
+        self.jobs = jobs
+        self.timeout = timeout

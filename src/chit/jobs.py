@@ -184,6 +184,19 @@ class Job:
     expires_at: datetime | None = None  # not started by then: cancelled; None: never
     unique_key: str | None = None
     debounce_key: str | None = None
+    # What a `waiting` job suspended itself for (JobContext.wait_for,
+    # wait_for_jobs); None for any other state (and for workflow waits).
+    waiting_for: WaitingFor | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingFor:
+    """What a suspended job waits for: a signal of that name, or every job of
+    `jobs` to finish; `until` when the timeout queues it anyway (None: never)."""
+
+    signal: str | None = None
+    jobs: tuple[str, ...] | None = None
+    until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,7 +374,61 @@ class Snoozed:
     delay: float
 
 
-Outcome = Succeeded | Failed | Released | Cancelled | Snoozed
+@dataclass(frozen=True, slots=True)
+class Suspended:
+    """The handler waits (JobContext.wait_for, wait_for_jobs): `waiting`, no
+    lease, the attempt not counted, until the signal `signal` is stored, every
+    job of `jobs` is terminal, or `timeout` seconds (None: no limit) pass; then
+    `queued` in the transaction that sees it. Queued at once when that already
+    holds as the outcome is recorded."""
+
+    job_id: str
+    lease_token: str
+    signal: str | None = None
+    jobs: tuple[str, ...] | None = None
+    timeout: float | None = None
+
+
+Outcome = Succeeded | Failed | Released | Cancelled | Snoozed | Suspended
+
+
+class SignalStatus(enum.StrEnum):
+    CREATED = "created"  # stored now (and the job queued if it waited for it)
+    EXISTING = "existing"  # one of that name was stored before: nothing changed
+    FINISHED = "finished"  # the job is terminal: nothing stored
+    NOT_FOUND = "not_found"  # unknown, or another tenant's
+
+
+@dataclass(frozen=True, slots=True)
+class SignalResult:
+    """What `signal` did; `data` is the stored signal's (CREATED, EXISTING)."""
+
+    status: SignalStatus
+    data: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """A job's signal of one name as its handler reads it: `found` and its
+    data, or `timed_out` when the job's wait for that name ended by its timeout."""
+
+    found: bool
+    data: Any = None
+    timed_out: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WaitedJob:
+    """A job another waits for (JobContext.wait_for_jobs), as the waiter reads it;
+    `result` is None when `result_external` (Store.get_result reads it)."""
+
+    id: str
+    kind: str
+    state: State
+    tenant: str
+    result: Any = None
+    result_external: bool = False
+    error: str | None = None
 
 
 class ChangeResult(enum.StrEnum):

@@ -71,6 +71,7 @@ from chit.schedules import (
 from chit.settings import Settings
 from chit.store import FullStore, open_store
 from chit.store.capabilities import CallerTransactions
+from chit.waits import Signal, send_signal
 
 Handler = Callable[..., Any]
 
@@ -393,6 +394,15 @@ class Queue(OutputReads):
         if result is CancelResult.NOT_FOUND:
             raise JobNotFound(job_id)
         return result
+
+    def signal(
+        self, job_id: str, name: str, data: Any = None, *, tenant: str | None = None
+    ) -> Signal:
+        """Send the job the signal `name` with `data` (a JSON object; None: {}),
+        which its handler's `job.wait_for(name)` returns, now or when it waits.
+        The first of a name is stored (`created`); a later one answers the
+        stored one and changes nothing. JobNotFound, JobFinished, InvalidWait."""
+        return send_signal(self.store, job_id, name, data, tenant)
 
     def retry(self, job_id: str, *, tenant: str | None = None) -> Job:
         """A failed or cancelled job queued again, attempts reset (`waiting`

@@ -45,6 +45,7 @@ ROUTES = [
     ("POST", "/jobs/{id}/cancel", "admin"),
     ("PATCH", "/jobs/{id}", "admin"),
     ("POST", "/jobs/{id}/run-now", "admin"),
+    ("POST", "/jobs/{id}/signals/go", "submit"),
     ("POST", "/jobs/replay", "admin"),
     ("GET", "/failures", "admin"),
     ("GET", "/stats", "admin"),
@@ -77,6 +78,8 @@ async def call(api: Api, route: tuple[str, str, str], job_id: str, key: str | No
         body = {"concurrency": 2}
     elif method == "PATCH":
         body = {"priority": 3, "payload": {"message": "changed"}}
+    elif "/signals/" in path:
+        body = {"by": "intruder"}
     headers = bearer(key) | kw.pop("headers", {})
     return await api.http.request(method, path.format(id=job_id), json=body, headers=headers, **kw)
 

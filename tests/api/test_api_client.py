@@ -356,3 +356,19 @@ async def test_bad_schedules_raise_the_servers_message_and_store_nothing(
         await client.put_schedule("s", **fields)
     assert isinstance(raised.value, APIInvalidRequest) and raised.value.status == 422
     assert api.store.list_schedules() == []
+
+
+async def test_signal_stores_the_first_and_answers_it_after(api: Api, client: AsyncClient) -> None:
+    submitted = await client.submit("echo", {"message": "a"})
+    first = await client.signal(submitted.job_id, "approval", {"by": "ana"})
+    assert (first.created, first.data) == (True, {"by": "ana"})
+    again = await client.signal(submitted.job_id, "approval")
+    assert (again.created, again.data) == (False, {"by": "ana"})
+    with pytest.raises(chit.InvalidRequest, match="at most 200"):
+        await client.signal(submitted.job_id, "x" * 201)
+    with pytest.raises(chit.JobNotFound):
+        await client.signal("0" * 26, "approval")
+    [held] = api.store.claim("w", [api.job(submitted.job_id).queue], 1, 30)
+    api.store.finish([Succeeded(held.id, held.lease_token, None)])
+    with pytest.raises(chit.InvalidTransition):
+        await client.signal(submitted.job_id, "other")

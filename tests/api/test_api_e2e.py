@@ -33,7 +33,7 @@ ROOT_KEY = "e2e-root-0123456789abcdef"
 READ_KEY = "e2e-read-0123456789abcdef"
 
 
-@dataclass
+@dataclass(kw_only=True)  # after Server's defaulted database_url
 class Stack(Server):
     client: chit.Client
 
@@ -57,7 +57,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         ) as server,
         chit.Client(server.url, api_key=KEY) as client,
     ):
-        yield Stack(server.url, server.http, server.tmp, client)
+        yield Stack(server.url, server.http, server.tmp, client=client)
 
 
 def test_submit_answers_202_and_the_job_succeeds(stack: Stack) -> None:
@@ -436,3 +436,25 @@ def test_cli_schedules_through_the_api_say_what_they_say_on_the_database(
     ]
     assert remote("schedules", "remove", "e2e-nightly")[0] == 0
     assert local("schedules")[1].startswith("no schedules: declare them")
+
+
+def test_signals_through_the_blocking_client_and_chit_signal_url(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A signal sent before the job waits is kept for it (the job here delayed)."""
+    later = datetime.now(UTC) + timedelta(hours=1)
+    job_id = stack.client.submit("echo", {"message": "s"}, run_at=later).job_id
+    sent = stack.client.signal(job_id, "approval", {"by": "ana"})
+    assert (sent.created, sent.data) == (True, {"by": "ana"})
+    argv = ["signal", job_id, "approval", '{"by": "bob"}', "--json"]
+    assert main([*argv, "--url", stack.url, "--api-key", KEY]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "job_id": job_id,
+        "name": "approval",
+        "data": {"by": "ana"},
+        "created": False,
+    }
+    assert main(["signal", job_id, "other", "{bad", "--url", stack.url, "--api-key", KEY]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    with pytest.raises(chit.JobNotFound):
+        stack.client.signal("0" * 26, "approval")

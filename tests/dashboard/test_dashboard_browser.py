@@ -178,6 +178,20 @@ def test_edit_a_delayed_job_and_run_it_now(page: Any, stack: Stack) -> None:
     assert '"message": "final"' in page.inner_text("#result")
 
 
+def test_approve_a_waiting_job_with_the_signal_form(page: Any, stack: Stack) -> None:
+    job_id = stack.submit({}, kind="approval")
+    stack.until(job_id, lambda b: b["state"] == "waiting")
+
+    sign_in(page, stack, path=f"/ui/jobs/{job_id}")
+    assert "the signal approval" in page.inner_text("#waiting-for")
+    page.fill("#signal textarea[name=data]", '{"by": "ana"}')
+    page.click("button:has-text('Send signal')")  # the confirmation is accepted
+    page.wait_for_selector("text=Signal sent")
+    page.wait_for_selector("#state [data-state]:text-is('succeeded')")
+    page.wait_for_selector("#result")
+    assert '"by": "ana"' in page.inner_text("#result")
+
+
 def test_replay_a_failure_group(page: Any, stack: Stack) -> None:
     outage = stack.tmp / "replay-outage"
     outage.touch()

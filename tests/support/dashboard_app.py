@@ -57,6 +57,11 @@ def register(q: chit.Queue) -> chit.Queue:
             time.sleep(float(body["every"]))
         return {"tokens": count}
 
+    # Waits for a person: the job page's signal form sends "approval".
+    @q.task("approval", max_attempts=1)
+    def approval(job: chit.JobContext, body: dict) -> dict:
+        return {"decision": job.wait_for("approval", timeout=3600)}
+
     return q
 
 

@@ -131,6 +131,46 @@ def overrun(job: chit.JobContext, body: dict[str, Any]) -> None:
     time.sleep(body["seconds"])
 
 
+@queue.task("approve", max_attempts=1)
+def approve(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """Logs each run's start, then waits for the signal "approval" (holding no
+    slot) and returns its data."""
+    append_line(body["log"], f"start {job.id} {job.attempt}")
+    decision = job.wait_for("approval", timeout=body.get("timeout"))
+    return {"decision": decision}
+
+
+@queue.task("approve_async", max_attempts=1)
+async def approve_async(job: chit.JobContext, body: dict[str, Any]) -> dict[str, Any]:
+    """`approve` for an async handler."""
+    append_line(body["log"], f"start {job.id} {job.attempt}")
+    decision = await job.await_signal("approval", timeout=body.get("timeout"))
+    return {"decision": decision}
+
+
+@queue.task("double", max_attempts=1)
+def double(job: chit.JobContext, body: dict[str, Any]) -> int:
+    if body.get("fail"):
+        raise chit.PermanentError(f"refused {body['n']}")
+    return int(body["n"]) * 2
+
+
+@queue.task("fan_out", max_attempts=1)
+def fan_out(job: chit.JobContext, body: dict[str, Any]) -> list[Any]:
+    """Enqueues a `double` child per number in a step (a rerun does not enqueue
+    them again), waits for them all without a slot, and returns each one's
+    state, result and error."""
+    append_line(body["log"], f"start {job.id} {job.attempt}")
+    ids = job.step(
+        "children",
+        lambda: [
+            queue.enqueue("double", {"n": n, "fail": n in body.get("fail", [])}).id
+            for n in body["numbers"]
+        ],
+    )
+    return [[c.state.value, c.result, c.error] for c in job.wait_for_jobs(ids)]
+
+
 def demo(q: chit.Queue) -> list[str]:
     """`chit up --demo`'s jobs: one that does nothing."""
     return [q.enqueue("noop", {}).id]

@@ -131,7 +131,7 @@ def sqlite_or_emptied_postgres(request: pytest.FixtureRequest, tmp_path: Path) -
     with psycopg.connect(url, autocommit=True) as conn:
         if conn.execute("SELECT to_regclass('chit_jobs')").fetchone() != (None,):
             conn.execute(
-                "TRUNCATE chit_jobs, chit_attempts, chit_results, chit_api_keys, "
-                "chit_limits, chit_pauses, chit_sessions, chit_schedules, chit_workers"
+                "TRUNCATE chit_jobs, chit_attempts, chit_results, chit_api_keys, chit_limits, "
+                "chit_pauses, chit_sessions, chit_schedules, chit_workers, chit_signals"
             )
     return url

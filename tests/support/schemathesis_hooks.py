@@ -19,6 +19,8 @@ schema-valid requests would count against it:
 
 - a payload's text may hold no NUL (PostgreSQL's text cannot), at any depth of
   a model-less task's payload, which no JSON schema can say: NULs are removed;
+- a signal's data (POST /jobs/{job_id}/signals/{name}) holds no NUL either,
+  for the same reason: NULs are removed;
 - a debounce key debounces one kind (`held by job ... of kind`), which depends
   on what was sent before: each kind's keys are made its own.
 
@@ -50,6 +52,9 @@ def before_call(ctx: Any, case: Any, **kwargs: Any) -> None:
                 _no_past_expiry(job)
                 _no_nul_in_payload(job)
                 _debounce_key_of_its_kind(job)
+    signal = case.method.upper() == "POST" and case.path == "/jobs/{job_id}/signals/{name}"
+    if signal and isinstance(case.body, dict):
+        case.body = _no_nul(case.body)
     if case.path == "/workflows" and isinstance(case.body, dict):
         _a_real_workflow(case.body)
     schedule = case.method.upper() == "PUT" and case.path == "/schedules/{name}"

@@ -57,6 +57,10 @@ class StoreInspection(ABC):
         """Stored step results of every job."""
 
     @abstractmethod
+    def signal_count(self) -> int:
+        """Stored signals of every job."""
+
+    @abstractmethod
     def hold_writes(self) -> AbstractContextManager[None]:
         """While the block runs, another client holds the lock a store's writes
         wait for (an enqueue waits; it is not refused)."""
@@ -108,6 +112,9 @@ class SQLInspection(StoreInspection):
 
     def step_count(self) -> int:
         return self._count("SELECT count(*) FROM chit_steps")
+
+    def signal_count(self) -> int:
+        return self._count("SELECT count(*) FROM chit_signals")
 
     def prune_in_batches_of(self, size: int, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(sys.modules[self._store_module], "PRUNE_BATCH", size)
@@ -197,6 +204,9 @@ class RedisInspection(StoreInspection):
 
     def step_count(self) -> int:
         return sum(int(self._client.hlen(key)) for key in self._keys("st"))
+
+    def signal_count(self) -> int:
+        return sum(int(self._client.hlen(key)) for key in self._keys("sig"))
 
     @contextmanager
     def hold_writes(self) -> Iterator[None]:

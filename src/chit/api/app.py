@@ -29,6 +29,7 @@ from chit.api import (
     reference,
     routes,
     schedules,
+    signals,
     workflows,
 )
 from chit.api.auth import KEY_CACHE_SECONDS, Authenticator, parse_env_keys
@@ -111,6 +112,7 @@ ROUTERS = (
     queues.router,
     workflows.router,
     schedules.router,
+    signals.router,
 )
 DASHBOARD_ROUTERS = (dashboard_routes.router, job_page.router)
 

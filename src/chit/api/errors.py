@@ -27,6 +27,7 @@ from chit.errors import (
     InvalidPayload,
     InvalidRequest,
     InvalidTransition,
+    InvalidWait,
     JobNotFound,
     PayloadTooLarge,
     StoreError,
@@ -66,6 +67,8 @@ def to_problem(exc: Exception) -> ApiProblem | None:
             return ApiProblem(422, "idempotency_conflict", message, {"job_id": exc.job_id})
         case JobNotFound():
             return ApiProblem(404, "job_not_found", str(exc))
+        case InvalidWait():
+            return ApiProblem(422, "invalid_signal", str(exc))
         case WorkflowNotFound():
             return ApiProblem(404, "workflow_not_found", str(exc))
         case InvalidTransition():

@@ -1,5 +1,6 @@
-"""`chit list`, `failures`, `replay`, `cancel`, `update`, `run-now`, `prune`
-and `stats`: reading the job table and acting on it, on the database."""
+"""`chit list`, `failures`, `replay`, `cancel`, `update`, `run-now`, `signal`,
+`prune` and `stats`: reading the job table and acting on it, on the database
+(`signal` through the HTTP API too, with --url)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from chit import durations, fleet
 from chit.api.schemas.limits import LimitsOut
 from chit.bounds import CLI_PAGE_MAX, PAGE_SIZE
 from chit.cli import flow, output
-from chit.cli.flags import AddCommand, run_at
+from chit.cli.flags import AddCommand, api_key, remote_flags, run_at
 from chit.cli.loading import Setup
 from chit.errors import InvalidRequest, JobNotFound
 from chit.jobs import CancelResult, Job, JobFilter, ReplaySelector, State
@@ -51,6 +52,14 @@ def add_parsers(command: AddCommand) -> None:
 
     p = command("run-now", run_now, "make a delayed job due at once")
     p.add_argument("id")
+
+    p = command("signal", signal, "send a job a signal its handler's wait_for(NAME) returns")
+    p.add_argument("id")
+    p.add_argument("name")
+    p.add_argument(
+        "data", metavar="JSON", nargs="?", default="{}", help="a JSON object (default {})"
+    )
+    remote_flags(p)
 
     p = command("prune", prune, "delete finished jobs older than a duration")
     p.add_argument("--older-than", default="7d", help="e.g. 12h, 7d (default 7d)")
@@ -160,6 +169,29 @@ def update(args: argparse.Namespace, setup: Setup) -> int:
 
 def run_now(args: argparse.Namespace, setup: Setup) -> int:
     return _changed(args, setup.stored_queue().run_now(args.id))
+
+
+def signal(args: argparse.Namespace, setup: Setup) -> int:
+    try:
+        data = json.loads(args.data)
+    except json.JSONDecodeError as e:
+        raise InvalidRequest(f"the signal's data is not valid JSON: {e}") from None
+    if args.url:
+        from chit.client import Client
+
+        with Client(args.url, api_key(args)) as client:
+            sent = client.signal(args.id, args.name, data)
+        job_id, name, stored, created = sent.job_id, sent.name, sent.data, sent.created
+    else:
+        got = setup.stored_queue().signal(args.id, args.name, data)
+        job_id, name, stored, created = got.job_id, got.name, got.data, got.created
+    if args.json:
+        output.print_json({"job_id": job_id, "name": name, "data": stored, "created": created})
+    elif created:
+        print(f"{job_id}: signal {name!r} stored")
+    else:
+        print(f"{job_id}: signal {name!r} was sent before; kept: {json.dumps(stored)}")
+    return 0
 
 
 def _changed(args: argparse.Namespace, job: Job) -> int:

@@ -311,6 +311,11 @@ def _describe(job: Job, workers: Sequence[LiveWorker] = ()) -> str:
         lines.append(f"held        {fleet.NO_WORKER.format(kind=job.kind)}")
     if job.debounce_key is not None:
         lines.append(f"debounce    {job.debounce_key}")
+    if (waits := job.waiting_for) is not None:
+        what = f"signal {waits.signal!r}" if waits.signal is not None else "jobs "
+        what += ", ".join(waits.jobs or ())
+        until = "" if waits.until is None else f" until {output.when(waits.until)} UTC"
+        lines.append(f"waits for   {what}{until}")
     if job.worker:
         lines.append(f"worker      {job.worker}")
     if job.state is State.SUCCEEDED:

@@ -13,6 +13,7 @@ from chit.api.schemas.jobs import Failures, JobList, JobStatus, Submitted
 from chit.api.schemas.limits import LimitOut, LimitsOut
 from chit.api.schemas.output import OutputPage
 from chit.api.schemas.schedules import ScheduleOut, ScheduleRemoved, SchedulesOut
+from chit.api.schemas.signals import SignalOut
 from chit.api.schemas.stats import StatsOut
 from chit.api.schemas.workflows import WorkflowCancelled, WorkflowOut, WorkflowSubmitted
 from chit.bounds import PAGE_SIZE
@@ -132,6 +133,12 @@ class AsyncClient:
         payload: Any = None,
     ) -> JobStatus:
         return await self._send(calls.edit(job_id, run_at, priority, payload))
+
+    async def signal(
+        self, job_id: str, name: str, data: Mapping[str, Any] | None = None
+    ) -> SignalOut:
+        """`Client.signal` for asyncio."""
+        return await self._send(calls.signal(job_id, name, data))
 
     async def run_now(self, job_id: str) -> JobStatus:
         return await self._send(calls.job_call("POST", job_id, "/run-now"))

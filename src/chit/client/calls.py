@@ -18,6 +18,7 @@ from chit.api.schemas.jobs import Failures, JobList, JobStatus, Replayed, Submit
 from chit.api.schemas.limits import Cleared, KindPause, LimitOut, LimitsOut, QueuePause
 from chit.api.schemas.output import OutputPage
 from chit.api.schemas.schedules import ScheduleOut, ScheduleRemoved, SchedulesOut
+from chit.api.schemas.signals import SignalOut
 from chit.api.schemas.stats import StatsOut
 from chit.api.schemas.workflows import WorkflowCancelled, WorkflowOut, WorkflowSubmitted
 from chit.client.errors import raise_for
@@ -74,6 +75,11 @@ def job_output(job_id: str, after: int, limit: int | None) -> Call[OutputPage]:
 # A stream that ends with an `error` event (the database was away) or a dropped
 # connection is opened again from its last event id, this many times in a row.
 STREAM_RECONNECTS = 10
+
+
+def signal(job_id: str, name: str, data: Mapping[str, Any] | None) -> Call[SignalOut]:
+    path = f"/jobs/{segment(job_id)}/signals/{segment(name)}"
+    return Call("POST", path, parse_as(SignalOut), json=dict(data or {}), ok=(200, 201))
 
 
 def job_result(job_id: str) -> Call[Any]:

@@ -13,6 +13,7 @@ from chit.api.schemas.jobs import Failures, JobList, JobStatus, Submitted
 from chit.api.schemas.limits import LimitOut, LimitsOut
 from chit.api.schemas.output import OutputPage
 from chit.api.schemas.schedules import ScheduleOut, ScheduleRemoved, SchedulesOut
+from chit.api.schemas.signals import SignalOut
 from chit.api.schemas.stats import StatsOut
 from chit.api.schemas.workflows import WorkflowCancelled, WorkflowOut, WorkflowSubmitted
 from chit.bounds import PAGE_SIZE
@@ -155,6 +156,14 @@ class Client:
         priority and payload given replaces the stored one. A started job
         raises InvalidTransition."""
         return self._send(calls.edit(job_id, run_at, priority, payload))
+
+    def signal(self, job_id: str, name: str, data: Mapping[str, Any] | None = None) -> SignalOut:
+        """Send the job the signal `name` with `data` (a JSON object; None: {}),
+        which its handler's `job.wait_for(name)` returns. The answer's `created`
+        is false when one of that name was stored before (its data is the stored
+        one's). A finished job raises InvalidTransition, an unknown one
+        JobNotFound, a bad name or body InvalidRequest."""
+        return self._send(calls.signal(job_id, name, data))
 
     def run_now(self, job_id: str) -> JobStatus:
         """Make a delayed job due at once. A started job raises InvalidTransition."""

@@ -1,6 +1,7 @@
 """The dashboard's page of one job, and what an operator does there: retry,
-cancel, run now, and edit a job that has not started (its priority, start
-time and payload, checked as the API checks them)."""
+cancel, run now, edit a job that has not started (its priority, start
+time and payload, checked as the API checks them), and send the signal a
+waiting job waits for."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from chit.api import events
 from chit.api.auth import Principal
 from chit.api.deps import api_state, blocking, load_job, render_status
 from chit.api.errors import ApiProblem, to_problem
+from chit.bounds import SIGNAL_DATA_BYTES
 from chit.dashboard import flow
 from chit.dashboard.routes import (
     MAX_FORM_BYTES,
@@ -29,6 +31,7 @@ from chit.dashboard.session import Session
 from chit.ids import is_job_id
 from chit.jobs import CancelResult, Job, OutputItem, State
 from chit.store import FullStore
+from chit.waits import send_signal
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
@@ -50,6 +53,8 @@ NOTICES = {
     "run_now": "Due now: a worker will pick it up.",
     "edited": "Changed.",
     "unchanged": "Nothing to change: the form held the job as it is.",
+    "signalled": "Signal sent: the job is queued again, and its wait returns the data.",
+    "signal_kept": "A signal of that name was sent before: it is kept, and this one dropped.",
 }
 
 
@@ -98,7 +103,9 @@ async def _show(
         can_cancel=(unstarted or job.state is State.RUNNING) and not job.cancel_requested,
         can_edit=unstarted,
         can_run_now=unstarted and job.run_at > datetime.now(UTC),
-        edit=form or _edit_form(job),
+        can_signal=current.principal.allows("submit") and not job.state.terminal,
+        signal_data=(form or {}).get("data", "{}"),
+        edit=form if form and "priority" in form else _edit_form(job),
     )
     response.status_code = status
     return response
@@ -229,6 +236,28 @@ async def edit(request: Request, job_id: str) -> Response:
     except Exception as e:
         return await _refused(request, current, job, e, sent)
     return _redirect(request, job, "edited")
+
+
+@router.post("/jobs/{job_id}/signal", name="ui_job_signal")
+async def signal(request: Request, job_id: str) -> Response:
+    """The form of a job waiting for a signal: its name, and its data as JSON."""
+    current, form = await checked_form(request, limit=MAX_FORM_BYTES + 3 * SIGNAL_DATA_BYTES)
+    job = await _job(request, job_id, current.principal)
+    if not current.principal.allows("submit"):
+        raise ApiProblem(403, "forbidden", "Sending a signal needs a key with the submit scope.")
+    sent = {"data": form.get("data", "{}")}
+    try:
+        data = json.loads(sent["data"] or "{}")
+        send = functools.partial(
+            send_signal, api_state(request).store, job.id, form.get("name", ""), data
+        )
+        got = await blocking(send, current.principal.tenant)
+    except ValueError as e:
+        problem = ApiProblem(422, "invalid_signal", f"the signal's data is not JSON: {e}")
+        return await _refused(request, current, job, problem, sent)
+    except Exception as e:
+        return await _refused(request, current, job, e, sent)
+    return _redirect(request, job, "signalled" if got.created else "signal_kept")
 
 
 def _changes(job: Job, sent: dict[str, str]) -> tuple[int | None, datetime | None, Any]:

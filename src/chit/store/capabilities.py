@@ -36,9 +36,12 @@ from chit.jobs import (
     NewJob,
     OutputItem,
     Page,
+    Received,
+    SignalResult,
     StateKindCount,
     Stats,
     Step,
+    WaitedJob,
     WorkflowView,
 )
 from chit.limits import KindLimits, Limits, Paused
@@ -81,6 +84,40 @@ class Workflows(Capability):
     @abc.abstractmethod
     def dependents(self, job_id: str, tenant: str | None = None) -> builtins.list[str]:
         """The ids of the jobs that depend directly on this one, oldest first."""
+
+
+class Waits(Capability):
+    """Jobs that wait without a slot (DESIGN.md "Long AI tasks"): signals, and
+    what a waiting job's handler reads when it runs again. The wait itself is
+    an outcome (`Suspended`, recorded by `finish`); a job that waits for other
+    jobs is queued in the transaction that makes the last of them terminal,
+    whichever way (an outcome, a cancel, a rescue, an expiry)."""
+
+    what: ClassVar[str] = "waits and signals"
+
+    @abc.abstractmethod
+    def signal(self, job_id: str, name: str, data: Any, tenant: str | None = None) -> SignalResult:
+        """Store the job's signal `name` (JSON `data` the caller has checked)
+        unless one of that name is stored (EXISTING, the stored data, nothing
+        changed); a waiting job waiting for it becomes `queued` in the same
+        transaction. FINISHED for a terminal job, NOT_FOUND for an unknown one
+        (or another tenant's); neither stores anything. Signals go with the job."""
+
+    @abc.abstractmethod
+    def received(self, job_id: str, name: str) -> Received:
+        """The job's signal `name` if stored; else whether its last wait, for
+        that signal, ended by its timeout."""
+
+    @abc.abstractmethod
+    def waited_jobs(self, job_id: str, ids: Sequence[str]) -> tuple[builtins.list[WaitedJob], bool]:
+        """The jobs among `ids` that exist (any tenant; the caller checks), in
+        `ids`' order, large results not loaded; and whether `job_id`'s last
+        wait, for exactly those ids, ended by its timeout."""
+
+    @abc.abstractmethod
+    def wake_waiters(self, now: datetime | None = None) -> int:
+        """`queued` every waiting job whose wait's timeout has passed, reading
+        an index on the deadline (never every waiting job); how many."""
 
 
 class Reports(Capability):
@@ -455,7 +492,17 @@ class CallerTransactions(Capability):
 
 
 class FullStore(
-    Store, Reports, Workflows, ApiKeys, Sessions, FlowControl, Secrets, Schedules, Fleet, Output
+    Store,
+    Reports,
+    Workflows,
+    ApiKeys,
+    Sessions,
+    FlowControl,
+    Secrets,
+    Schedules,
+    Fleet,
+    Output,
+    Waits,
 ):
     """The core contract and every feature's interface: what `open_store`
     returns, and what the API, the dashboard and the CLI ask for."""

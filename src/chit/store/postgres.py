@@ -44,6 +44,7 @@ from chit.jobs import (
     Snoozed,
     State,
     Succeeded,
+    Suspended,
 )
 from chit.store import graph, queries
 from chit.store.feeds import PostgresFeed
@@ -480,6 +481,10 @@ class PostgresStore(SQLStore):
                 rows = conn.execute(Q[query], params | {"free": self.free_hand_backs}).fetchall()
                 applied |= {r["id"] for r in rows}
                 ended += [r["id"] for r in rows if r["has_dependents"] and r["state"] != "queued"]
+        for o in (o for o in outcomes if isinstance(o, Suspended)):
+            if (row := self._suspend(conn, o, now)) is not None:
+                applied.add(o.job_id)
+                ended += [o.job_id] if row["has_dependents"] and row["state"] == "cancelled" else []
         self._settle(conn, [], ended, now)
         return [o.job_id in applied for o in outcomes]
 

@@ -42,6 +42,7 @@ from chit.jobs import (
     RescueReport,
     Snoozed,
     Succeeded,
+    Suspended,
 )
 from chit.store import queries
 from chit.store.capabilities import WriteLock
@@ -341,6 +342,8 @@ class SQLiteStore(SQLStore, WriteLock):
                 row = conn.execute(Q["mark_cancelled"], fence).fetchone()
             case Snoozed(delay=delay):
                 row = conn.execute(Q["snooze"], fence | {"delay": _offset(delay)}).fetchone()
+            case Suspended():
+                row = self._suspend(conn, outcome, clock)
         if row is not None:
             conn.execute(
                 Q["close_attempt"], fence | {"outcome": row["outcome"], "error": row["error"]}

@@ -25,6 +25,7 @@ Between worker and child, tuples over two one-way pipes:
                   ("checkpoint", data, progress) ("returned", result, progress, peak_kb)
                   ("raised", text, permanent, progress, peak_kb)
                   ("snoozed", seconds, progress, peak_kb)
+                  ("waiting", signal, jobs, timeout, progress, peak_kb)
                   ("step", name) ("save_step", name, result) ("report_cost", cost)
                   ("output", values, size)
 A checkpoint, a step, a cost or output waits for the worker's answer ("checkpointed", or
@@ -56,10 +57,10 @@ from chit import logs, tracing
 from chit.checks import parse_payload
 from chit.context import JobContext
 from chit.encoding import storable_json_error
-from chit.errors import ConfigError, PermanentError, Snooze, StoreError
-from chit.jobs import ClaimedJob, DependencyInfo, Progress
+from chit.errors import ConfigError, PermanentError, Snooze, StoreError, Suspend
+from chit.jobs import ClaimedJob, DependencyInfo, Progress, Received, WaitedJob
 from chit.queue import Queue
-from chit.store.capabilities import Output
+from chit.store.capabilities import Output, Waits
 from chit.worker.execute import (
     Call,
     Free,
@@ -268,6 +269,10 @@ class ProcessPool:
                 _progressed(ctx, progress)
                 report(Returned(error=Snooze(seconds)))
                 return self._reusable(child, peak_kb)
+            case ("waiting", signal, jobs, timeout, progress, peak_kb):
+                _progressed(ctx, progress)
+                report(Returned(error=Suspend(signal, jobs, timeout)))
+                return self._reusable(child, peak_kb)
             case _:
                 log.error("child process %d sent %.100r; replacing it", child.pid, message)
                 report(Returned(error=ReportedError("child process broke the protocol")))
@@ -458,6 +463,9 @@ class _Link:
             problem = storable_json_error(result)
         except Snooze as e:
             message, problem = ("snoozed", e.seconds, ctx.last_progress(), _peak_kb()), None
+        except Suspend as e:
+            message = ("waiting", e.signal, e.jobs, e.timeout, ctx.last_progress(), _peak_kb())
+            problem = None
         except BaseException as e:  # a handler must not take its child down
             permanent = isinstance(e, PermanentError)
             message = ("raised", describe(e), permanent, ctx.last_progress(), _peak_kb())
@@ -479,6 +487,16 @@ class _Link:
     def get_result(self, job_id: str, tenant: str | None = None) -> tuple[bool, Any]:
         assert self._queue is not None
         return self._queue.store.get_result(job_id, tenant)
+
+    def received(self, job_id: str, name: str) -> Received:
+        """`JobContext.wait_for`'s read, by this child itself."""
+        assert self._queue is not None
+        return Waits.of(self._queue.store).received(job_id, name)
+
+    def waited_jobs(self, job_id: str, ids: Sequence[str]) -> tuple[list[WaitedJob], bool]:
+        """`JobContext.wait_for_jobs`' read, by this child itself."""
+        assert self._queue is not None
+        return Waits.of(self._queue.store).waited_jobs(job_id, ids)
 
     def checkpoint(
         self, job_id: str, lease_token: str, data: Any, progress: Progress | None, lease: float

@@ -29,8 +29,17 @@ from chit import backoff, tracing
 from chit.checks import parse_payload
 from chit.context import JobContext, timed_out
 from chit.encoding import storable_json_error, storable_text
-from chit.errors import PermanentError, Snooze
-from chit.jobs import Cancelled, ClaimedJob, Failed, Outcome, Released, Snoozed, Succeeded
+from chit.errors import PermanentError, Snooze, Suspend
+from chit.jobs import (
+    Cancelled,
+    ClaimedJob,
+    Failed,
+    Outcome,
+    Released,
+    Snoozed,
+    Succeeded,
+    Suspended,
+)
 from chit.logs import job_fields
 from chit.queue import Queue, Task
 from chit.settings import Settings
@@ -275,6 +284,8 @@ def _classify(
         return Succeeded(job.id, job.lease_token, result, ctx.last_progress())
     if isinstance(error, Snooze):  # its constructor checked the delay
         return Snoozed(job.id, job.lease_token, error.seconds)
+    if isinstance(error, Suspend):  # JobContext.wait_for checked what it waits for
+        return Suspended(job.id, job.lease_token, error.signal, error.jobs, error.timeout)
     if isinstance(error, ReportedError):
         text, permanent = storable_text(error.text), error.permanent
     else:

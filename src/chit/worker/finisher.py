@@ -17,7 +17,7 @@ from typing import Any
 from chit.context import JobContext
 from chit.encoding import storable_text
 from chit.errors import StoreError
-from chit.jobs import ClaimedJob, Failed, Outcome, Snoozed, Succeeded
+from chit.jobs import ClaimedJob, Failed, Outcome, Snoozed, Succeeded, Suspended
 from chit.logs import job_fields
 from chit.store import Store
 from chit.worker.slots import Slots
@@ -208,6 +208,16 @@ def _log_outcome(
             delay,
             seconds,
             extra=job_fields("job.snoozed", outcome.job_id, **fields),
+        )
+    elif isinstance(outcome, Suspended):
+        what = outcome.signal if outcome.jobs is None else f"{len(outcome.jobs)} jobs"
+        log.info(
+            "job %s %s waits for %s after %.3fs",
+            kind,
+            outcome.job_id,
+            what,
+            seconds,
+            extra=job_fields("job.waiting", outcome.job_id, **fields),
         )
     else:
         detail = getattr(outcome, "error", "") or ""

@@ -1,6 +1,7 @@
 """Periodic upkeep a worker does for itself and for everyone: say it is alive
 (its beat: chit/fleet.py), rescue jobs whose lease expired,
-cancel jobs that expired before they started (expires_at), when
+cancel jobs that expired before they started (expires_at), queue waiting jobs
+whose wait timed out, when
 `CHIT_RETENTION` is set delete finished jobs older than that, and enqueue the
 due slots of schedules (`scheduler.py`), waking for each slot."""
 
@@ -14,6 +15,7 @@ from datetime import datetime
 
 from chit.errors import StoreError
 from chit.store import Store
+from chit.store.capabilities import Waits
 from chit.worker.scheduler import POLL_SECONDS, Scheduler
 
 log = logging.getLogger("chit.worker")
@@ -86,6 +88,7 @@ class Maintenance:
 
     def rescue(self, now: datetime | None = None) -> None:
         self.expire(now)
+        self.wake(now)
         try:
             report = self.store.rescue_expired(now)
         except StoreError as e:
@@ -109,6 +112,18 @@ class Maintenance:
             return
         if expired:
             log.info("cancelled %d jobs that expired before they started", expired)
+
+    def wake(self, now: datetime | None = None) -> None:
+        """Queue the waiting jobs whose wait's timeout has passed."""
+        if not isinstance(self.store, Waits):
+            return
+        try:
+            woken = self.store.wake_waiters(now)
+        except StoreError as e:
+            log.warning("waking jobs whose wait timed out failed, will retry: %s", e)
+            return
+        if woken:
+            log.info("queued %d waiting jobs whose wait timed out", woken)
 
     def prune(self, retention_seconds: float, now: datetime | None = None) -> None:
         try:

@@ -232,6 +232,16 @@ class ProgressOut(BaseModel):
     )
 
 
+class WaitingForOut(BaseModel):
+    """What a waiting job waits for (JobContext.wait_for, wait_for_jobs)."""
+
+    signal: str | None = Field(default=None, description="the signal's name; null: jobs")
+    jobs: list[str] | None = Field(default=None, description="the jobs' ids; null: a signal")
+    until: datetime | None = Field(
+        default=None, description="when it is queued anyway, its wait timed out; null: never"
+    )
+
+
 class JobStatus(BaseModel):
     """`GET /jobs/{id}`. A large result is not inlined: follow `result_url`."""
 
@@ -279,6 +289,11 @@ class JobStatus(BaseModel):
     )
     unique_key: str | None = Field(default=None, description="null: none")
     debounce_key: str | None = Field(default=None, description="null: none")
+    waiting_for: WaitingForOut | None = Field(
+        default=None,
+        description="waiting: what its handler waits for; null otherwise (and for a job "
+        "waiting for its dependencies)",
+    )
 
     @classmethod
     def of(cls, job: Job, result_url: str, traceback: bool = False) -> JobStatus:
@@ -327,6 +342,13 @@ class JobStatus(BaseModel):
             expires_at=job.expires_at,
             unique_key=job.unique_key,
             debounce_key=job.debounce_key,
+            waiting_for=None
+            if job.waiting_for is None
+            else WaitingForOut(
+                signal=job.waiting_for.signal,
+                jobs=None if job.waiting_for.jobs is None else list(job.waiting_for.jobs),
+                until=job.waiting_for.until,
+            ),
         )
 
 

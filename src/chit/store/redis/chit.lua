@@ -47,12 +47,17 @@
 --   P:d:<queue>  its ready jobs by due time; P:run:<queue> its running jobs
 --   P:wf:<id>    a workflow's job ids
 --   P:o:<id>     output (output.lua); P:out the channel its writes publish on
+--   P:sig:<id>   a job's signals: name -> JSON data ("" marks a wait for that
+--                name that ended by its timeout); a waiting job's hash holds
+--                wsig (the signal's name), wjobs (JSON ids) and wuntil (its
+--                deadline), a job others wait for `waiters` (JSON ids)
+--   P:wu         waiting jobs with a deadline, by it
 --
 -- The library is this file (the helpers every part uses), then the other
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 14
+local VERSION = 15
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 
@@ -143,11 +148,44 @@ local function held_by(P, index, tenant, key, id)
   end
 end
 
+-- Waits (waits.lua): a waiting job queued, due at its run_at.
+local function resume(P, id, now)
+  local k = jkey(P, id)
+  local f = redis.call('HMGET', k, 'queue', 'priority', 'run_at')
+  redis.call('HSET', k, 'state', 'queued', 'updated_at', now)
+  redis.call('ZREM', P .. ':wu', id)
+  moved(P, id, 'waiting', 'queued')
+  queued_in(P, id, f[1])
+  place(P, id, f[1], tonumber(f[2]), tonumber(f[3]), now)
+end
+
+local TERMINAL = {succeeded = true, failed = true, cancelled = true}
+
+-- Whether every job of `ids` has ended (an unknown one, pruned, has).
+local function all_ended(P, ids)
+  for _, x in ipairs(ids) do
+    local s = redis.call('HGET', jkey(P, x), 'state')
+    if s and not TERMINAL[s] then return false end
+  end
+  return true
+end
+
+-- A job others wait for ended: each waiter whose jobs have all ended is queued.
+local function wake_waiters_of(P, id, now)
+  local w = redis.call('HGET', jkey(P, id), 'waiters')
+  if not w then return end
+  for _, x in ipairs(cjson.decode(w)) do
+    local f = redis.call('HMGET', jkey(P, x), 'state', 'wjobs')
+    if f[1] == 'waiting' and f[2] and all_ended(P, cjson.decode(f[2])) then resume(P, x, now) end
+  end
+end
+
 -- A job that just became terminal: its indexes. `f`: its tenant, unique and
 -- debounce keys, when the caller has read them; `ran`: it was running, so its
 -- start took it out of P:exp already.
 local function ended(P, id, state, now, f, ran)
   f = f or redis.call('HMGET', jkey(P, id), 'tenant', 'unique', 'deb')
+  wake_waiters_of(P, id, now)
   held_by(P, ':uniq', f[1], f[2], id)
   held_by(P, ':deb', f[1], f[3], id)
   if not ran then redis.call('ZREM', P .. ':exp', id) end

@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from chit.jobs import ClaimedJob, DependencyCounts, Job, Progress, RunOn, State
+from chit.jobs import ClaimedJob, DependencyCounts, Job, Progress, RunOn, State, WaitingFor
 
 loads = json.loads
 dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -95,6 +95,20 @@ def job(f: dict[str, str], now_ms: int, states: dict[str, int] | None = None) ->
         expires_at=when(f.get("expires_at")),
         unique_key=f.get("unique"),
         debounce_key=f.get("deb"),
+        waiting_for=waiting_for(f) if state is State.WAITING else None,
+    )
+
+
+def waiting_for(f: dict[str, str]) -> WaitingFor | None:
+    """What a waiting job's hash says it waits for (a workflow's: None)."""
+    if "wsig" not in f and "wjobs" not in f:
+        return None
+    jobs = f.get("wjobs")
+    until = f.get("wuntil")
+    return WaitingFor(
+        signal=f.get("wsig"),
+        jobs=None if jobs is None else tuple(loads(jobs)),
+        until=None if until is None else when(until),
     )
 
 

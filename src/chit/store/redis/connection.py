@@ -21,6 +21,7 @@ T = TypeVar("T")
 # core contract's, then each capability's.
 PARTS = (
     "chit.lua",
+    "waits.lua",
     "enqueue.lua",
     "lifecycle.lua",
     "operating.lua",

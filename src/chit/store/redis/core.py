@@ -45,6 +45,7 @@ from chit.jobs import (
     Snoozed,
     State,
     Succeeded,
+    Suspended,
 )
 from chit.store import graph
 from chit.store.base import Store, StoredStep
@@ -284,6 +285,11 @@ class RedisCore(Store):
                     args += ["C", o.job_id, o.lease_token, "", "", "", "", ""]
                 case Snoozed(delay=delay):
                     args += ["Z", o.job_id, o.lease_token, int(delay * 1000), "", "", "", ""]
+                case Suspended(signal=signal, jobs=jobs, timeout=timeout):
+                    wait: list[Any] = ["" if signal is None else signal]
+                    wait.append("" if jobs is None else dumps(list(jobs)))
+                    wait.append("" if timeout is None else max(1, int(timeout * 1000)))
+                    args += ["W", o.job_id, o.lease_token, *wait, "", ""]
         return args
 
     def finish(self, outcomes: Sequence[Outcome], now: datetime | None = None) -> list[bool]:

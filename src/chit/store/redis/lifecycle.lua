@@ -189,7 +189,7 @@ local FINISHING = {'state', 'lease_token', 'cancel', 'attempts', 'max_attempts',
   'priority', 'kind', 'ckey', 'tenant', 'unique', 'deb', 'dependents', 'worker', 'aat', 'oseq',
   'lsn'}
 
--- One outcome: code (S, F, R, C, Z), id, token, then five values. Returns
+-- One outcome: code (S, F, R, C, Z, W), id, token, then five values. Returns
 -- the state it left the job in (nil when fenced out), and whether the job
 -- has dependents.
 local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
@@ -243,6 +243,10 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
     outcome = state == 'queued' and 'released' or state
   elseif code == 'C' then
     state, outcome = 'cancelled', 'cancelled'
+  elseif code == 'W' then  -- suspended: waits (waits.lua), the attempt not counted
+    put('attempts', attempts - 1)
+    if cancel then state = 'cancelled' else state = 'waiting' end
+    outcome = state == 'waiting' and 'snoozed' or state
   else  -- Z: snoozed
     put('attempts', attempts - 1)
     if cancel then state = 'cancelled' else state = 'queued'; requeue_at = now + tonumber(a) end
@@ -250,7 +254,9 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   end
   put('state', state)
   put('updated_at', now)
-  if requeue_at then put('run_at', requeue_at) else put('finished_at', now) end
+  if requeue_at then put('run_at', requeue_at)
+  elseif state == 'waiting' then put('run_at', now)
+  else put('finished_at', now) end
   if f[16] then dels[#dels + 1] = 'aat' end
   redis.call('HDEL', k, unpack(dels))
   redis.call('HSET', k, unpack(sets))
@@ -258,6 +264,8 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   if requeue_at then
     queued_in(P, id, queue)
     place(P, id, queue, tonumber(f[8]), requeue_at, now)
+  elseif state == 'waiting' then
+    suspend_wait(P, id, now, a, b, c)
   else
     ended(P, id, state, now, {tenant, f[12], f[13]}, true)
   end
@@ -284,7 +292,7 @@ local function finish_in(P, args, base, now, free)
     out[#out + 1] = state and 1 or 0
     if state and dependents then
       if state == 'succeeded' then table.insert(succeeded, id)
-      elseif state ~= 'queued' then table.insert(finished, id) end
+      elseif state ~= 'queued' and state ~= 'waiting' then table.insert(finished, id) end
     end
   end
   settle(P, succeeded, finished, now)

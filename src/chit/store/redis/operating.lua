@@ -56,7 +56,8 @@ local function reset(P, id, k, f, now)
   local pending = tonumber(f.deps_pending or '0')
   local state = pending > 0 and 'waiting' or 'queued'
   redis.call('HDEL', k, 'error', 'result', 'result_ext', 'checkpoint', 'pdone', 'ptotal', 'pmsg',
-    'lease_token', 'lease_expires_at', 'finished_at', 'expires_at', 'deb', 'deb_until')
+    'lease_token', 'lease_expires_at', 'finished_at', 'expires_at', 'deb', 'deb_until',
+    'wsig', 'wjobs', 'wuntil')
   redis.call('HSET', k, 'state', state, 'attempts', 0, 'hand_backs', 0, 'run_at', now,
     'cancel', '0', 'updated_at', now)
   moved(P, id, f.state, state)
@@ -191,7 +192,8 @@ local function prune(keys, args)
         end
       end
       redis.call('DEL', k, P .. ':res:' .. id, P .. ':att:' .. id, P .. ':st:' .. id, P .. ':sto:' .. id,
-        P .. ':o:' .. id)
+        P .. ':o:' .. id, P .. ':sig:' .. id)
+      redis.call('ZREM', P .. ':wu', id)
     end
     -- The entry goes whatever its job's state (a replay took it out of the
     -- sets already), so the next batch does not read it again.

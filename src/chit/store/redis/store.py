@@ -10,6 +10,7 @@ from chit.store.redis.flow import FlowRedis
 from chit.store.redis.output import OutputRedis
 from chit.store.redis.reports import ReportsRedis
 from chit.store.redis.schedules import SchedulesRedis
+from chit.store.redis.waits import WaitsRedis
 from chit.store.redis.workflows import WorkflowsRedis
 
 
@@ -21,6 +22,7 @@ class RedisStore(
     SchedulesRedis,
     FleetRedis,
     OutputRedis,
+    WaitsRedis,
     FullStore,
 ):
     """The Redis store (Redis 7.0+, Valkey 7.2+); see chit.store.redis.core."""

@@ -13,7 +13,7 @@ enqueue_many, list, wait_for_jobs). The rest is in one module per interface:
 - `enqueue`: storing new jobs (keys, debounce, workflows), as steps;
 - `claims`: the one-statement claim, and the flow claim's reads answered;
 - `limits`: limits and pauses (`FlowControl`);
-- `workflows`, `reports`, `access` (keys, sessions, secrets), `schedules`,
+- `waits`, `workflows`, `reports`, `access` (keys, sessions, secrets), `schedules`,
   `fleet`, `output`: the capabilities of `chit.store.capabilities`.
 """
 
@@ -29,6 +29,7 @@ from chit.store.sql.lifecycle import LifecycleSQL
 from chit.store.sql.output import OutputSQL
 from chit.store.sql.reports import ReportsSQL
 from chit.store.sql.schedules import SchedulesSQL
+from chit.store.sql.waits import WaitsSQL
 from chit.store.sql.workflows import WorkflowsSQL
 
 __all__ = [
@@ -51,6 +52,7 @@ class SQLStore(
     SchedulesSQL,
     FleetSQL,
     OutputSQL,
+    WaitsSQL,
     CallerTransactions,
     FullStore,
 ):

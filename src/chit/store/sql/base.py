@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from chit.jobs import ClaimedJob, Job, Progress, RunOn, State
+from chit.jobs import ClaimedJob, Job, Progress, RunOn, State, WaitingFor
 
 # One encoder for every call: json.dumps with options builds a new one each time.
 dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -113,6 +113,20 @@ class SQLBase(abc.ABC):
             progress=Progress(r["progress_done"], r["progress_total"], r["progress_message"]),
             run_on=RunOn(r["run_on"]),
             depends_on=tuple(loads(r["depends_on"]) or ()),
+            waiting_for=self._waiting_for(r),
+        )
+
+    def _waiting_for(self, r: Any) -> WaitingFor | None:
+        """What a waiting job waits for (a workflow's waiting job: None)."""
+        if r["state"] != "waiting" or (r["wait_signal"] is None and r["wait_jobs"] is None):
+            return None
+        jobs = r["wait_jobs"]
+        return WaitingFor(
+            signal=r["wait_signal"],
+            jobs=None
+            if jobs is None
+            else tuple(self.d.loads(jobs) if isinstance(jobs, str) else jobs),
+            until=self.d.when(r["wait_until"]),
         )
 
     def _claimed(self, r: Any) -> ClaimedJob:

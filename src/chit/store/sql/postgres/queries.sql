@@ -35,6 +35,7 @@ j.worker, j.progress_done, j.progress_total, j.progress_message, j.checkpoint, j
 j.result_external,
 j.error, j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
 j.workflow_id, j.ref, j.run_on, j.depends_on, j.expires_at, j.unique_key, j.debounce_key,
+j.wait_signal, j.wait_jobs, j.wait_until,
 j.state = 'running' AND j.lease_expires_at < now() AS stale
 
 -- name: replay_reset
@@ -48,6 +49,7 @@ state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
     cancel_requested = false,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
     expires_at = NULL, debounce_key = NULL,
+    wait_signal = NULL, wait_jobs = NULL, wait_until = NULL,
     updated_at = now()
 
 -- name: unexpired
@@ -1480,3 +1482,110 @@ SELECT j.queue, 0, 0, count(*), 0
 FROM chit_jobs AS j
 WHERE j.state = 'running' AND {tenant}
 GROUP BY j.queue
+
+-- Waits (DESIGN.md "Long AI tasks"; chit/store/sql/waits.py)
+
+-- name: suspend
+-- A Suspended outcome: `waiting` (`cancelled` when cancellation was asked), the
+-- attempt not counted, what it waits for stored; run_at now, so a resumed job
+-- is due at once. Its attempt record closes `snoozed` (not counted either).
+WITH done AS (
+    UPDATE chit_jobs
+    SET attempts = attempts - 1,
+        state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'waiting' END,
+        wait_signal = %(signal)s::text, wait_jobs = %(jobs)s::text[],
+        wait_until = coalesce(%(now)s::timestamptz, now()) + %(timeout)s::interval,
+        run_at = coalesce(%(now)s::timestamptz, now()),
+        finished_at = CASE WHEN cancel_requested THEN coalesce(%(now)s::timestamptz, now()) END,
+        lease_token = NULL, lease_expires_at = NULL,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    WHERE id = %(id)s::text AND lease_token = %(token)s::text AND state = 'running'
+    RETURNING id, state, dependents IS NOT NULL AS has_dependents
+), closed AS (
+    UPDATE chit_attempts AS a
+    SET finished_at = coalesce(%(now)s::timestamptz, now()),
+        outcome = CASE done.state WHEN 'waiting' THEN 'snoozed' ELSE 'cancelled' END,
+        error = NULL
+    FROM done
+    WHERE a.job_id = done.id AND a.finished_at IS NULL
+)
+SELECT id, state, has_dependents FROM done
+
+-- name: wait_on_jobs
+-- The jobs a suspended job waits for that have not ended name it among their
+-- waiters (once), so that the one ending last queues it (chit_wake_waiters).
+UPDATE chit_jobs
+SET waiters = array_append(coalesce(waiters, '{}'), %(id)s::text)
+WHERE id = ANY (%(jobs)s::text[])
+  AND state NOT IN ('succeeded', 'failed', 'cancelled')
+  AND NOT (%(id)s::text = ANY (coalesce(waiters, '{}')))
+
+-- name: resume_ready
+-- After `suspend`, in its transaction but a statement of its own (a snapshot
+-- taken after the row locks): queued at once when what it waits for is there
+-- already (the signal was sent, every job has ended: unknown ids, pruned
+-- since, count as ended).
+UPDATE chit_jobs AS j
+SET state = 'queued', updated_at = coalesce(%(now)s::timestamptz, now())
+WHERE j.id = %(id)s::text AND j.state = 'waiting'
+  AND ((j.wait_signal IS NOT NULL AND EXISTS (
+            SELECT 1 FROM chit_signals AS s WHERE s.job_id = j.id AND s.name = j.wait_signal))
+       OR (j.wait_jobs IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM chit_jobs AS c
+            WHERE c.id = ANY (j.wait_jobs) AND c.state NOT IN ('succeeded', 'failed', 'cancelled'))))
+
+-- name: wake_waiters
+-- Waiting jobs past their wait's deadline: queued, by chit_jobs_wait_until.
+UPDATE chit_jobs
+SET state = 'queued', updated_at = coalesce(%(now)s::timestamptz, now())
+WHERE state = 'waiting' AND wait_until IS NOT NULL
+  AND wait_until <= coalesce(%(now)s::timestamptz, now())
+RETURNING id, wait_signal
+
+-- name: signal_timed_out
+-- The timed-out waits for a signal (:items, a JSON array of [id, name]) keep a
+-- mark under the name, so that the rerun's wait_for reads None, and a signal
+-- sent after it changes nothing.
+INSERT INTO chit_signals (job_id, name, data, created_at)
+SELECT i ->> 0, i ->> 1, NULL, coalesce(%(now)s::timestamptz, now())
+FROM jsonb_array_elements(%(items)s::jsonb) AS i
+ON CONFLICT (job_id, name) DO NOTHING
+
+-- name: signal_target
+-- The job a signal is sent to, for the caller's tenant; locked, so that a
+-- suspend of it waits for this transaction and then sees the signal.
+SELECT state FROM chit_jobs
+WHERE id = %(id)s::text AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+FOR UPDATE
+
+-- name: insert_signal
+INSERT INTO chit_signals (job_id, name, data, created_at)
+VALUES (%(id)s::text, %(name)s::text, %(data)s::jsonb, coalesce(%(now)s::timestamptz, now()))
+ON CONFLICT (job_id, name) DO NOTHING
+RETURNING data
+
+-- name: stored_signal
+SELECT data FROM chit_signals WHERE job_id = %(id)s::text AND name = %(name)s::text
+
+-- name: resume_signalled
+-- A waiting job waiting for the signal just stored: queued.
+UPDATE chit_jobs
+SET state = 'queued', updated_at = coalesce(%(now)s::timestamptz, now())
+WHERE id = %(id)s::text AND state = 'waiting' AND wait_signal = %(name)s::text
+
+-- name: received
+-- What wait_for reads: the signal (found, its data; data NULL: the wait timed out).
+SELECT data, data IS NULL AS timed_out
+FROM chit_signals WHERE job_id = %(id)s::text AND name = %(name)s::text
+
+-- name: waited_jobs
+-- The jobs among :ids that exist, in its order.
+SELECT j.id, j.kind, j.state, j.tenant, j.result, j.result_external, j.error
+FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS w(id, n) JOIN chit_jobs AS j ON j.id = w.id
+ORDER BY w.n
+
+-- name: wait_timed_out
+-- Whether the job's last wait, for exactly :jobs, ended by its deadline.
+SELECT coalesce(wait_jobs = %(jobs)s::text[]
+                AND wait_until <= coalesce(%(now)s::timestamptz, now()), false) AS timed_out
+FROM chit_jobs WHERE id = %(id)s::text

@@ -12,6 +12,7 @@ j.progress_done, j.progress_total, j.progress_message, j.checkpoint, j.result,
 j.result_external, j.error,
 j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
 j.workflow_id, j.ref, j.run_on, j.expires_at, j.unique_key, j.debounce_key,
+j.wait_signal, j.wait_jobs, j.wait_until,
 (SELECT e.depends_on FROM chit_edges AS e WHERE e.job_id = j.id) AS depends_on,
 j.state = 'running' AND j.lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
 
@@ -25,6 +26,7 @@ state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
     progress_done = NULL, progress_total = NULL, progress_message = NULL, cancel_requested = 0,
     lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
     expires_at = NULL, debounce_key = NULL,
+    wait_signal = NULL, wait_jobs = NULL, wait_until = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 
 -- name: unexpired
@@ -1304,3 +1306,97 @@ SELECT j.queue, 0, 0, count(*), 0
 FROM chit_jobs AS j INDEXED BY chit_jobs_leases
 WHERE j.state = 'running' AND {tenant}
 GROUP BY j.queue
+
+-- Waits (DESIGN.md "Long AI tasks"; chit/store/sql/waits.py)
+
+-- name: suspend
+-- A Suspended outcome: `waiting` (`cancelled` when cancellation was asked), the
+-- attempt not counted, what it waits for stored; run_at now, so a resumed job
+-- is due at once. Its attempt record closes `snoozed` (not counted either).
+UPDATE chit_jobs
+SET attempts = attempts - 1,
+    state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'waiting' END,
+    wait_signal = :signal, wait_jobs = :jobs,
+    wait_until = CASE WHEN :timeout IS NOT NULL
+                      THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now, :timeout) END,
+    run_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    finished_at = CASE WHEN cancel_requested THEN strftime('%Y-%m-%dT%H:%M:%fZ', :now) END,
+    lease_token = NULL, lease_expires_at = NULL,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING CASE state WHEN 'waiting' THEN 'snoozed' ELSE state END AS outcome, NULL AS error,
+          state, dependents IS NOT NULL AS has_dependents
+
+-- name: wait_on_jobs
+-- The jobs a suspended job waits for that have not ended name it among their
+-- waiters (once), so that the one ending last queues it (chit_jobs_wake_waiters).
+UPDATE chit_jobs
+SET waiters = json_insert(coalesce(waiters, '[]'), '$[#]', :id)
+WHERE id IN (SELECT value FROM json_each(:jobs))
+  AND state NOT IN ('succeeded', 'failed', 'cancelled')
+  AND NOT EXISTS (SELECT 1 FROM json_each(coalesce(waiters, '[]')) WHERE value = :id)
+
+-- name: resume_ready
+-- After `suspend`, in its transaction: queued at once when what it waits for
+-- is there already (the signal was sent, every job has ended: unknown ids, pruned
+-- since, count as ended).
+UPDATE chit_jobs AS j
+SET state = 'queued', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE j.id = :id AND j.state = 'waiting'
+  AND ((j.wait_signal IS NOT NULL AND EXISTS (
+            SELECT 1 FROM chit_signals AS s WHERE s.job_id = j.id AND s.name = j.wait_signal))
+       OR (j.wait_jobs IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM json_each(j.wait_jobs) AS w JOIN chit_jobs AS c ON c.id = w.value
+            WHERE c.state NOT IN ('succeeded', 'failed', 'cancelled'))))
+
+-- name: wake_waiters
+-- Waiting jobs past their wait's deadline: queued, by chit_jobs_wait_until.
+UPDATE chit_jobs
+SET state = 'queued', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE state = 'waiting' AND wait_until IS NOT NULL
+  AND wait_until <= strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+RETURNING id, wait_signal
+
+-- name: signal_timed_out
+-- The timed-out waits for a signal (:items, a JSON array of [id, name]) keep a
+-- mark under the name, so that the rerun's wait_for reads None, and a signal
+-- sent after it changes nothing.
+INSERT INTO chit_signals (job_id, name, data, created_at)
+SELECT i.value ->> 0, i.value ->> 1, NULL, strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+FROM json_each(:items) AS i
+WHERE true
+ON CONFLICT (job_id, name) DO NOTHING
+
+-- name: signal_target
+-- The job a signal is sent to, for the caller's tenant.
+SELECT state FROM chit_jobs WHERE id = :id AND (:tenant IS NULL OR tenant = :tenant)
+
+-- name: insert_signal
+INSERT INTO chit_signals (job_id, name, data, created_at)
+VALUES (:id, :name, :data, strftime('%Y-%m-%dT%H:%M:%fZ', :now))
+ON CONFLICT (job_id, name) DO NOTHING
+RETURNING data
+
+-- name: stored_signal
+SELECT data FROM chit_signals WHERE job_id = :id AND name = :name
+
+-- name: resume_signalled
+-- A waiting job waiting for the signal just stored: queued.
+UPDATE chit_jobs
+SET state = 'queued', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+WHERE id = :id AND state = 'waiting' AND wait_signal = :name
+
+-- name: received
+-- What wait_for reads: the signal (found, its data; data NULL: the wait timed out).
+SELECT data, data IS NULL AS timed_out FROM chit_signals WHERE job_id = :id AND name = :name
+
+-- name: waited_jobs
+-- The jobs among :ids (a JSON array) that exist, in its order.
+SELECT j.id, j.kind, j.state, j.tenant, j.result, j.result_external, j.error
+FROM json_each(:ids) AS w JOIN chit_jobs AS j ON j.id = w.value
+ORDER BY w.key
+
+-- name: wait_timed_out
+-- Whether the job's last wait, for exactly :jobs, ended by its deadline.
+SELECT wait_jobs = :jobs AND wait_until <= strftime('%Y-%m-%dT%H:%M:%fZ', :now) AS timed_out
+FROM chit_jobs WHERE id = :id
