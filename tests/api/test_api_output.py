@@ -85,9 +85,13 @@ async def test_a_job_run_between_two_reads_shows_running_its_output_then_succeed
     hub = api.app.state.chit.hub
     task = asyncio.create_task(api.http.get(f"/jobs/{job_id}/events"))
     await until(lambda: hub.listeners == 1, "the stream to watch the job")
+    watch = next(iter(hub._watches[job_id]))
+    await until(lambda: watch.seen is not None, "the stream to send the queued job")
     polls = hub.polls
     await until(lambda: hub.polls > polls, "the hub to read the queued job")
-    # No await from here to the finish: the hub cannot read in between.
+    # No await from here to the finish: the hub cannot read in between (a read
+    # under way on its thread reads the heads before the job, so it cannot
+    # see output of an attempt whose running it has not seen).
     held = claim(api, job_id)
     emit(api, held, '"x"', '"y"')
     api.store.finish([Succeeded(job_id, held.lease_token, "done")])

@@ -258,7 +258,7 @@ def test_a_jobs_output_appears_live_with_its_progress_message(page: Any, stack: 
     )
     assert page.evaluate("window.notReloaded === true")
     assert "of 40" in page.inner_text("#progress-message")
-    screenshot(page, "job-output")
+    screenshot(page, stack, "job-output")
     page.wait_for_selector("#result", timeout=20_000)  # reloaded when it finished
     seqs = page.evaluate(
         "Array.from(document.querySelectorAll('#output-list li')).map(li => li.dataset.seq)"

@@ -225,7 +225,9 @@ class EventHub:
         return len(jobs)
 
     def _read(self, ids: list[str]) -> tuple[list[Job], dict[str, int]]:
-        return self.store.get_many(ids), self.store.output_heads(ids)
+        # Heads first: every value they count was written before the jobs' read.
+        heads = self.store.output_heads(ids)
+        return self.store.get_many(ids), heads
 
     def _start_feed(self) -> None:
         if self._feed_thread is not None:
@@ -335,6 +337,11 @@ class Told:
         items: list[OutputItem] = []
         if w.head > w.seq or job.state.terminal:
             items = await anyio.to_thread.run_sync(self._output_after, w.seq)
+            if not job.state.terminal:
+                # Only what was written before `job` was read (heads are read
+                # first): a later attempt's values wait for the read that shows
+                # its `running`, so no state comes after its attempt's output.
+                items = [i for i in items if i.seq <= w.head]
         states = await self._missed_runs(job)
         if version(job) != w.seen:
             states.append(job)
@@ -454,9 +461,10 @@ async def response(
             try:
                 if not job.state.terminal:  # its claims and outcomes announced from now on
                     await anyio.to_thread.run_sync(store.listen_to, [job.id])
-                # Read again once watched, so no change can fall between the two.
-                current = await anyio.to_thread.run_sync(store.get, job.id, tenant) or job
+                # Read again once watched, so no change can fall between the two
+                # (the head first, as the hub reads).
                 head = await anyio.to_thread.run_sync(store.output_heads, [job.id])
+                current = await anyio.to_thread.run_sync(store.get, job.id, tenant) or job
             except StoreError as e:
                 # The answer has started: say so as an event; the client reconnects.
                 # The store's message names the server: the log's, not the client's.

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
@@ -57,6 +56,7 @@ from chit.store.postgres_connections import (
     reach,
     store_error,
 )
+from chit.store.postgres_listening import Listening
 from chit.store.sql import (
     Dialect,
     InsertStep,
@@ -78,8 +78,6 @@ with needs("postgres", "a postgresql:// database needs psycopg"):
 Q = queries.load("postgres")
 # Rows deleted per prune statement: short locks, whatever the backlog.
 PRUNE_BATCH = 5_000
-# How soon an idle worker's wait for a notification sees that it was told to stop.
-_STOP_CHECK_SECONDS = 0.05
 # Batches of this many jobs are copied in (`_copy_jobs`; jobs with a key are inserted);
 # below it the extra round trip for the clock costs more than COPY saves.
 COPY_FROM = 100
@@ -157,7 +155,7 @@ def _retried(call: Callable[_P, _T]) -> Callable[_P, _T]:
     return retrying
 
 
-class PostgresStore(SQLStore):
+class PostgresStore(Listening, SQLStore):
     d = DIALECT
     Q = Q
     concurrent_writes = True
@@ -538,74 +536,8 @@ class PostgresStore(SQLStore):
         jobs = [self._job(r) for r in rows[:limit]]
         return Page(jobs, jobs[-1].id if len(rows) > limit else None)
 
-    def wait_for_jobs(
-        self, queues: Sequence[str], timeout: float, stop: threading.Event | None = None
-    ) -> None:
-        deadline = time.monotonic() + timeout
-        wanted = set(queues)
-        conn = self._listener(timeout)
-        if conn is None:
-            # LISTEN is not possible (server down, a pooler that drops it): poll.
-            _rest(deadline, stop)
-            return
-        try:
-            # Notifications that arrived while this thread was busy come first:
-            # drain them all, so a burst of enqueues wakes the worker once, not
-            # once per job on every later call.
-            woken = False
-            while pending := [n.payload for n in conn.notifies(timeout=0)]:
-                woken = woken or not wanted.isdisjoint(pending)
-            if woken:
-                return
-            # In slices, so a worker told to stop is not held for the whole wait.
-            while (remaining := deadline - time.monotonic()) > 0:
-                if stop is not None and stop.is_set():
-                    return
-                for n in conn.notifies(timeout=min(remaining, _STOP_CHECK_SECONDS)):
-                    if n.payload in wanted:
-                        return
-        except psycopg.Error:
-            # The server went away: forget this connection (the next call
-            # reconnects) and wait out the rest, as a poll would.
-            self._listeners.conn = None
-            with self._lock:
-                if conn in self._all_listeners:
-                    self._all_listeners.remove(conn)
-            conn.close()
-            _rest(deadline, stop)
-
     def output_feed(self) -> PostgresFeed:
         return PostgresFeed(self.url, Q["listen_output"])
-
-    def _listener(self, timeout: float) -> psycopg.Connection[Any] | None:
-        """This thread's LISTENing connection, made on first use."""
-        conn: psycopg.Connection[Any] | None = getattr(self._listeners, "conn", None)
-        if conn is not None and not conn.closed:
-            return conn
-        try:
-            # libpq counts whole seconds, at least 2.
-            limit = max(2, min(5, round(timeout)))
-            conn = psycopg.Connection.connect(self.url, autocommit=True, connect_timeout=limit)
-        except psycopg.Error:
-            return None
-        try:
-            conn.execute(Q["listen"])
-        except psycopg.Error:
-            conn.close()
-            return None
-        self._listeners.conn = conn
-        with self._lock:
-            self._all_listeners.append(conn)
-        return conn
-
-
-def _rest(deadline: float, stop: threading.Event | None) -> None:
-    """Wait until the monotonic `deadline`, or until `stop` is set."""
-    left = max(0.0, deadline - time.monotonic())
-    if stop is None:
-        time.sleep(left)
-    else:
-        stop.wait(left)
 
 
 def _several_statements(jobs: Sequence[NewJob]) -> bool:
