@@ -64,8 +64,10 @@ class Redis:
             return ""
 
     def flush(self) -> None:
-        if self.command("FLUSHALL") != "+OK":
-            raise RuntimeError("redis FLUSHALL failed")
+        """Every key and every function library: chit and chit@REF load their
+        own, and an older chit refuses a newer library."""
+        if self.command("FLUSHALL") != "+OK" or self.command("FUNCTION", "FLUSH") != "+OK":
+            raise RuntimeError("redis FLUSHALL / FUNCTION FLUSH failed")
 
     def version(self) -> str:
         with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:

@@ -13,10 +13,20 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+import chit
 from chit.client import AsyncClient, SSEParser
 from chit.client.sse import Event
-from chit.jobs import ClaimedJob, Succeeded
-from support.api import ACME_KEY, ACME_READER, GLOBEX_ADMIN, Api, assert_error, bearer
+from chit.jobs import ClaimedJob, Succeeded, Suspended
+from support.api import (
+    ACME_KEY,
+    ACME_READER,
+    GLOBEX_ADMIN,
+    Api,
+    assert_error,
+    bearer,
+    running_api,
+    stream_started,
+)
 from support.waiting import until
 
 pytestmark = pytest.mark.anyio
@@ -135,3 +145,41 @@ async def test_the_client_reads_and_streams_output(api: Api, client: AsyncClient
     assert got == [(1, 1, "first"), (2, 1, "second")]
     page = await client.output(job_id, after=1)
     assert [(o.seq, o.data) for o in page.output] == [(2, "second")] and page.next_after == 2
+
+
+@pytest.fixture
+async def pushed_api(queue: chit.Queue) -> AsyncIterator[Api]:
+    """The app with its event hub's interval read an hour: what reaches a
+    stream within a test's wait was pushed (NOTIFY, pub/sub, SQLite's data
+    version), not found by the periodic read."""
+    async for a in running_api(queue, event_interval=3600):
+        yield a
+
+
+async def test_a_cancel_and_a_signal_are_pushed_to_a_stream(pushed_api: Api) -> None:
+    api = pushed_api
+    cancelled = await api.submit()
+    with stream_started(api, cancelled) as started:
+        task = asyncio.create_task(api.http.get(f"/jobs/{cancelled}/events"))
+        await until(started, "the stream to read the queued job")
+        api.store.cancel(cancelled)
+        response = await asyncio.wait_for(task, 10)
+    assert told(events_of(response)) == [("state", "queued"), ("state", "cancelled")]
+
+    waiting = await api.submit()
+    held = claim(api, waiting)
+    api.store.finish([Suspended(waiting, held.lease_token, signal="go")])
+    with stream_started(api, waiting) as started:
+        task = asyncio.create_task(api.http.get(f"/jobs/{waiting}/events"))
+        await until(started, "the stream to read the waiting job")
+        watch = next(iter(api.app.state.chit.hub._watches[waiting]))
+        first = watch.seen
+        api.queue.signal(waiting, "go", {"by": "ana"})
+        await until(lambda: watch.seen != first, "the queued job to be sent")
+        api.store.cancel(waiting)
+        response = await asyncio.wait_for(task, 10)
+    assert told(events_of(response)) == [
+        ("state", "waiting"),
+        ("state", "queued"),
+        ("state", "cancelled"),
+    ]

@@ -90,8 +90,10 @@ async def running_app(
     queue: chit.Queue, **options: Any
 ) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
     """The real app with its lifespan running, and a client through httpx's ASGI
-    transport: no server, no worker process. The event poller ticks every 20 ms."""
-    app = create_app(queue, event_interval=0.02, key_cache_seconds=0, **options)
+    transport: no server, no worker process. The event poller ticks every 20 ms
+    unless `event_interval` says otherwise."""
+    options = {"event_interval": 0.02, "key_cache_seconds": 0, **options}
+    app = create_app(queue, **options)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:

@@ -57,7 +57,7 @@
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 15
+local VERSION = 16
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 
@@ -76,11 +76,15 @@ local function nonempty(v) if v == '' then return nil end return v end
 -- A job's state changed (`from` nil: stored; `to` nil: deleted): the indexes
 -- reports read, P:bs:<state> (ids by state) and P:cnt (state NUL kind NUL
 -- tenant -> jobs), moved with it. `kind` and `tenant`, when the caller has
--- read them, spare reading them again.
+-- read them, spare reading them again; such a caller (a claim, an outcome)
+-- tells a job's event streams itself. Any other change (a cancel, a rescue,
+-- a signal, a dependency ending) is published here to a job with output or
+-- an event stream following it, in the same read.
 local function moved(P, id, from, to, kind, tenant)
   if kind == nil then
-    local f = redis.call('HMGET', jkey(P, id), 'kind', 'tenant')
+    local f = redis.call('HMGET', jkey(P, id), 'kind', 'tenant', 'oseq', 'lsn')
     kind, tenant = f[1], f[2]
+    if to and (f[3] or f[4]) then redis.call('PUBLISH', P .. ':out', id) end
   end
   local tail = '\0' .. kind .. '\0' .. tenant
   if from then
