@@ -248,6 +248,11 @@ class JobContext:
             raise Unsupported(f"{type(self._store).__name__} does not offer job output")
         return self._store
 
+    @property
+    def emitted(self) -> bool:
+        """Whether the handler emitted anything (its output may wait to be written)."""
+        return self._emitter is not None
+
     def flush_output(self) -> None:
         """Write the output still waiting (the worker, as the handler returns)."""
         if self._emitter is not None:

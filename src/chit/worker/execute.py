@@ -226,7 +226,8 @@ async def ainvoke(call: Call) -> Returned:
     except BaseException as e:
         return Returned(error=e)
     finally:  # its output is written before its outcome, off the event loop
-        await asyncio.to_thread(call.ctx.flush_output)
+        if call.ctx.emitted:  # a job that emitted nothing skips the thread hop
+            await asyncio.to_thread(call.ctx.flush_output)
 
 
 @dataclass(frozen=True)
