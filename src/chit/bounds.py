@@ -24,6 +24,18 @@ RATE_MAX = 1_000_000
 # A job's cost, and a cost_rate's cost per period, at most (a whole number:
 # tokens, cents): a trillion a period is more than any provider grants.
 COST_MAX = 1_000_000_000_000
+
+
+def whole_cost(value: object, lowest: int) -> int | None:
+    """`value` as a cost from `lowest` to COST_MAX (JSON's 3.0 is 3), or None.
+    A bool is not a number here."""
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    if type(value) is not int or not lowest <= value <= COST_MAX:
+        return None
+    return value
+
+
 # A job's timeout, seconds: above 0 and at most 30 days. An attempt's budget
 # beyond that is a slip (milliseconds typed for seconds), not a deadline.
 TIMEOUT_MAX = 30 * 86400

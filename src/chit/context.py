@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from chit.bounds import COST_MAX, OUTPUT_BYTES, PROGRESS_MESSAGE_MAX, STEP_NAME_MAX
+from chit.bounds import COST_MAX, OUTPUT_BYTES, PROGRESS_MESSAGE_MAX, STEP_NAME_MAX, whole_cost
 from chit.emitting import Emitter, OutputStore
 from chit.encoding import storable_json_error, storable_text
 from chit.errors import InvalidStep, Suspend, Unsupported
@@ -286,13 +286,12 @@ class JobContext:
         is known (again to correct it). Written now, fenced by the lease: False
         (and `lease_lost` true) when another worker may hold the job. Raises
         ValueError for a cost that is not a whole number in range."""
-        if type(cost) is float and cost.is_integer():
-            cost = int(cost)
-        if type(cost) is not int or not 0 <= cost <= COST_MAX:
+        spent = whole_cost(cost, 0)
+        if spent is None:
             raise ValueError(
                 f"report_cost takes a whole number from 0 to {COST_MAX:,}, not {cost!r}"
             )
-        if self._store.report_cost(self.id, self.lease_token, cost):
+        if self._store.report_cost(self.id, self.lease_token, spent):
             return True
         self._lost = True
         log.warning("job %s: cost not reported: the lease was lost", self.id)

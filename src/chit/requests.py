@@ -18,7 +18,7 @@ from typing import Any, Protocol, overload
 import pydantic
 
 from chit import tracing
-from chit.bounds import COST_MAX, MAX_ATTEMPTS
+from chit.bounds import COST_MAX, MAX_ATTEMPTS, whole_cost
 from chit.checks import (
     check_concurrency_key,
     check_debounce,
@@ -165,20 +165,19 @@ def check_cost(cost: Any, task: TaskDefaults, concurrency_key: str | None) -> in
     """A job's cost: a whole number from 1 to COST_MAX, and no more than the
     kind's own cost_rate (or key_cost_rate, for a job with a key) allows in a
     whole window, which it could never start within."""
-    if type(cost) is float and cost.is_integer():  # JSON's 3.0 is 3
-        cost = int(cost)
-    if not is_whole(cost) or not 1 <= cost <= COST_MAX:
+    checked = whole_cost(cost, 1)
+    if checked is None:
         raise InvalidRequest(f"cost must be a whole number from 1 to {COST_MAX:,}, not {cost!r}")
     limits = task.limits
     if not concurrency_key:  # a key's own budget binds keyed jobs only
         limits = replace(limits, key_cost_rate=None)
     most = limits.most_cost()
-    if most is not None and cost > most:
+    if most is not None and checked > most:
         raise InvalidRequest(
-            f"cost {cost:,} is more than kind {task.kind!r} may spend in a whole window"
+            f"cost {checked:,} is more than kind {task.kind!r} may spend in a whole window"
             f" ({most:,}): the job could never start"
         )
-    return int(cost)
+    return checked
 
 
 def one_request(arguments: dict[str, Any]) -> JobRequest:

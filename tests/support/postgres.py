@@ -62,7 +62,7 @@ def postgres_admin() -> psycopg.Connection:
 _left: list[tuple[str, str]] = []
 
 
-def drop_database(admin: psycopg.Connection, name: str, timeout: str = "10s") -> None:
+def drop_database(admin: psycopg.Connection, name: str, timeout: str = "2s") -> None:
     """Drop `name` (FORCE: a test that failed half way, or a frozen process,
     may still be connected). PostgreSQL 15's DROP DATABASE then waits until
     every backend of the server, in every database, has closed its files (a

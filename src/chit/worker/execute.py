@@ -112,7 +112,9 @@ class Pipeline:
         executor = self.asynchronous if task.is_async else self.sync
 
         def report(returned: Returned, running: bool = False) -> None:
-            ctx.flush_output()  # a deadline's outcome too comes after the output before it
+            # invoke() has written the output already, but a deadline's outcome comes
+            # while the handler still runs: what it emitted so far goes first
+            ctx.flush_output()
             outcome = classify(job, ctx, self.settings, returned.result, returned.error)
             try:
                 tracing.end_run(span, outcome, returned.error)
