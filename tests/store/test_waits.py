@@ -209,6 +209,32 @@ def test_wait_for_jobs_resumes_when_the_last_ends_however_it_ends(store: FullSto
     ]
 
 
+def test_every_way_a_job_ends_queues_its_waiter(store: FullStore) -> None:
+    """A rescue out of attempts, an expiry and a dependency's cascade end jobs
+    too, each in its own statement: the last of them queues the waiter."""
+    parent_id = store.enqueue(NewJob("parent", {}, queue="p")).id
+    dependency = store.enqueue(NewJob("child", {}, queue="d", max_attempts=1)).id
+    cascaded = store.enqueue(NewJob("child", {}, queue="d", depends_on=(dependency,))).id
+    expiring = store.enqueue(NewJob("child", {}, queue="x", expires_in=60)).id
+    rescued = store.enqueue(NewJob("child", {}, queue="r", max_attempts=1)).id
+    waited = [cascaded, expiring, rescued]
+    assert run(store, claim(store, "p"), lambda ctx: ctx.wait_for_jobs(waited)) is Suspend
+
+    def state(job_id: str) -> State:
+        job = store.get(job_id)
+        assert job is not None
+        return job.state
+
+    first = claim(store, "d")
+    store.finish([Failed(first.id, first.lease_token, "Boom: no")])
+    assert state(cascaded) is State.CANCELLED and state(parent_id) is State.WAITING
+    assert store.expire_jobs(now=later(61)) == 1
+    assert state(expiring) is State.CANCELLED and state(parent_id) is State.WAITING
+    claim(store, "r")
+    assert store.rescue_expired(now=later(LEASE + 5)).failed == 1
+    assert state(rescued) is State.FAILED and state(parent_id) is State.QUEUED
+
+
 def test_wait_for_jobs_already_finished_returns_at_once_or_queues_at_once(
     store: FullStore,
 ) -> None:

@@ -158,15 +158,26 @@ class SQLBase(abc.ABC):
 
     def _settle(self, conn: Any, succeeded: Sequence[str], ended: Sequence[str], now: Any) -> None:
         """`succeeded`: jobs that just succeeded; `ended`: jobs that just failed
-        or were cancelled. Only jobs that have dependents need be given."""
+        or were cancelled. Only jobs that have dependents (or, on SQLite,
+        waiters: has_dependents) need be given."""
+        settled = list(succeeded)
         if succeeded:
             params = {"ids": self.d.array(list(succeeded)), "callbacks_only": False, "now": now}
             conn.execute(self.Q["count_down"], params)
         while ended:
+            settled += ended
             params = {"ids": self.d.array(list(ended)), "callbacks_only": True, "now": now}
             conn.execute(self.Q["count_down"], params)
             rows = conn.execute(self.Q["cancel_dependents"], params).fetchall()
             ended = [r["id"] for r in rows if r["has_dependents"]]
+        if settled:
+            self._wake_waiters_of(conn, settled, now)
+
+    def _wake_waiters_of(self, conn: Any, ended: list[str], now: Any) -> None:
+        """Queue the jobs waiting (wait_for_jobs) on `ended` whose jobs have all
+        ended. SQLite does it here; PostgreSQL in a trigger (chit_wake_waiters),
+        which costs its claims nothing measurable and locks the waiters before
+        it reads them in a fresh snapshot."""
 
     def _replayed(self, query: Any, params: Mapping[str, Any]) -> int:
         """Run a replay query, and put back what the replayed jobs had cancelled:
