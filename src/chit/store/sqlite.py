@@ -321,9 +321,6 @@ class SQLiteStore(SQLStore, WriteLock):
         self._settle(conn, succeeded, ended, clock)
         return [row is not None for row in rows]
 
-    def _wake_waiters_of(self, conn: Any, ended: list[str], now: Any) -> None:
-        conn.execute(Q["wake_waiters_of"], {"ids": self.d.array(ended), "now": now})
-
     def _finish_one(self, conn: sqlite3.Connection, outcome: Outcome, clock: str) -> Any:
         """Record one outcome and close its attempt record: the job's row, None if fenced out."""
         # Each statement returns the outcome its attempt record closes with, and the error.

@@ -170,14 +170,12 @@ class SQLBase(abc.ABC):
             conn.execute(self.Q["count_down"], params)
             rows = conn.execute(self.Q["cancel_dependents"], params).fetchall()
             ended = [r["id"] for r in rows if r["has_dependents"]]
-        if settled:
-            self._wake_waiters_of(conn, settled, now)
-
-    def _wake_waiters_of(self, conn: Any, ended: list[str], now: Any) -> None:
-        """Queue the jobs waiting (wait_for_jobs) on `ended` whose jobs have all
-        ended. SQLite does it here; PostgreSQL in a trigger (chit_wake_waiters),
-        which costs its claims nothing measurable and locks the waiters before
-        it reads them in a fresh snapshot."""
+        # The jobs waiting (wait_for_jobs) on those that ended, queued if theirs
+        # have all ended: here on SQLite; PostgreSQL's trigger chit_wake_waiters
+        # costs its claims nothing measurable, and locks the waiters before it
+        # reads them in a fresh snapshot.
+        if settled and "wake_waiters_of" in self.Q:
+            conn.execute(self.Q["wake_waiters_of"], {"ids": self.d.array(settled), "now": now})
 
     def _replayed(self, query: Any, params: Mapping[str, Any]) -> int:
         """Run a replay query, and put back what the replayed jobs had cancelled:
