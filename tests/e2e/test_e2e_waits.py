@@ -7,6 +7,7 @@ failing it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -81,3 +82,20 @@ async def test_a_job_waits_for_the_children_it_enqueued_in_a_step(
     assert len(lines(log)) == 2  # once to enqueue and wait, once to collect
     kinds = [j.kind for j in queue.store.list(JobFilter(kind="double")).jobs]
     assert len(kinds) == 3  # the rerun did not enqueue them again
+
+
+@pytest.mark.timeout(120)
+async def test_a_waits_timeout_resumes_it_within_seconds_not_at_the_next_upkeep(
+    procs: Procs, queue: chit.Queue, tmp_path: Path
+) -> None:
+    # A 10-minute lease: upkeep (rescues, expiry) comes every 15 s; timed-out
+    # waits are looked for every second.
+    procs.worker("--concurrency", "1", "--lease", "600")
+    waiter = queue.enqueue("approve", {"log": str(tmp_path / "runs.log"), "timeout": 1}).id
+    wait_until(lambda: queue.get(waiter).state is State.WAITING, 60, what="the wait")
+    waiting_since = time.monotonic()
+    done = wait_terminal(queue, waiter, 60)
+    assert (done.state, done.result) == (State.SUCCEEDED, {"decision": None})
+    # Well short of the next upkeep (15 s after the worker's first): a machine
+    # busy enough to take this long to run a no-op would fail far more.
+    assert time.monotonic() - waiting_since < 12

@@ -25,6 +25,10 @@ log = logging.getLogger("chit.worker")
 PRUNE_EVERY_SECONDS = 300.0
 # A worker whose beat is this many upkeep intervals old is taken for dead.
 STALE_AFTER_UPKEEPS = 3
+# How often a worker queues the waiting jobs whose wait timed out, between
+# upkeeps: a `wait_for(..., timeout=5)` resumes about 5 s on, not at the next
+# upkeep (up to 15 s later). One statement on an index of the deadlines.
+WAKE_SECONDS = 1.0
 
 
 class Maintenance:
@@ -142,14 +146,19 @@ class Maintenance:
     def _run(self) -> None:
         # Upkeep every `interval`; schedules as their slots come (at least once a
         # POLL_SECONDS while the worker has tasks).
-        upkeep_at = time.monotonic()
+        upkeep_at = wake_at = time.monotonic()
         while True:
             wait = self.interval
             try:
                 if time.monotonic() >= upkeep_at:
                     upkeep_at = time.monotonic() + self.interval
-                    self.upkeep()
-                wait = min(self.schedule(), upkeep_at - time.monotonic())
+                    self.upkeep()  # wakes too
+                    wake_at = time.monotonic() + WAKE_SECONDS
+                elif time.monotonic() >= wake_at:
+                    wake_at = time.monotonic() + WAKE_SECONDS
+                    self.wake()
+                soonest = min(upkeep_at, wake_at) - time.monotonic()
+                wait = min(self.schedule(), soonest)
             except Exception:
                 log.exception("maintenance loop error; continuing")
             if self._stop.wait(max(0.001, wait)):
