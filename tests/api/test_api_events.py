@@ -160,6 +160,18 @@ async def test_many_listeners_share_one_poller(api: Api) -> None:
         return read(job_ids)
 
     hub._read = counting
+    # Polls under way: one that began before the streams left may still read.
+    under_way = [0]
+    poll_once = hub.poll_once
+
+    async def counting_polls(job_ids: Sequence[str] | None = None) -> int:
+        under_way[0] += 1
+        try:
+            return await poll_once(job_ids)
+        finally:
+            under_way[0] -= 1
+
+    hub.poll_once = counting_polls
     tasks = [
         asyncio.create_task(api.http.get(f"/jobs/{job_id}/events"))
         for job_id in ids
@@ -182,7 +194,9 @@ async def test_many_listeners_share_one_poller(api: Api) -> None:
         api.store.finish([Succeeded(job_id, held.lease_token, None)])
     responses = await asyncio.wait_for(asyncio.gather(*tasks), 10)
     assert all(events_of(r)[-1].job.state.value == "succeeded" for r in responses)  # type: ignore[union-attr]
-    await until(lambda: hub.listeners == 0, "the streams to stop watching")
+    await until(
+        lambda: hub.listeners == 0 and not under_way[0], "the streams to stop, and their last poll"
+    )
     idle = len(calls)
     await asyncio.sleep(TICK * 2)
     assert len(calls) == idle  # nobody listening: no polling

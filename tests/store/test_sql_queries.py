@@ -8,6 +8,7 @@ from chit.store import queries
 # Where SQLite needs two statements PostgreSQL does it in one (a data-modifying
 # CTE), or the backends wait for work, lock or plan differently.
 ONLY_SQLITE = {
+    "wake_waiters_of": "PostgreSQL wakes waiters in a trigger, which costs its claims nothing",
     "has_due": "a read before the claim takes the write lock; SKIP LOCKED never waits",
     "open_attempt": "PostgreSQL opens attempts inside `claim`",
     "close_attempt": "PostgreSQL closes attempts inside each outcome's statement",
