@@ -184,10 +184,11 @@ async def test_many_listeners_share_one_poller(api: Api) -> None:
     elapsed = time.monotonic() - started
     made, polls = len(calls) - before, hub.polls - polls_before
     # One call per tick for all 40 listeners, each reading the 5 watched jobs:
-    # not 40 calls per tick (one call may be under way at either end), and no
-    # faster than the 0.02 s interval.
+    # not 40 calls per tick (one call may be under way at either end), and not
+    # much faster than the 0.02 s interval (asyncio fires a timer up to its
+    # clock's resolution early: 5 calls in 78 ms were seen on a busy machine).
     assert made <= polls + 1, (made, polls)
-    assert made <= elapsed / 0.02 + 1, (made, elapsed)
+    assert made <= elapsed / 0.02 + 2, (made, elapsed)
     assert max(calls) == 5
     for job_id in ids:
         held = claim(api, job_id)

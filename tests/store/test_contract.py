@@ -550,6 +550,35 @@ def test_invariant3_a_finished_job_fences_out_its_own_token(store: Store) -> Non
     assert got is not None and (got.state, got.result, got.error) == (State.SUCCEEDED, 1, None)
 
 
+def test_a_batch_of_successes_fences_each_and_keeps_its_result_and_progress(
+    store: Store,
+) -> None:
+    """Several successes in one call (SQLite writes them in one statement): each
+    fenced by its own token, each result stored as given, its last progress
+    with it, its attempt record closed."""
+    store.enqueue_many([new(payload={"i": i}) for i in range(4)])
+    a, b, c, d = store.claim("w1", ["default"], 4, LEASE)
+    result = {"n": 1.5, "big": 2**62, "text": 'é\u2028"quoted"', "none": None}
+    applied = store.finish(
+        [
+            Succeeded(a.id, a.lease_token, result, Progress(3, 4, "merged")),
+            Succeeded(b.id, "not-the-token", "stale"),
+            Succeeded(c.id, c.lease_token, None),
+            Succeeded(d.id, d.lease_token, "large " * 20_000),  # out of the row
+        ]
+    )
+    assert applied == [True, False, True, True]
+    jobs = {j.id: j for j in (store.get(x.id) for x in (a, b, c, d)) if j is not None}
+    assert (jobs[a.id].state, jobs[a.id].result) == (State.SUCCEEDED, result)
+    assert jobs[a.id].progress == Progress(3, 4, "merged")
+    assert (jobs[b.id].state, jobs[b.id].result) == (State.RUNNING, None)
+    assert (jobs[c.id].state, store.get_result(c.id)) == (State.SUCCEEDED, (True, None))
+    assert store.get_result(d.id) == (True, "large " * 20_000)
+    for job in (a, c, d):
+        assert [x.outcome for x in store.attempts(job.id)] == [AttemptOutcome.SUCCEEDED]
+    assert [x.outcome for x in store.attempts(b.id)] == [None]  # still open
+
+
 def test_finish_records_a_batch_and_reports_each_item_in_input_order(store: Store) -> None:
     store.enqueue_many([new(payload={"i": i}) for i in range(5)])
     a, b, c, d, e = store.claim("w1", ["default"], 5, LEASE)

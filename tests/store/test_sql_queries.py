@@ -9,6 +9,8 @@ from chit.store import queries
 # CTE), or the backends wait for work, lock or plan differently.
 ONLY_SQLITE = {
     "wake_waiters_of": "PostgreSQL wakes waiters in a trigger, which costs its claims nothing",
+    "succeed_many": "PostgreSQL's succeed takes a batch already",
+    "close_attempts_succeeded": "PostgreSQL closes attempts inside each outcome's statement",
     "has_due": "a read before the claim takes the write lock; SKIP LOCKED never waits",
     "open_attempt": "PostgreSQL opens attempts inside `claim`",
     "close_attempt": "PostgreSQL closes attempts inside each outcome's statement",

@@ -309,7 +309,21 @@ class SQLiteStore(SQLStore, WriteLock):
     def _finish(
         self, conn: sqlite3.Connection, outcomes: Sequence[Outcome], clock: str
     ) -> list[bool]:
-        rows = [self._finish_one(conn, o, clock) for o in outcomes]
+        # Successes with inline results in one statement, the rest one by one
+        # (all of them when a job comes twice: each then sees the one before).
+        inline: dict[str, str] = {}
+        ids = [o.job_id for o in outcomes]
+        if sum(isinstance(o, Succeeded) for o in outcomes) > 1 and len(set(ids)) == len(ids):
+            for o in outcomes:
+                if isinstance(o, Succeeded):
+                    encoded = dumps(o.result)
+                    if not self._is_large(encoded):
+                        inline[o.job_id] = encoded
+        batched = self._succeed_many(conn, outcomes, inline, clock) if inline else {}
+        rows = [
+            batched.get(o.job_id) if o.job_id in inline else self._finish_one(conn, o, clock)
+            for o in outcomes
+        ]
         succeeded: list[str] = []  # jobs with dependents, by how they ended
         ended: list[str] = []
         for outcome, row in zip(outcomes, rows, strict=True):
@@ -320,6 +334,28 @@ class SQLiteStore(SQLStore, WriteLock):
                     ended.append(outcome.job_id)
         self._settle(conn, succeeded, ended, clock)
         return [row is not None for row in rows]
+
+    def _succeed_many(
+        self,
+        conn: sqlite3.Connection,
+        outcomes: Sequence[Outcome],
+        inline: dict[str, str],
+        clock: str,
+    ) -> dict[str, Any]:
+        """Record the successes whose results are in `inline` (their JSON, by job
+        id) and close their attempt records: the rows of those not fenced out."""
+        items = [
+            {"id": o.job_id, "token": o.lease_token, "result": inline[o.job_id]}
+            | progressed(o.progress)
+            for o in outcomes
+            if isinstance(o, Succeeded) and o.job_id in inline
+        ]
+        found = conn.execute(Q["succeed_many"], {"items": dumps(items), "now": clock})
+        rows: dict[str, Any] = {r["id"]: r for r in found.fetchall()}
+        if rows:
+            ids = dumps(list(rows))
+            conn.execute(Q["close_attempts_succeeded"], {"ids": ids, "now": clock})
+        return rows
 
     def _finish_one(self, conn: sqlite3.Connection, outcome: Outcome, clock: str) -> Any:
         """Record one outcome and close its attempt record: the job's row, None if fenced out."""

@@ -270,6 +270,34 @@ SET state = 'succeeded', result = :result, result_external = :result_external,
 WHERE id = :id AND lease_token = :token AND state = 'running'
 RETURNING 'succeeded' AS outcome, NULL AS error, state, (dependents IS NOT NULL OR waiters IS NOT NULL) AS has_dependents
 
+-- name: succeed_many
+-- The Succeeded outcomes of a batch whose results are stored inline (:items, a
+-- JSON array of {id, token, result (the JSON text, as a string: stored as
+-- sent), has_progress, done, total, message}), each fenced by its lease: one
+-- statement, where one a job cost the worker a call into SQLite each.
+UPDATE chit_jobs AS j
+SET state = 'succeeded', result = o.result, result_external = 0,
+    progress_done = CASE WHEN o.has_progress THEN o.done ELSE j.progress_done END,
+    progress_total = CASE WHEN o.has_progress THEN o.total ELSE j.progress_total END,
+    progress_message = CASE WHEN o.has_progress THEN o.message ELSE j.progress_message END,
+    lease_token = NULL, lease_expires_at = NULL, error = NULL,
+    finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now)
+FROM (
+    SELECT value ->> 'id' AS id, value ->> 'token' AS token, value ->> 'result' AS result,
+           value ->> 'has_progress' AS has_progress, value ->> 'done' AS done,
+           value ->> 'total' AS total, value ->> 'message' AS message
+    FROM json_each(:items)
+) AS o
+WHERE j.id = o.id AND j.lease_token = o.token AND +j.state = 'running'
+RETURNING id, state, (dependents IS NOT NULL OR waiters IS NOT NULL) AS has_dependents
+
+-- name: close_attempts_succeeded
+-- The attempt records of the jobs succeed_many recorded (:ids, a JSON array).
+UPDATE chit_attempts
+SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now), outcome = 'succeeded', error = NULL
+WHERE job_id IN (SELECT value FROM json_each(:ids)) AND finished_at IS NULL
+
 -- name: store_result
 INSERT INTO chit_results (job_id, result) VALUES (:id, :result)
 ON CONFLICT (job_id) DO UPDATE SET result = excluded.result
