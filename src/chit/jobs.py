@@ -187,6 +187,9 @@ class Job:
     # What a `waiting` job suspended itself for (JobContext.wait_for,
     # wait_for_jobs); None for any other state (and for workflow waits).
     waiting_for: WaitingFor | None = None
+    # What each attempt counts against the kind's cost_rate unless it reports
+    # what it spent (JobContext.report_cost): the cost given at enqueue.
+    cost: int = 1
 
 
 @dataclass(frozen=True, slots=True)

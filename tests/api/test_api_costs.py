@@ -32,11 +32,15 @@ def stored(api: Api) -> int:
 
 
 async def test_a_cost_within_the_kinds_budget_is_taken(api: Api) -> None:
-    await api.submit(kind="budget", cost=1000)
+    costly = await api.submit(kind="budget", cost=1000)
+    status = (await api.http.get(f"/jobs/{costly}")).json()
+    assert status["cost"] == 1000
+    plain = (await api.http.get(f"/jobs/{await api.submit()}")).json()
+    assert plain["cost"] == 1
     await api.submit(kind="budget", cost=100, concurrency_key="customer-1")
     await api.submit(kind="echo", cost=10**12)  # no budget: only bounded
     await api.submit(kind="budget", cost=7.0)  # JSON's 7.0 is 7
-    assert stored(api) == 4
+    assert stored(api) == 5
 
 
 @pytest.mark.parametrize(

@@ -126,6 +126,15 @@ def test_status_shows_the_job_and_every_attempt(cli: Cli, app: chit.Queue) -> No
     assert body["attempts_history"][0]["error"].startswith("ConnectionError: first attempt")
 
 
+def test_status_shows_a_jobs_cost_when_it_has_one(cli: Cli, app: chit.Queue) -> None:
+    costly = submitted(cli("submit", "echo", '{"message": "x"}', "--cost", "12000"))
+    assert "cost        12,000" in cli("status", costly).out
+    assert cli("status", costly, "--json").json()["cost"] == 12000
+    plain = submitted(cli("submit", "echo", '{"message": "x"}'))
+    assert "cost " not in cli("status", plain).out
+    assert cli("status", plain, "--json").json()["cost"] == 1
+
+
 def test_status_shows_the_steps_a_job_stored(cli: Cli, app: chit.Queue) -> None:
     job_id = submitted(cli("submit", "stepped", "{}"))
     run_jobs(app)

@@ -168,13 +168,16 @@ async def test_a_tenant_bound_session_sees_the_limits_but_not_other_tenants_coun
     assert cell(theirs, "work", "running") == "2" and cell(theirs, "work", "waiting") == "1"
 
 
-async def test_a_jobs_page_shows_its_expiry_and_unique_key(dashboard: Browser) -> None:
+async def test_a_jobs_page_shows_its_expiry_unique_key_and_cost(dashboard: Browser) -> None:
     store = dashboard.queue.store
-    job_id = store.enqueue(NewJob("work", {}, unique_key="sync:9", expires_in=600)).id
+    job_id = store.enqueue(NewJob("work", {}, unique_key="sync:9", expires_in=600, cost=12000)).id
     await dashboard.sign_in(ROOT_KEY)
     page = (await dashboard.http.get(f"/ui/jobs/{job_id}")).text
     assert '<dd class="mono" id="unique-key">sync:9</dd>' in page
     assert 'id="expires"' in page and "cancelled if not started by then" in page
+    assert '<dd id="cost">12,000 ' in page
+    plain = store.enqueue(NewJob("work", {})).id
+    assert 'id="cost"' not in (await dashboard.http.get(f"/ui/jobs/{plain}")).text
 
 
 async def test_a_queued_job_no_live_worker_runs_says_so(dashboard: Browser) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from chit.jobs import Claimed, NewJob, Succeeded
+from chit.jobs import Claimed, JobFilter, NewJob, Succeeded
 from chit.limits import Limits, Rate
 from chit.store.capabilities import FullStore
 
@@ -29,6 +29,13 @@ def costed(store: FullStore, *costs: int, key: str = "") -> list[str]:
         for n, c in enumerate(costs)
     ]
     return [e.id for e in store.enqueue_many(new)]
+
+
+def test_a_jobs_status_shows_its_cost(store: FullStore) -> None:
+    plain, costly = costed(store, 1, 12_000)
+    assert [store.get(plain).cost, store.get(costly).cost] == [1, 12_000]  # type: ignore[union-attr]
+    listed = {j.id: j.cost for j in store.list(JobFilter()).jobs}
+    assert listed == {plain: 1, costly: 12_000}
 
 
 def test_a_cost_rate_bounds_the_cost_started_in_a_sliding_window(store: FullStore) -> None:

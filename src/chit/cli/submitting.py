@@ -311,6 +311,8 @@ def _describe(job: Job, workers: Sequence[LiveWorker] = ()) -> str:
         lines.append(f"held        {fleet.NO_WORKER.format(kind=job.kind)}")
     if job.debounce_key is not None:
         lines.append(f"debounce    {job.debounce_key}")
+    if job.cost != 1:
+        lines.append(f"cost        {job.cost:,}")
     if (waits := job.waiting_for) is not None:
         what = f"signal {waits.signal!r}" if waits.signal is not None else "jobs "
         what += ", ".join(waits.jobs or ())

@@ -294,6 +294,11 @@ class JobStatus(BaseModel):
         description="waiting: what its handler waits for; null otherwise (and for a job "
         "waiting for its dependencies)",
     )
+    cost: int = Field(
+        default=1,
+        description="what each attempt counts against the kind's cost_rate unless its "
+        "handler reports what it spent: the cost given at enqueue (1 unless given)",
+    )
 
     @classmethod
     def of(cls, job: Job, result_url: str, traceback: bool = False) -> JobStatus:
@@ -349,6 +354,7 @@ class JobStatus(BaseModel):
                 jobs=None if job.waiting_for.jobs is None else list(job.waiting_for.jobs),
                 until=job.waiting_for.until,
             ),
+            cost=job.cost,
         )
 
 

@@ -90,6 +90,7 @@ def job(f: dict[str, str], now_ms: int, states: dict[str, int] | None = None) ->
         workflow_id=f.get("wf"),
         ref=f.get("ref"),
         run_on=RunOn(f.get("run_on", "succeeded")),
+        cost=int(f.get("cost") or 1),
         depends_on=depends_on,
         dependencies=counts,
         expires_at=when(f.get("expires_at")),

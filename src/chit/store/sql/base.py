@@ -114,6 +114,7 @@ class SQLBase(abc.ABC):
             run_on=RunOn(r["run_on"]),
             depends_on=tuple(loads(r["depends_on"]) or ()),
             waiting_for=self._waiting_for(r),
+            cost=r["cost"] or 1,  # NULL: the default, 1
         )
 
     def _waiting_for(self, r: Any) -> WaitingFor | None:

@@ -35,7 +35,7 @@ j.worker, j.progress_done, j.progress_total, j.progress_message, j.checkpoint, j
 j.result_external,
 j.error, j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
 j.workflow_id, j.ref, j.run_on, j.depends_on, j.expires_at, j.unique_key, j.debounce_key,
-j.wait_signal, j.wait_jobs, j.wait_until,
+j.wait_signal, j.wait_jobs, j.wait_until, j.cost,
 j.state = 'running' AND j.lease_expires_at < now() AS stale
 
 -- name: replay_reset

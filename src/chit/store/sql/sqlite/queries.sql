@@ -12,7 +12,7 @@ j.progress_done, j.progress_total, j.progress_message, j.checkpoint, j.result,
 j.result_external, j.error,
 j.cancel_requested, j.started_at, j.finished_at, j.concurrency_key, j.timeout,
 j.workflow_id, j.ref, j.run_on, j.expires_at, j.unique_key, j.debounce_key,
-j.wait_signal, j.wait_jobs, j.wait_until,
+j.wait_signal, j.wait_jobs, j.wait_until, j.cost,
 (SELECT e.depends_on FROM chit_edges AS e WHERE e.job_id = j.id) AS depends_on,
 j.state = 'running' AND j.lease_expires_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS stale
 
