@@ -145,7 +145,8 @@ class Watch:
     async def changed(self, timeout: float) -> bool:
         """Wait for a new snapshot (or the end); False on timeout."""
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: see EventHub.stop
+                await self._changed.wait()
         except TimeoutError:
             return False
         self._changed.clear()
@@ -181,7 +182,14 @@ class EventHub:
             for watch in list(watches):
                 watch.close()
         if self._task is not None:
-            self._task.cancel()
+            # Python 3.11's asyncio.wait_for swallowed a cancel that came as the
+            # wait it guarded ended (fixed in 3.12), and this await never
+            # returned: the waits are asyncio.timeout now, the loop sees
+            # _stopping, and the cancel is sent again until the task is done.
+            self._wake.set()
+            while not self._task.done():
+                self._task.cancel()
+                await asyncio.wait({self._task}, timeout=0.1)
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
@@ -275,7 +283,7 @@ class EventHub:
         loop = asyncio.get_running_loop()
         delay = self.interval
         last_full = 0.0  # when every watched job was last read
-        while True:
+        while not self._stopping.is_set():
             if not self._watches:
                 self._wake.clear()
                 await self._wake.wait()
@@ -300,7 +308,8 @@ class EventHub:
             if self._fed == set():  # nothing came while reading: a write, or the interval
                 left = max(0.0, last_full + delay - loop.time())
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), left)
+                    async with asyncio.timeout(left):
+                        await self._wake.wait()
                 if not self._wake.is_set():
                     self._fed = None
             else:
@@ -528,7 +537,8 @@ async def workflow_stream(
             retry = b""
     while current and not all(job.state.terminal for job in current.values()):
         try:
-            await asyncio.wait_for(wake.wait(), keepalive)
+            async with asyncio.timeout(keepalive):
+                await wake.wait()
         except TimeoutError:
             yield b": keepalive\n\n"
             continue
