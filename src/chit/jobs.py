@@ -63,9 +63,12 @@ class Debounce:
     bound: float
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__,
+# which made building one the largest cost of preparing a job after its JSON.
+@dataclass(slots=True)
 class NewJob:
-    """A job to insert. `run_at=None` means now (by the database clock)."""
+    """A job to insert. `run_at=None` means now (by the database clock); not
+    changed once built."""
 
     kind: str
     payload: Any

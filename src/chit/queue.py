@@ -319,9 +319,11 @@ class Queue(OutputReads):
 
     def _jobs(self, requests: Iterable[JobRequest], connection: Any) -> Sequence[NewJob]:
         requests = list(requests)
-        if connection is None:
+        if connection is None and len(requests) > 1:
             return PreparedOnRead(requests, self.tasks, self.settings)
-        return [self.prepare(r) for r in requests]  # your transaction stays usable after one
+        # One job is read at once either way; in your transaction, an invalid
+        # one raises before anything is sent, so the transaction stays usable.
+        return [self.prepare(r) for r in requests]
 
     def enqueue_workflow(
         self, requests: Iterable[JobRequest], *, connection: Any = None

@@ -250,12 +250,20 @@ class SQLiteStore(SQLStore, WriteLock):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(enqueuer, self.enqueue_many, jobs, connection)
 
+    def _item(self, n: int, job_id: str, job: NewJob) -> dict[str, Any]:
+        item = super()._item(n, job_id, job)
+        item["payload_json"] = job.payload_json  # the text `_insert` stores, encoded once
+        return item
+
     def _insert(
         self, conn: sqlite3.Connection | sqlite3.Cursor, batch: list[Any]
     ) -> dict[str, Any]:
         inserted = {}
         for item in batch:
-            params = {**_NO_WORKFLOW, **item, "payload": dumps(item["payload"]), "now": "now"}
+            payload = item["payload_json"]
+            if payload is None:
+                payload = dumps(item["payload"])
+            params = {**_NO_WORKFLOW, **item, "payload": payload, "now": "now"}
             if item["expires_in"] is not None:  # seconds, as modifiers
                 params["expires_in"] = _offset(item["expires_in"])
             if item["debounce"] is not None:
