@@ -57,7 +57,7 @@
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 16
+local VERSION = 17
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 
@@ -108,19 +108,27 @@ end
 
 local function gkey(P, queue, g) return P .. ':gr:' .. queue .. '\0' .. g end
 
--- Put a queued job where claims find it: ready when due, else scheduled.
-local function place(P, id, queue, priority, run_at, now)
-  if run_at <= now then
-    local m = member(run_at, id)
-    local k = jkey(P, id)
+-- Put a queued job in the ready sets (`m`: its member, the job hash's rm)
+-- or, when not due, the scheduled set; `g`: its group, when the caller has it.
+local function placed(P, id, queue, priority, run_at, now, m, g)
+  if m then
     redis.call('ZADD', P .. ':r:' .. queue, priority, m)
-    redis.call('ZADD', gkey(P, queue, redis.call('HGET', k, 'g')), priority, m)
+    redis.call('ZADD', gkey(P, queue, g or redis.call('HGET', jkey(P, id), 'g')), priority, m)
     redis.call('ZADD', P .. ':d:' .. queue, run_at, id)
-    redis.call('HSET', k, 'rm', m)
     wake(P, queue)
   else
     redis.call('ZADD', P .. ':s:' .. queue, run_at, id)
   end
+end
+
+-- Put a queued job where claims find it: ready when due, else scheduled.
+local function place(P, id, queue, priority, run_at, now)
+  local m = nil
+  if run_at <= now then
+    m = member(run_at, id)
+    redis.call('HSET', jkey(P, id), 'rm', m)
+  end
+  placed(P, id, queue, priority, run_at, now, m)
 end
 
 local function unplace(P, id, queue, rm)
@@ -135,8 +143,8 @@ local function unplace(P, id, queue, rm)
 end
 
 -- A job becomes queued, or stops being: its group's count.
-local function queued_in(P, id, queue)
-  redis.call('HINCRBY', P .. ':qg:' .. queue, redis.call('HGET', jkey(P, id), 'g'), 1)
+local function queued_in(P, id, queue, g)
+  redis.call('HINCRBY', P .. ':qg:' .. queue, g or redis.call('HGET', jkey(P, id), 'g'), 1)
 end
 
 local function queued_out(P, id, queue, g)

@@ -105,10 +105,12 @@ local function enqueue(keys, args)
       elseif args[b + J_RUN_AT] ~= '' then
         run_at = tonumber(args[b + J_RUN_AT])
       end
-      local fields = {'id', id, 'kind', args[b + J_KIND], 'queue', queue, 'priority', priority,
+      local kind = args[b + J_KIND]
+      local g = kind .. '\0' .. tenant .. '\0' .. args[b + J_CKEY]
+      local fields = {'id', id, 'kind', kind, 'queue', queue, 'priority', priority,
         'payload', args[b + J_PAYLOAD], 'state', state, 'attempts', 0,
         'max_attempts', args[b + J_MAX], 'run_at', run_at, 'created_at', now, 'updated_at', now,
-        'tenant', tenant, 'g', args[b + J_KIND] .. '\0' .. tenant .. '\0' .. args[b + J_CKEY]}
+        'tenant', tenant, 'g', g}
       local function opt(name, v) if v ~= nil and v ~= '' then fields[#fields + 1] = name; fields[#fields + 1] = v end end
       opt('idem', args[b + J_IDEM])
       opt('rhash', args[b + J_HASH])
@@ -136,8 +138,14 @@ local function enqueue(keys, args)
         opt('dependents', args[b + J_DEPENDENTS])
       end
       if state == 'cancelled' then opt('finished_at', now) end
+      -- Its ready-set member, in the one HSET (`placed` below puts it there).
+      local m = nil
+      if state == 'queued' and run_at <= now then
+        m = member(run_at, id)
+        opt('rm', m)
+      end
       redis.call('HSET', k, unpack(fields))
-      moved(P, id, nil, state)
+      moved(P, id, nil, state, kind, tenant)
       redis.call('ZADD', P .. ':all', 0, id)
       local idem, uniq = nonempty(args[b + J_IDEM]), nonempty(args[b + J_UNIQUE])
       if idem then redis.call('HSET', P .. ':idem', tenant .. '\0' .. idem, id) end
@@ -148,8 +156,8 @@ local function enqueue(keys, args)
         if deb then redis.call('HSET', P .. ':deb', tenant .. '\0' .. deb, id) end
         if expires_at then redis.call('ZADD', P .. ':exp', tonumber(expires_at), id) end
         if state == 'queued' then
-          queued_in(P, id, queue)
-          place(P, id, queue, priority, run_at, now)
+          queued_in(P, id, queue, g)
+          placed(P, id, queue, priority, run_at, now, m, g)
         end
         redis.call('SADD', P .. ':queues', queue)
         if width > 20 and args[b + J_WF] ~= '' then redis.call('ZADD', P .. ':wf:' .. args[b + J_WF], 0, id) end
