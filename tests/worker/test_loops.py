@@ -60,13 +60,14 @@ def inline_worker(queue: chit.Queue, **options: Any) -> Worker:
     return worker
 
 
-def test_a_claim_tick_runs_what_it_claimed_and_asks_to_go_again_at_once(
+def test_a_claim_tick_runs_what_it_claimed_and_waits_for_jobs_when_it_got_fewer_than_asked(
     queue: chit.Queue,
 ) -> None:
     queue.task("double")(lambda job, body: body["n"] * 2)
     job = queue.enqueue("double", {"n": 4})
-    worker = inline_worker(queue)
-    assert worker.tick() == Pause("now")
+    worker = inline_worker(queue, concurrency=2)
+    # One of the two slots filled: nothing more was due, so no claim again at once.
+    assert worker.tick() == Pause("jobs", FIRST_IDLE_WAIT)
     assert worker.flush() == 1
     assert queue.store.get(job.id).result == 8
 
@@ -85,8 +86,10 @@ def test_an_idle_claim_tick_waits_for_jobs_longer_each_time_up_to_the_poll_inter
     ]
     queue.task("any")(lambda job, body: None)
     queue.enqueue("any", {})
-    assert worker.tick() == Pause("now")
-    assert worker.tick() == Pause("jobs", FIRST_IDLE_WAIT)  # found work: fast again
+    # Found work: fast again, and fewer than asked, so it waits for the next wake.
+    assert worker.tick() == Pause("jobs", FIRST_IDLE_WAIT)
+    assert worker.tick() == Pause("jobs", FIRST_IDLE_WAIT)
+    assert worker.tick() == Pause("jobs", FIRST_IDLE_WAIT * 2)
 
 
 def test_a_full_worker_waits_for_a_slot(queue: chit.Queue) -> None:

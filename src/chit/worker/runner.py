@@ -109,6 +109,7 @@ class Worker:
         self._signals = 0
         self._idle_wait = FIRST_IDLE_WAIT
         self._error_wait = FIRST_ERROR_WAIT
+        self._asked = 0  # slots the last claim tried to fill
         # From the last claim: when jobs a limit or a pause held back may have room.
         self._look_again_at = float("-inf")
         self._limits_declared = False
@@ -213,7 +214,7 @@ class Worker:
         """Claim jobs into free slots and start them; returns how many were claimed."""
         if not self._limits_declared:
             self.declare_limits()
-        free = self.slots.reserve()
+        free = self._asked = self.slots.reserve()
         if free <= 0:
             return 0
         try:
@@ -258,12 +259,17 @@ class Worker:
             return Pause("slot", self.settings.poll_interval)
         if claimed:
             self._idle_wait = FIRST_IDLE_WAIT
-            return Pause("now")
+            if claimed >= self._asked:  # and slots freed meanwhile: more may be due
+                return Pause("now")
+        # Fewer than asked: nothing more was due, so the next job comes with a
+        # wake. Claiming again at once would find nothing, and would hold the
+        # interpreter while the jobs just claimed start.
         wait = self._idle_wait
         if self._look_again_at > float("-inf"):  # by a limit: look again when room may be free
             wait = min(wait, max(0.001, self._look_again_at - time.monotonic()))
         pause = Pause("jobs", wait)
-        self._idle_wait = min(self._idle_wait * 2, self.settings.poll_interval)
+        if not claimed:
+            self._idle_wait = min(self._idle_wait * 2, self.settings.poll_interval)
         return pause
 
     def _wait(self, pause: Pause) -> None:
