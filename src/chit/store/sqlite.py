@@ -319,17 +319,23 @@ class SQLiteStore(SQLStore, WriteLock):
     ) -> list[bool]:
         # Successes with inline results in one statement, the rest one by one
         # (all of them when a job comes twice: each then sees the one before).
-        inline: dict[str, str] = {}
+        # Each result is encoded once: `large` keeps those stored apart.
+        inline: dict[str, tuple[Succeeded, str]] = {}
+        large: dict[str, str] = {}
         ids = [o.job_id for o in outcomes]
         if sum(isinstance(o, Succeeded) for o in outcomes) > 1 and len(set(ids)) == len(ids):
             for o in outcomes:
                 if isinstance(o, Succeeded):
                     encoded = dumps(o.result)
-                    if not self._is_large(encoded):
-                        inline[o.job_id] = encoded
-        batched = self._succeed_many(conn, outcomes, inline, clock) if inline else {}
+                    if self._is_large(encoded):
+                        large[o.job_id] = encoded
+                    else:
+                        inline[o.job_id] = (o, encoded)
+        batched = self._succeed_many(conn, list(inline.values()), clock) if inline else {}
         rows = [
-            batched.get(o.job_id) if o.job_id in inline else self._finish_one(conn, o, clock)
+            batched.get(o.job_id)
+            if o.job_id in inline
+            else self._finish_one(conn, o, clock, large.get(o.job_id))
             for o in outcomes
         ]
         succeeded: list[str] = []  # jobs with dependents, by how they ended
@@ -344,19 +350,13 @@ class SQLiteStore(SQLStore, WriteLock):
         return [row is not None for row in rows]
 
     def _succeed_many(
-        self,
-        conn: sqlite3.Connection,
-        outcomes: Sequence[Outcome],
-        inline: dict[str, str],
-        clock: str,
+        self, conn: sqlite3.Connection, successes: list[tuple[Succeeded, str]], clock: str
     ) -> dict[str, Any]:
-        """Record the successes whose results are in `inline` (their JSON, by job
-        id) and close their attempt records: the rows of those not fenced out."""
+        """Record the successes (each with its result's JSON, stored inline) and
+        close their attempt records: the rows of those not fenced out."""
         items = [
-            {"id": o.job_id, "token": o.lease_token, "result": inline[o.job_id]}
-            | progressed(o.progress)
-            for o in outcomes
-            if isinstance(o, Succeeded) and o.job_id in inline
+            {"id": o.job_id, "token": o.lease_token, "result": encoded} | progressed(o.progress)
+            for o, encoded in successes
         ]
         found = conn.execute(Q["succeed_many"], {"items": dumps(items), "now": clock})
         rows: dict[str, Any] = {r["id"]: r for r in found.fetchall()}
@@ -365,13 +365,17 @@ class SQLiteStore(SQLStore, WriteLock):
             conn.execute(Q["close_attempts_succeeded"], {"ids": ids, "now": clock})
         return rows
 
-    def _finish_one(self, conn: sqlite3.Connection, outcome: Outcome, clock: str) -> Any:
-        """Record one outcome and close its attempt record: the job's row, None if fenced out."""
+    def _finish_one(
+        self, conn: sqlite3.Connection, outcome: Outcome, clock: str, encoded: str | None = None
+    ) -> Any:
+        """Record one outcome and close its attempt record: the job's row, None if
+        fenced out. `encoded`: a success's result as JSON, when already encoded."""
         # Each statement returns the outcome its attempt record closes with, and the error.
         fence: dict[str, Any] = {"id": outcome.job_id, "token": outcome.lease_token, "now": clock}
         match outcome:
             case Succeeded(result=result, progress=progress):
-                encoded = dumps(result)
+                if encoded is None:
+                    encoded = dumps(result)
                 external = self._is_large(encoded)
                 stored = {"result": None if external else encoded, "result_external": int(external)}
                 row = conn.execute(Q["succeed"], fence | stored | progressed(progress)).fetchone()
