@@ -34,6 +34,22 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _cluster_port() -> int:
+    """A free port whose cluster bus port, 10,000 above it, is free too: a
+    cluster node binds both, and one above 55,535 has no bus port at all."""
+    for _ in range(50):
+        port = _free_port()
+        if port + 10_000 > 65_535:
+            continue
+        with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+            try:
+                s.bind(("127.0.0.1", port + 10_000))
+            except OSError:
+                continue
+        return port
+    pytest.fail("found no free port with a free cluster bus port", pytrace=False)
+
+
 def redis_binary() -> str:
     binary = os.environ.get("CHIT_TEST_REDIS_SERVER") or shutil.which("redis-server")
     if binary is None:
@@ -166,7 +182,7 @@ def redis_cluster(masters: int = 3) -> Iterator[list[str]]:
             node = folder / f"node{i}"
             node.mkdir()
             for _ in range(3):  # the free port may be taken before the node binds it
-                port = _free_port()
+                port = _cluster_port()
                 cluster = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
                 process = start_redis(node, port, *cluster)
                 if process is not None:
