@@ -39,15 +39,18 @@ def _cluster_port() -> int:
     cluster node binds both, and one above 55,535 has no bus port at all."""
     for _ in range(50):
         port = _free_port()
-        if port + 10_000 > 65_535:
-            continue
-        with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-            try:
-                s.bind(("127.0.0.1", port + 10_000))
-            except OSError:
-                continue
-        return port
+        if port + 10_000 <= 65_535 and _is_free(port + 10_000):
+            return port
     pytest.fail("found no free port with a free cluster bus port", pytrace=False)
+
+
+def _is_free(port: int) -> bool:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def redis_binary() -> str:
