@@ -125,6 +125,43 @@ def test_enqueue_without_run_at_is_due_now(store: Store) -> None:
     assert store.claim("w1", ["default"], 1, LEASE)[0].id == job_id
 
 
+def test_one_job_alone_is_stored_as_the_same_job_in_a_batch(store: Store) -> None:
+    """A store may insert one job without keys its own way (PostgreSQL: its
+    values, not a JSON document): every field reads back as a batch stores it."""
+    text = 'tab\t quote" é 😀'
+    payload = {"n": [1, 2.5, None], text: {"deep": True}}
+    fields = dict(
+        queue="other", priority=-3, max_attempts=2, tenant=text, concurrency_key="k1",
+        timeout=2.5, expires_in=600.0, traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01",
+        cost=3, payload_json=canonical(payload),
+    )  # fmt: skip
+    at = later(3600).replace(microsecond=0)
+    shapes = {
+        "due": dict(fields),
+        "later": dict(fields, run_at=at, expires_in=None, expires_at=later(7200)),
+    }
+    for shape in shapes.values():
+        alone = store.get(store.enqueue(new(text, payload, **shape)).id)
+        batch = store.enqueue_many([new(text, payload, **shape), new()])
+        batched = store.get(batch[0].id)
+        assert alone is not None and batched is not None
+        for name in (
+            "kind", "queue", "priority", "payload", "state", "attempts", "max_attempts",
+            "tenant", "idempotency_key", "concurrency_key", "timeout", "cost", "unique_key",
+            "debounce_key", "workflow_id", "depends_on", "started_at", "finished_at",
+        ):  # fmt: skip
+            assert getattr(alone, name) == getattr(batched, name), name
+        assert alone.state == State.QUEUED and alone.cost == 3 and alone.timeout == 2.5
+        assert close_to(alone.updated_at, alone.created_at, 0.001)
+        assert alone.expires_at is not None and batched.expires_at is not None
+        assert close_to(alone.expires_at, batched.expires_at, 5)
+        if "run_at" in shape:
+            assert alone.run_at == batched.run_at == at
+        else:
+            assert close_to(alone.run_at, alone.created_at, 0.001)
+            assert close_to(alone.expires_at, alone.created_at + timedelta(seconds=600), 0.01)
+
+
 def test_get_of_an_unknown_job_or_another_tenants_job_is_none(store: Store) -> None:
     job_id = store.enqueue(new(tenant="acme")).id
     assert store.get("0" * 26) is None

