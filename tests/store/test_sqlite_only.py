@@ -46,7 +46,7 @@ HOT_QUERIES: dict[str, tuple[dict[str, object], list[str]]] = {
     ),
     "release": ({"id": "a", "token": "t", "now": "now", "free": 3}, [PRIMARY_KEY]),
     "rescue_expired": ({"now": "now"}, ["chit_jobs_leases (lease_expires_at<?)"]),
-    "expire_attempts": ({"ids": '["a"]', "now": "now"}, ["chit_attempts_open (job_id=?)"]),
+    "expire_attempts": ({"ids": '["a"]', "now": "now"}, ["chit_attempts_job (job_id=?)"]),
     "stats_stale": (
         {"now": "now", "tenant": None},
         ["chit_jobs_leases (lease_expires_at<?)"],

@@ -253,8 +253,9 @@ started AS (
               j.concurrency_key, j.timeout, j.depends_on IS NOT NULL AS has_dependencies,
               j.tenant, j.traceparent, j.cost
 ), stray AS (
-    -- An attempt an earlier failure left open would break this claim, and every
-    -- later one of the job, on chit_attempts_open: close it first.
+    -- An attempt an earlier failure left open is closed, so that a job has one
+    -- open attempt at most: the one an outcome closes. (Sibling WITH statements
+    -- see the table as it was before the statement: not the attempt opened below.)
     UPDATE chit_attempts AS a
     SET finished_at = coalesce(%(now)s::timestamptz, now()), outcome = 'lease_expired',
         error = 'lease expired: worker lost'
@@ -262,12 +263,9 @@ started AS (
     WHERE a.job_id = claimed.id AND a.finished_at IS NULL
     RETURNING a.job_id
 ), opened AS (
-    -- The count makes `stray` run to its end before the first insert (an InitPlan);
-    -- sibling WITH statements otherwise run in no promised order.
     INSERT INTO chit_attempts (job_id, attempt, worker, started_at, kind, concurrency_key, cost)
     SELECT id, attempts, %(worker)s::text, started.at, kind, concurrency_key, cost
     FROM claimed, started
-    WHERE (SELECT count(*) FROM stray) >= 0
 )
 
 -- name: claim

@@ -520,8 +520,8 @@ RETURNING id, state, (dependents IS NOT NULL OR waiters IS NOT NULL) AS has_depe
 
 -- name: expire_attempts
 -- The attempts still open for these jobs: those rescue_expired just took back,
--- and, at claim, any an earlier failure left open, so that one stray row cannot
--- break every later claim of its job on chit_attempts_open.
+-- and, at claim, any an earlier failure left open, so that a job has one open
+-- attempt at most: the one an outcome closes.
 UPDATE chit_attempts
 SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', :now), outcome = 'lease_expired',
     error = 'lease expired: worker lost'
