@@ -3,8 +3,8 @@
 it. What the API, the dashboard and the metrics read, API keys, the dashboard's
 sessions, flow control (limits and pauses), schedules, workflows, the fleet;
 and what only some stores have: one write lock, joining the application's
-own transaction. A worker needs none of these but
-`declare_limits` when it starts.
+own transaction, claiming as a wake arrives. A worker needs none of these but
+`declare_limits` when it starts (and uses the last where a store has it).
 
 `FullStore` is the core and every feature's interface: what `open_store`
 returns and what the API and dashboard ask for. `Capability.of(store)` is
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import abc
 import builtins
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Self
@@ -27,6 +28,7 @@ from chit.jobs import (
     ApiKey,
     Attempt,
     AttemptStats,
+    Claimed,
     Enqueued,
     FailureGroup,
     Job,
@@ -489,6 +491,30 @@ class CallerTransactions(Capability):
     @abc.abstractmethod
     async def aenqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
         """`enqueue_many` for asyncio code, on the application's async connection."""
+
+
+class ClaimsOnWake(Capability):
+    """An idle worker's wait and its next claim in one round trip: the job that
+    wakes it is claimed as the wake arrives, not after another request (Redis:
+    a blocking move of the wake token, then the claim, pipelined)."""
+
+    what: ClassVar[str] = "a claim in the round trip that wakes an idle worker"
+
+    @abc.abstractmethod
+    def claim_on_wake(
+        self,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        timeout: float,
+        stop: threading.Event | None = None,
+        kinds: Collection[str] | None = None,
+    ) -> Claimed | None:
+        """`wait_for_jobs`, then, if a wake ended the wait, `claim` (the same
+        arguments, the same result) without a further request; None when the
+        wait ended otherwise (its timeout, `stop`, a wait the store cannot
+        pair with a claim: the caller claims as usual)."""
 
 
 class FullStore(

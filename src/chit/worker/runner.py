@@ -33,8 +33,10 @@ from typing import Literal
 from chit.context import JobContext
 from chit.errors import ConfigError, StoreError
 from chit.fleet import WorkerBeat
+from chit.jobs import Claimed
 from chit.queue import Queue
 from chit.store import FlowControl, FullStore, Store
+from chit.store.capabilities import ClaimsOnWake
 from chit.worker.children import ProcessPool
 from chit.worker.execute import Pipeline
 from chit.worker.finisher import Finisher
@@ -112,6 +114,8 @@ class Worker:
         self._asked = 0  # slots the last claim tried to fill
         # From the last claim: when jobs a limit or a pause held back may have room.
         self._look_again_at = float("-inf")
+        # What the last wait claimed as a wake ended it (ClaimsOnWake), its slots held.
+        self._woken: Claimed | None = None
         self._limits_declared = False
         for schedule in queue.schedules.values():  # refused at start, not at the first tick
             if schedule.kind not in queue.tasks:
@@ -214,6 +218,9 @@ class Worker:
         """Claim jobs into free slots and start them; returns how many were claimed."""
         if not self._limits_declared:
             self.declare_limits()
+        woken, self._woken = self._woken, None
+        if woken is not None:  # claimed by the wait that ended as they came
+            return len(woken)
         free = self._asked = self.slots.reserve()
         if free <= 0:
             return 0
@@ -227,6 +234,21 @@ class Worker:
         self.slots.hold(claimed, free)
         self._look_again_at = claimed.look_again_at
         return len(claimed)
+
+    def _claim_on_wake(self, store: ClaimsOnWake, seconds: float) -> None:
+        """Wait for jobs, and claim them in the round trip that brings the wake
+        (`run_once` then counts them), for the slots free now."""
+        free = self._asked = self.slots.reserve()
+        claimed = None
+        try:
+            claimed = store.claim_on_wake(
+                self.id, self.queues, free, self.lease_seconds, seconds, self._stopping, self.kinds
+            )
+        finally:
+            self.slots.hold(claimed or [], free)
+        if claimed is not None:
+            self._look_again_at = claimed.look_again_at
+            self._woken = claimed
 
     def declare_limits(self) -> None:
         """Tell the store the limits the code gives each kind (none too: a limit
@@ -279,7 +301,10 @@ class Worker:
             self.slots.freed.wait(pause.seconds)
         elif pause.until == "jobs":
             try:
-                self.store.wait_for_jobs(self.queues, pause.seconds, self._stopping)
+                if isinstance(self.store, ClaimsOnWake):
+                    self._claim_on_wake(self.store, pause.seconds)
+                else:
+                    self.store.wait_for_jobs(self.queues, pause.seconds, self._stopping)
             except StoreError as e:
                 log.warning("waiting for jobs failed: %s", e)
                 self._stopping.wait(pause.seconds)

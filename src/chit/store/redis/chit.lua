@@ -33,7 +33,8 @@
 --                claim's short lock of a limited kind
 --   P:s:<queue>  scheduled jobs (run_at in the future): score run_at, member id;
 --                a claim moves those due to P:r
---   P:w:<queue>  wake tokens: enqueue pushes, idle workers BLPOP
+--   P:w:<queue>  wake tokens: enqueue pushes, idle workers BLPOP (or BLMOVE to
+--                P:wk:<worker>, which the claim that follows pops: ClaimsOnWake)
 --   P:leases     running jobs by lease expiry
 --   P:exp        jobs not started yet that have an expires_at, by it
 --   P:done       cancelled jobs by finished_at (prune; the succeeded and failed
@@ -57,7 +58,7 @@
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 17
+local VERSION = 18
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 

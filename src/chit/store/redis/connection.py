@@ -128,9 +128,7 @@ class Connection:
         it is sent on, so both go down one connection, in one round trip."""
         if not self.wait_aof:
             return self.fcall(function, *args)
-        client = self.client
-        if isinstance(client, RedisCluster):
-            client = client.get_node_from_key(self.prefix).redis_connection
+        client = self.node()
 
         def call() -> Any:
             pipe = client.pipeline(transaction=False)
@@ -163,6 +161,15 @@ class Connection:
                 f"Redis at {self.name} has no WAITAOF (Redis 7.2+, Valkey 7.2+):"
                 " CHIT_REDIS_WAIT_AOF=1 needs it; upgrade the server or unset it"
             ) from None
+
+    def node(self) -> redis.Redis:
+        """The client of the server that holds the keys (in a cluster, the node
+        of their hash tag): where a pipeline of commands on them goes."""
+        client = self.client
+        if isinstance(client, RedisCluster):
+            node: redis.Redis = client.get_node_from_key(self.prefix).redis_connection
+            return node
+        return client
 
     def fcall_ro(self, function: str, *args: Any) -> Any:
         try:

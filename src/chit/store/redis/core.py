@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -49,6 +49,7 @@ from chit.jobs import (
 )
 from chit.store import graph
 from chit.store.base import Store, StoredStep
+from chit.store.capabilities import ClaimsOnWake
 from chit.store.flow import Claim
 from chit.store.redis import codec
 from chit.store.redis.codec import clock, dumps, loads, ms, when
@@ -87,7 +88,7 @@ def _progress(progress: Progress | None) -> list[Any]:
     return [given, _s(progress.done), _s(progress.total)]
 
 
-class RedisCore(Store):
+class RedisCore(Store, ClaimsOnWake):
     concurrent_writes = True
     # Hand-backs of one job that do not use up its attempt (CHIT_FREE_HAND_BACKS).
     free_hand_backs: int = 3
@@ -449,18 +450,71 @@ class RedisCore(Store):
         if not queues:
             time.sleep(timeout) if stop is None else stop.wait(timeout)
             return
+        keys = [f"{self.prefix}:w:{q}" for q in queues]
+        client = self.redis.client
+        for wait in self._waits(queues, timeout, stop):
+            if self.redis.run(lambda w=wait: client.blpop(keys, w)) is not None:  # type: ignore[misc]
+                return
+
+    def claim_on_wake(
+        self,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        timeout: float,
+        stop: threading.Event | None = None,
+        kinds: Collection[str] | None = None,
+    ) -> Claimed | None:
+        """ClaimsOnWake: each blocking read moves a wake token into the worker's
+        own list (BLMOVE, one queue's list only), and chit_claim_woken, sent
+        behind it in one pipeline, claims if it finds one there. The claim a
+        wake needs costs no round trip of its own: the worker is running the
+        job when it would have been sending the claim."""
+        claim = Claim(worker, queues, limit, lease_seconds, runnable_kinds(kinds))
+        if limit <= 0 or len(queues) != 1 or not self._claims_in_one_call(claim):
+            self.wait_for_jobs(queues, timeout, stop)
+            return None
+        key, mine = f"{self.prefix}:w:{queues[0]}", f"{self.prefix}:wk:{worker}"
+        args = ["", *self._claim_args(claim)]
+        client = self.redis.node()
+
+        def wait_then_claim(wait: float) -> Any:
+            pipe = client.pipeline(transaction=False)
+            pipe.execute_command("BLMOVE", key, mine, "LEFT", "LEFT", wait)
+            pipe.fcall("chit_claim_woken", 1, self.prefix, *args)
+            return pipe.execute()[1]
+
+        for wait in self._waits(queues, timeout, stop):
+            try:
+                rows = self.redis.run(lambda w=wait: wait_then_claim(w))  # type: ignore[misc]
+            except StoreError as e:
+                if "Function not found" not in str(e):
+                    raise
+                self.redis.load()  # a restarted server without the library; a token moved stays
+                rows = self.redis.fcall("chit_claim_woken", *args)
+            if rows is not None:  # woken: what it claimed, perhaps nothing
+                return Claimed(codec.claimed(rows))
+        return None
+
+    def _claims_in_one_call(self, claim: Claim) -> bool:
+        """Whether `claim` is one chit_claim call (flow control's are not)."""
+        return True
+
+    def _waits(
+        self, queues: Sequence[str], timeout: float, stop: threading.Event | None
+    ) -> Iterator[float]:
+        """The timeouts of a wait's blocking reads: `timeout` at most, bounded by
+        when the first scheduled job of `queues` is due, in pieces short enough
+        to see `stop`."""
         due_ms = int(self.redis.fcall_ro("chit_next_due", *queues))
         if due_ms >= 0:
             timeout = min(timeout, due_ms / 1000)
         deadline = time.monotonic() + timeout
-        keys = [f"{self.prefix}:w:{q}" for q in queues]
-        client = self.redis.client
         while (remaining := deadline - time.monotonic()) > 0:
             if stop is not None and stop.is_set():
                 return
-            wait = min(remaining, _STOP_CHECK_SECONDS)
-            if self.redis.run(lambda w=wait: client.blpop(keys, w)) is not None:  # type: ignore[misc]
-                return
+            yield min(remaining, _STOP_CHECK_SECONDS)
 
     def close(self) -> None:
         self.redis.close()

@@ -15,6 +15,8 @@ local function beat_worker(keys, args)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. ':wstale', '-inf', '(' .. now)) do
     redis.call('HDEL', P .. ':workers', id)
     redis.call('ZREM', P .. ':wstale', id)
+    -- A wake token a crash left between a worker's wait and its claim.
+    redis.call('DEL', P .. ':wk:' .. id)
   end
   return 1
 end
@@ -22,6 +24,7 @@ end
 local function forget_worker(keys, args)
   local P = keys[1]
   redis.call('ZREM', P .. ':wstale', args[1])
+  redis.call('DEL', P .. ':wk:' .. args[1])
   return redis.call('HDEL', P .. ':workers', args[1])
 end
 

@@ -186,6 +186,9 @@ class FlowRedis(RedisCore, FlowControl):
             return claimed
         return self._flow_claim(claim, now, flow)
 
+    def _claims_in_one_call(self, claim: Claim) -> bool:
+        return self._flow_for(claim) is None and not self._flow.held_kinds
+
     def _finish_and_claim(
         self, outcomes: Sequence[Outcome], claim: Claim, now: str, held: Sequence[str] = ()
     ) -> tuple[list[bool], Claimed]:

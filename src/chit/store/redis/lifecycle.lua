@@ -151,6 +151,16 @@ local function claim(keys, args)
   return claim_in(P, args, 2, clock(args[1]))
 end
 
+-- The claim that follows an idle worker's blocking wait in one pipeline (the
+-- wait a BLMOVE of a wake token into the worker's own list P:wk:<worker>): it
+-- claims only when the wait moved one there, so a wait that timed out costs
+-- an LPOP. ARGV as `claim`'s (its second, the worker).
+local function claim_woken(keys, args)
+  local P = keys[1]
+  if not redis.call('LPOP', P .. ':wk:' .. args[2]) then return false end
+  return claim_in(P, args, 2, clock(args[1]))
+end
+
 -- Outcomes
 
 -- A job leaves `running`: its lease and fence go. `f`: its kind, ckey and
@@ -432,6 +442,7 @@ local function expire_jobs(keys, args)
 end
 
 redis.register_function('chit_claim', claim)
+redis.register_function('chit_claim_woken', claim_woken)
 redis.register_function('chit_finish', finish)
 redis.register_function('chit_finish_claim', finish_claim)
 redis.register_function('chit_heartbeat', heartbeat)
