@@ -255,14 +255,6 @@ class PostgresStore(Listening, SQLStore):
     def enqueue_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
         if not jobs:
             return []
-        if connection is None and len(jobs) == 1 and _is_plain(jobs[0]):
-            # The common call, `enqueue` of a job without keys: one statement
-            # and no steps to drive (460 to 390 µs on a 2-core test machine).
-            job_id = new_job_ids(1)[0]
-            values = _plain_values(job_id, jobs[0])
-            with self._conn() as conn:
-                created_at = scalar(conn.execute(Q["enqueue_plain"], values))
-            return [Enqueued(job_id, True, created_at=self._at(created_at))]
         if connection is not None:
             try:
                 with connection.cursor(row_factory=dict_row) as cursor:
@@ -278,6 +270,12 @@ class PostgresStore(Listening, SQLStore):
         """A small batch is one statement; a large one is copied in (`_copy_jobs`),
         in a transaction of its own on an autocommit connection. Each job is read
         once, in order, as it is sent."""
+        if len(jobs) == 1 and _is_plain(jobs[0]):
+            # The common call, `enqueue` of a job without keys: one statement
+            # and no steps to drive (460 to 390 µs on a 2-core test machine).
+            job_id, values = _plain(jobs[0])
+            created_at = scalar(conn.execute(Q["enqueue_plain"], values))
+            return [Enqueued(job_id, True, created_at=self._at(created_at))]
         connection = conn.connection if isinstance(conn, psycopg.Cursor) else conn
         # COPY cannot run in pipeline mode, which an application's connection may be in.
         pipeline = connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF
@@ -318,17 +316,18 @@ class PostgresStore(Listening, SQLStore):
         try:
             await pool.open()  # at once if open: concurrent first calls open it once
             async with pool.connection() as conn:
-                if len(jobs) == 1 and _is_plain(jobs[0]):
-                    job_id = new_job_ids(1)[0]
-                    cursor = await conn.execute(Q["enqueue_plain"], _plain_values(job_id, jobs[0]))
-                    row = await cursor.fetchone()
-                    assert row is not None
-                    return [Enqueued(job_id, True, created_at=self._at(row["created_at"]))]
                 return await self._ainsert_jobs(conn, jobs)
         except (PoolClosed, PoolTimeout, psycopg.Error) as e:
             raise self._error(e) from e
 
     async def _ainsert_jobs(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> list[Enqueued]:
+        if len(jobs) == 1 and _is_plain(jobs[0]):  # as in `_enqueue_many`
+            job_id, values = _plain(jobs[0])
+            async with conn.cursor(row_factory=dict_row) as cursor:
+                await cursor.execute(Q["enqueue_plain"], values)
+                row = await cursor.fetchone()
+            assert row is not None
+            return [Enqueued(job_id, True, created_at=self._at(row["created_at"]))]
         several = conn.autocommit and _several_statements(jobs)
         steps = self._inserting(new_job_ids(len(jobs)), jobs)
         async with (
@@ -570,11 +569,12 @@ def _is_plain(job: NewJob) -> bool:
     return keys == (None, None, None, None) and not job.depends_on
 
 
-def _plain_values(job_id: str, job: NewJob) -> tuple[Any, ...]:
-    """`enqueue_plain`'s parameters, in its order (the last, the time: the
-    database clock)."""
+def _plain(job: NewJob) -> tuple[str, tuple[Any, ...]]:
+    """A new id for `job`, and `enqueue_plain`'s parameters, in its order (the
+    last, the time: the database clock)."""
+    job_id = new_job_ids(1)[0]
     payload = job.payload_json if job.payload_json is not None else dumps(job.payload)
-    return (
+    return job_id, (
         job_id, job.kind, job.queue, job.priority, payload, job.tenant, job.max_attempts,
         _utc(job.run_at), job.concurrency_key, job.timeout, _utc(job.expires_at),
         job.expires_in, job.traceparent, job.cost, None,

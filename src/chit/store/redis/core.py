@@ -491,7 +491,9 @@ class RedisCore(Store, ClaimsOnWake):
             except StoreError as e:
                 if "Function not found" not in str(e):
                     raise
-                self.redis.load()  # a restarted server without the library; a token moved stays
+                # A server restarted without the library: a token the move took
+                # is still in the worker's list, for the claim to find.
+                self.redis.load()
                 rows = self.redis.fcall("chit_claim_woken", *args)
             if rows is not None:  # woken: what it claimed, perhaps nothing
                 return Claimed(codec.claimed(rows))
