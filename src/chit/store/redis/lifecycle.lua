@@ -158,7 +158,7 @@ end
 local function claim_woken(keys, args)
   local P = keys[1]
   if not redis.call('LPOP', P .. ':wk:' .. args[2]) then return false end
-  return claim_in(P, args, 2, clock(args[1]))
+  return claim(keys, args)
 end
 
 -- Outcomes
