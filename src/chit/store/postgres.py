@@ -570,14 +570,13 @@ def _is_plain(job: NewJob) -> bool:
 
 
 def _plain(job: NewJob) -> tuple[str, tuple[Any, ...]]:
-    """A new id for `job`, and `enqueue_plain`'s parameters, in its order (the
-    last, the time: the database clock)."""
+    """A new id for `job`, and `enqueue_plain`'s parameters, in its order."""
     job_id = new_job_ids(1)[0]
     payload = job.payload_json if job.payload_json is not None else dumps(job.payload)
     return job_id, (
         job_id, job.kind, job.queue, job.priority, payload, job.tenant, job.max_attempts,
         _utc(job.run_at), job.concurrency_key, job.timeout, _utc(job.expires_at),
-        job.expires_in, job.traceparent, job.cost, None,
+        job.expires_in, job.traceparent, job.cost,
     )  # fmt: skip
 
 
