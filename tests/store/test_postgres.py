@@ -91,13 +91,33 @@ def test_postgres_a_burst_of_enqueues_wakes_an_idle_waiter_once(pg: PostgresBack
 
 
 def test_postgres_a_large_enqueue_many_wakes_waiters_on_its_queues(pg: PostgresBackend) -> None:
-    """A large batch is copied in (COPY), which fires the NOTIFY trigger too."""
+    """A large batch is copied in (COPY), then its queues are notified."""
     waiter, submitter = pg.open(), pg.open()
     waiter.wait_for_jobs(["mine"], 0.01)
     jobs = [NewJob("k", {"i": i}, queue="theirs") for i in range(300)]
     threading.Timer(
         0.1, lambda: submitter.enqueue_many([*jobs, NewJob("k", {}, queue="mine")])
     ).start()
+    started = time.monotonic()
+    waiter.wait_for_jobs(["mine"], 5)
+    assert time.monotonic() - started < 4  # woken, not timed out
+
+
+def test_postgres_a_keyed_job_wakes_waiters_on_its_queue_and_a_waiting_one_does_not(
+    pg: PostgresBackend,
+) -> None:
+    """The statement that reads jobs from JSON (a key, a workflow) notifies the
+    queues of the jobs it queued, not of those it left waiting."""
+    waiter, submitter = pg.open(), pg.open()
+    waiter.wait_for_jobs(["mine", "later"], 0.01)
+    parent = NewJob("k", {}, queue="theirs", ref="a")
+    child = NewJob("k", {}, queue="later", ref="b", depends_on=("a",))
+    submitter.enqueue_many([parent, child])
+    started = time.monotonic()
+    waiter.wait_for_jobs(["later"], 0.6)
+    assert time.monotonic() - started >= 0.5  # nothing queued there yet
+    keyed = NewJob("k", {}, queue="mine", idempotency_key="once")
+    threading.Timer(0.1, lambda: submitter.enqueue(keyed)).start()
     started = time.monotonic()
     waiter.wait_for_jobs(["mine"], 5)
     assert time.monotonic() - started < 4  # woken, not timed out

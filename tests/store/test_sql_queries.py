@@ -31,6 +31,7 @@ ONLY_POSTGRES = {
     "migration_lock": "SQLite's BEGIN IMMEDIATE already keeps a second migrator out",
     "enqueue_copy": "binary COPY for large batches",
     "enqueue_plain": "one job without keys as values, not JSON; SQLite inserts values already",
+    "notify_queues": "wakes the workers of the queues enqueue_copy filled",
     "claim_due": "the CTEs `claim`, `succeed_and_claim` and `claim_ids` share",
     "lock_held": "the row locks the statements on held jobs share; SQLite has one writer",
     "lock_jobs": "row locks in id order before outcomes of several kinds",

@@ -362,6 +362,7 @@ class PostgresStore(Listening, SQLStore):
         ids = new_job_ids(len(jobs))
         out = [Enqueued(job_id, True, created_at=now) for job_id in ids]
         keyed: list[int] = []
+        queues: set[str] = set()
         cursor = conn if isinstance(conn, psycopg.Cursor) else conn.cursor()
         with cursor.copy(Q["enqueue_copy"]) as copy:
             copy.set_types(_COPY_TYPES)
@@ -380,11 +381,14 @@ class PostgresStore(Listening, SQLStore):
                     expires_at = now + timedelta(seconds=job.expires_in)
                 text = job.payload_json if job.payload_json is not None else dumps(job.payload)
                 payload = b"\x01" + text.encode()  # jsonb's binary format: a version byte, the text
+                queues.add(job.queue)
                 write(
                     (job_id, job.kind, job.queue, job.priority, payload, job.tenant,
                      job.max_attempts, run_at, now, now, job.concurrency_key, job.timeout,
                      expires_at, job.traceparent)
                 )  # fmt: skip
+        if queues:
+            conn.execute(Q["notify_queues"], {"queues": list(queues)})
         if keyed:
             inserted = self._insert_jobs(conn, [ids[n] for n in keyed], [jobs[n] for n in keyed])
             for n, result in zip(keyed, inserted, strict=True):
