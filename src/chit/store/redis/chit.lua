@@ -58,7 +58,7 @@
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 18
+local VERSION = 19
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 
@@ -184,8 +184,8 @@ local function all_ended(P, ids)
 end
 
 -- A job others wait for ended: each waiter whose jobs have all ended is queued.
-local function wake_waiters_of(P, id, now)
-  local w = redis.call('HGET', jkey(P, id), 'waiters')
+-- `w`: its waiters field, as the caller read it.
+local function wake_waiters_of(P, id, now, w)
   if not w then return end
   for _, x in ipairs(cjson.decode(w)) do
     local f = redis.call('HMGET', jkey(P, x), 'state', 'wjobs')
@@ -194,11 +194,11 @@ local function wake_waiters_of(P, id, now)
 end
 
 -- A job that just became terminal: its indexes. `f`: its tenant, unique and
--- debounce keys, when the caller has read them; `ran`: it was running, so its
--- start took it out of P:exp already.
+-- debounce keys and waiters, when the caller has read them; `ran`: it was
+-- running, so its start took it out of P:exp already.
 local function ended(P, id, state, now, f, ran)
-  f = f or redis.call('HMGET', jkey(P, id), 'tenant', 'unique', 'deb')
-  wake_waiters_of(P, id, now)
+  f = f or redis.call('HMGET', jkey(P, id), 'tenant', 'unique', 'deb', 'waiters')
+  wake_waiters_of(P, id, now, f[4])
   held_by(P, ':uniq', f[1], f[2], id)
   held_by(P, ':deb', f[1], f[3], id)
   if not ran then redis.call('ZREM', P .. ':exp', id) end

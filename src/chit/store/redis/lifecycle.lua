@@ -81,7 +81,8 @@ local function start(P, id, worker, lease_ms, now, token, m, v)
       redis.call('HSET', k, 'acost', cost)
     end
   end
-  redis.call('ZREM', P .. ':exp', id)
+  -- Only a job with an expiry is in P:exp, until it starts or ends.
+  if v[n + 5] then redis.call('ZREM', P .. ':exp', id) end
   held_by(P, ':deb', tenant, deb, id)
   if v[n + 8] or v[n + 9] then redis.call('PUBLISH', P .. ':out', id) end
   -- The row claimed, as the HSET above left it.
@@ -98,8 +99,11 @@ local function kind_set(arg)
   return set
 end
 
-local function next_token(P, id)
-  return string.format('%x', redis.call('INCR', P .. ':tok')) .. '-' .. id
+-- A lease token: a counter's value and the job's id, so that it changes on
+-- every claim. The jobs of one claim share one value (`counted`, a hex string
+-- already taken from the counter).
+local function next_token(P, id, counted)
+  return (counted or string.format('%x', redis.call('INCR', P .. ':tok'))) .. '-' .. id
 end
 
 -- ARGV from `base`: worker, lease (ms), limit, kinds (JSON, "" for any),
@@ -111,6 +115,7 @@ local function claim_in(P, args, base, now)
   local nq = tonumber(args[base + 5])
   local out = {}
   local taken = 0
+  local counted = nil  -- the token counter's value, taken at the first job claimed
   for q = 1, nq do
     if taken >= limit then break end
     local queue = args[base + 5 + q]
@@ -132,7 +137,8 @@ local function claim_in(P, args, base, now)
           redis.call('ZREM', r, m)
         elseif (kinds == nil or kinds[kind]) and not held[kind] and not expired then
           redis.call('ZREM', r, m)
-          local row = start(P, id, worker, lease_ms, now, next_token(P, id), m, v)
+          counted = counted or string.format('%x', redis.call('INCR', P .. ':tok'))
+          local row = start(P, id, worker, lease_ms, now, next_token(P, id, counted), m, v)
           for _, v in ipairs(row) do out[#out + 1] = v end
           taken = taken + 1
         else
@@ -197,7 +203,7 @@ end
 -- What an outcome reads, in one HMGET: its fence first.
 local FINISHING = {'state', 'lease_token', 'cancel', 'attempts', 'max_attempts', 'hand_backs', 'queue',
   'priority', 'kind', 'ckey', 'tenant', 'unique', 'deb', 'dependents', 'worker', 'aat', 'oseq',
-  'lsn'}
+  'lsn', 'waiters'}
 
 -- One outcome: code (S, F, R, C, Z, W), id, token, then five values. Returns
 -- the state it left the job in (nil when fenced out), and whether the job
@@ -277,7 +283,7 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   elseif state == 'waiting' then
     suspend_wait(P, id, now, a, b, c)
   else
-    ended(P, id, state, now, {tenant, f[12], f[13]}, true)
+    ended(P, id, state, now, {tenant, f[12], f[13], f[19]}, true)
   end
   if f[16] then
     close_open(P, id, now, outcome, err, tenant, {f[4], f[15], f[16], kind, f[10]})
