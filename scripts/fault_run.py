@@ -15,9 +15,10 @@ restarts PostgreSQL with `pg_ctl restart -m immediate` (back within a second)
 or stops it so for `--pg-down` seconds (an outage the API must answer with
 503 and the workers must wait out). Then the faults stop,
 every process is restarted cleanly, and once every acknowledged job has
-finished the figures are printed. It exits 1 when an acknowledged job is lost
-or the API answered a 5xx other than 503, 2 when the run was too short to
-restart PostgreSQL twice.
+finished the figures are printed. It exits 1 when an acknowledged job is lost,
+the API answered a 5xx other than 503 or a stored job breaks one of the state
+machine's invariants (tests/support/invariants.py), 2 when the run was too
+short to restart PostgreSQL twice.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +48,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the private cluster and the test app
 
 import chit  # noqa: E402
 from chit.jobs import Job, JobFilter, State  # noqa: E402
+from support.invariants import BROKEN_INVARIANTS  # noqa: E402
 from support.pg_cluster import Cluster  # noqa: E402
 from support.processes import child_env, free_port  # noqa: E402
 
@@ -69,6 +72,10 @@ class Database:
         raise NotImplementedError
 
     def version(self) -> str:
+        raise NotImplementedError
+
+    def broken(self) -> list[tuple[str, str]]:
+        """The jobs that break one of the state machine's invariants."""
         raise NotImplementedError
 
     def destroy(self) -> None:
@@ -97,16 +104,25 @@ class PrivatePostgres(Database):
             row = conn.execute("SHOW server_version").fetchone()
         return f"PostgreSQL {row[0] if row else '?'}"
 
+    def broken(self) -> list[tuple[str, str]]:
+        with psycopg.connect(self.url) as conn:
+            return [(r[0], r[1]) for r in conn.execute(BROKEN_INVARIANTS)]
+
     def destroy(self) -> None:
         self.cluster.destroy()
 
 
 class SqliteFile(Database):
     def __init__(self, path: Path) -> None:
+        self.path = path
         self.url = f"sqlite:///{path}"
 
     def version(self) -> str:
         return f"SQLite {sqlite3.sqlite_version}"
+
+    def broken(self) -> list[tuple[str, str]]:
+        with closing(sqlite3.connect(self.path)) as conn:
+            return [(r[0], r[1]) for r in conn.execute(BROKEN_INVARIANTS)]
 
 
 # The processes
@@ -399,8 +415,9 @@ def status_classes(statuses: collections.Counter[int]) -> dict[str, int]:
     return dict(sorted(classes.items()))
 
 
-def report(outcome: Outcome, database: Database, logs: Path) -> tuple[int, int]:
-    """Print the figures; returns (lost, 5xx other than 503)."""
+def report(outcome: Outcome, database: Database, logs: Path) -> tuple[int, int, int]:
+    """Print the figures; returns (lost, 5xx other than 503, jobs that break an
+    invariant)."""
     acked, jobs, tally = outcome.acknowledged, outcome.jobs, outcome.tally
     missing = [i for i in acked if i not in jobs]
     states = collections.Counter(jobs[i].state.value for i in acked if i in jobs)
@@ -408,6 +425,7 @@ def report(outcome: Outcome, database: Database, logs: Path) -> tuple[int, int]:
     lost = len(missing) + len(not_succeeded)
     duplicates = sum(n - 1 for n in outcome.runs.values() if n > 1)
     bad_5xx = sum(n for s, n in tally.statuses.items() if s >= 500 and s != 503)
+    broken = database.broken()
     lines = [
         f"duration           {outcome.seconds:.0f} s of faults and submissions",
         f"faults             {dict(outcome.faults)}",
@@ -418,6 +436,7 @@ def report(outcome: Outcome, database: Database, logs: Path) -> tuple[int, int]:
         f"handler runs       {sum(outcome.runs.values())} (duplicates run: {duplicates};"
         f" jobs with more than one attempt: {sum(1 for j in jobs.values() if j.attempts > 1)})",
         f"stored jobs        {len(jobs)} (not acknowledged: {len(set(jobs) - acked)})",
+        f"broken invariants  {len(broken)} (jobs in a state they cannot be in){_few(broken)}",
         f"responses          {status_classes(tally.statuses)}; by status {dict(tally.statuses)}",
         f"connection errors  {dict(tally.transport_errors)}",
         f"refused (not 503)  {len(tally.refused)}; abandoned after retries {tally.abandoned}",
@@ -437,7 +456,11 @@ def report(outcome: Outcome, database: Database, logs: Path) -> tuple[int, int]:
         )
     if bad_5xx and (trace := first_traceback(logs, "api")):
         print(f"the API's first traceback, {trace}")
-    return lost, bad_5xx
+    return lost, bad_5xx, len(broken)
+
+
+def _few(broken: list[tuple[str, str]]) -> str:
+    return "".join(f"; {job_id} {state}" for job_id, state in broken[:5])
 
 
 # The run
@@ -527,8 +550,8 @@ def run(args: argparse.Namespace, database: Database, logs: Path) -> int:
         queue.close()
         stack.stop()
     outcome = Outcome(acked, jobs, count_runs(runs), tally, faults, graceful, seconds)
-    lost, bad_5xx = report(outcome, database, logs)
-    if lost or bad_5xx:
+    lost, bad_5xx, broken = report(outcome, database, logs)
+    if lost or bad_5xx or broken:
         return 1
     if database.restartable and faults[RESTART] < 2:
         print("PostgreSQL was restarted fewer than 2 times: run longer (--seconds)")

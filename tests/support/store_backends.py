@@ -26,6 +26,7 @@ from psycopg import sql
 from chit.store.base import Store
 from chit.store.postgres import PostgresStore
 from chit.store.sqlite import SQLiteStore
+from support.invariants import BROKEN_INVARIANTS
 from support.store_inspection import (
     PostgresInspection,
     RedisInspection,
@@ -141,21 +142,6 @@ class SQLiteBackend(SQLBackend):
             conn.execute("PRAGMA foreign_keys = ON")
             with conn:
                 return conn.execute(query, params).fetchall()
-
-
-# The invariants PostgreSQL's CHECK constraints held until migration 024, which
-# keeps one (SQLite keeps them all): every test of the store suite on
-# PostgreSQL ends by looking for a job that breaks one.
-BROKEN_INVARIANTS = """
-SELECT id, state FROM chit_jobs WHERE NOT (
-    state IN ('waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled')
-    AND (state <> 'running' OR (lease_expires_at IS NOT NULL AND lease_token IS NOT NULL))
-    AND (state = 'running' OR lease_token IS NULL)
-    AND (state <> 'failed' OR error IS NOT NULL)
-    AND run_on IN ('succeeded', 'finished')
-    AND max_attempts > 0
-)
-"""
 
 
 class PostgresBackend(SQLBackend):
