@@ -34,9 +34,10 @@ CREATE TRIGGER chit_jobs_notify_update AFTER UPDATE ON chit_jobs
 -- of DESIGN.md (a running job holds a lease and its token, no other job holds a
 -- token, a failed job has an error), and the one that refuses what a caller sent
 -- (max_attempts), as every store must. The states and run_on values that exist
--- are written by chit's statements alone, and checked after every test of the
--- store suite (tests/support/store_backends.py). One constraint costs an UPDATE
--- of one job 15 µs on a 2-core test machine, the six cost 36.
+-- are written by chit's statements alone, and checked (tests/support/invariants.py)
+-- after every PostgreSQL test of the store suite and by the fault run. One
+-- constraint costs an UPDATE of one job 15 µs on a 2-core test machine, the six
+-- cost 36.
 -- NOT VALID: every row kept the three it replaces, so no need to read the table
 -- under this migration's lock; new rows are checked all the same.
 ALTER TABLE chit_jobs
