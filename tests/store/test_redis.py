@@ -245,3 +245,30 @@ def test_wait_aof_enqueues_return_once_the_aof_holds_them(
         assert client.info("persistence")["aof_last_write_status"] == "ok"
     finally:
         store.close()
+
+
+def test_an_error_reply_among_commands_sent_together_leaves_the_connection_in_step(
+    redis_url: str, client: redis.Redis
+) -> None:
+    # Every reply is read before the error is raised: the next call on the
+    # pooled connection reads its own reply, not one left over.
+    P = "{chit-send}"
+    with own_store(redis_url, client, P) as store:
+        sent = store.redis.send
+        [before] = sent(("CLIENT", "ID"))
+        with pytest.raises(redis.ResponseError, match="not an integer"):
+            sent(("SET", f"{P}:a", "1"), ("INCRBY", f"{P}:a", "x"), ("SET", f"{P}:b", "2"))
+        assert sent(("GET", f"{P}:a"), ("GET", f"{P}:b"), ("CLIENT", "ID")) == ["1", "2", before]
+
+
+def test_a_store_without_the_c_parser_packs_its_calls_itself(
+    redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("chit.store.redis.connection.hiredis", None)
+    with own_store(redis_url, client, "{chit-pure}") as store:
+        job_id = store.enqueue(NewJob("k", {"text": "é \r\n $3"})).id
+        [job] = store.claim("w", ["default"], 1, 30)
+        assert store.finish([Succeeded(job_id, job.lease_token, {"n": 1.5})]) == [True]
+        got = store.get(job_id)
+        assert got is not None and job.payload == {"text": "é \r\n $3"}
+        assert str(got.state) == "succeeded" and got.result == {"n": 1.5}

@@ -15,6 +15,11 @@ from redis.exceptions import RedisClusterException, RedisClusterUnreachableError
 
 from chit.errors import DatabaseRefused, StoreError
 
+try:  # the C parser, when installed, packs a command in 3 µs where redis-py takes 20
+    import hiredis
+except ImportError:  # pragma: no cover - the hiredis extra is optional
+    hiredis = None  # type: ignore[assignment]
+
 T = TypeVar("T")
 
 # The library's parts, in order: chit.lua (the helpers the others use), the
@@ -111,16 +116,69 @@ class Connection:
             # Not a cluster node (cluster mode off): no wait mends that.
             raise DatabaseRefused(f"Redis at {self.name}: {str(e).rsplit(': ', 1)[-1]}") from None
 
+    def send(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """Commands written in one send on a pooled connection, and their replies
+        read in order (an error reply raised once all are read). This skips
+        redis-py's per-command machinery (retries, events, metrics), which costs
+        a one-job call about 60 µs of CPU, as much as its round trip. A call that
+        cannot reach the server is sent again through that machinery, whose
+        retries reconnect, as every call went before. A cluster's calls always
+        go through it: its client follows a slot that moves."""
+        if self.cluster:
+            return self._send_by_client(commands)
+        pool = self.node().connection_pool
+        conn = pool.get_connection()
+        replies: list[Any] = []
+        error: redis.ResponseError | None = None
+        try:
+            if hiredis is not None:
+                conn.send_packed_command([hiredis.pack_command(c) for c in commands])
+            else:
+                conn.send_packed_command(conn.pack_commands(commands))
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except redis.ResponseError as e:
+                    error = error or e
+                    replies.append(None)
+        except (redis.ConnectionError, redis.TimeoutError):
+            conn.disconnect()
+            pool.release(conn)
+            return self._send_by_client(commands)
+        except BaseException:
+            conn.disconnect()  # a reply may be left unread on it
+            pool.release(conn)
+            raise
+        pool.release(conn)
+        if error is not None:
+            raise error
+        return replies
+
+    def _send_by_client(self, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+        if len(commands) == 1:
+            return [self.client.execute_command(*commands[0])]
+        pipe = self.node().pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        return list(pipe.execute())
+
     def fcall(self, function: str, *args: Any) -> Any:
         """Call a library function, loading the library first if the server
         lacks it (a restart without it, a promoted replica)."""
+        return self._fcall("FCALL", function, args)
+
+    def fcall_ro(self, function: str, *args: Any) -> Any:
+        return self._fcall("FCALL_RO", function, args)
+
+    def _fcall(self, verb: str, function: str, args: tuple[Any, ...]) -> Any:
+        command = (verb, function, 1, self.prefix, *args)
         try:
-            return self.run(lambda: self.client.fcall(function, 1, self.prefix, *args))
+            return self.run(lambda: self.send(command)[0])
         except StoreError as e:
             if "Function not found" not in str(e):
                 raise
         self.load()
-        return self.run(lambda: self.client.fcall(function, 1, self.prefix, *args))
+        return self.run(lambda: self.send(command)[0])
 
     def fcall_synced(self, function: str, *args: Any) -> Any:
         """`fcall`, and with `wait_aof` on, not returned before the server's AOF
@@ -128,13 +186,11 @@ class Connection:
         it is sent on, so both go down one connection, in one round trip."""
         if not self.wait_aof:
             return self.fcall(function, *args)
-        client = self.node()
 
         def call() -> Any:
-            pipe = client.pipeline(transaction=False)
-            pipe.fcall(function, 1, self.prefix, *args)
-            pipe.execute_command("WAITAOF", 1, 0, AOF_WAIT_MS)
-            out, (synced, _) = pipe.execute()
+            out, (synced, _) = self.send(
+                ("FCALL", function, 1, self.prefix, *args), ("WAITAOF", 1, 0, AOF_WAIT_MS)
+            )
             if not synced:
                 raise StoreError(
                     f"Redis at {self.name} did not fsync its AOF within {AOF_WAIT_MS} ms"
@@ -170,15 +226,6 @@ class Connection:
             node: redis.Redis = client.get_node_from_key(self.prefix).redis_connection
             return node
         return client
-
-    def fcall_ro(self, function: str, *args: Any) -> Any:
-        try:
-            return self.run(lambda: self.client.fcall_ro(function, 1, self.prefix, *args))
-        except StoreError as e:
-            if "Function not found" not in str(e):
-                raise
-        self.load()
-        return self.run(lambda: self.client.fcall_ro(function, 1, self.prefix, *args))
 
     def load(self) -> None:
         self.run(lambda: self.client.function_load(LIBRARY, replace=True))

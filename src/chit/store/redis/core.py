@@ -477,13 +477,12 @@ class RedisCore(Store, ClaimsOnWake):
             return None
         key, mine = f"{self.prefix}:w:{queues[0]}", f"{self.prefix}:wk:{worker}"
         args = ["", *self._claim_args(claim)]
-        client = self.redis.node()
 
         def wait_then_claim(wait: float) -> Any:
-            pipe = client.pipeline(transaction=False)
-            pipe.execute_command("BLMOVE", key, mine, "LEFT", "LEFT", wait)
-            pipe.fcall("chit_claim_woken", 1, self.prefix, *args)
-            return pipe.execute()[1]
+            return self.redis.send(
+                ("BLMOVE", key, mine, "LEFT", "LEFT", wait),
+                ("FCALL", "chit_claim_woken", 1, self.prefix, *args),
+            )[1]
 
         for wait in self._waits(queues, timeout, stop):
             try:
