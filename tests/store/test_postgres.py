@@ -19,6 +19,7 @@ from chit.jobs import Beat, Failed, JobFilter, NewJob, State, Succeeded
 from chit.limits import Limits
 from chit.settings import Settings
 from chit.store.postgres import PostgresStore
+from chit.store.postgres_prepared import PreparedStatement, numbered
 from support.waiting import wait_until
 
 if TYPE_CHECKING:
@@ -136,6 +137,45 @@ def test_postgres_a_large_enqueue_on_a_connection_in_pipeline_mode(
             )
         app.commit()
     assert len(store.get_many([r.id for r in results])) == 300
+
+
+def test_postgres_a_plain_enqueue_prepares_its_statement_again_when_the_session_forgot_it(
+    pg: PostgresBackend,
+) -> None:
+    store = pg.open(pool_size=1)
+    first = store.enqueue(NewJob("k", {"n": 1})).id
+    prepared = "SELECT count(*) AS n FROM pg_prepared_statements WHERE name = 'chit_enqueue_plain'"
+    backend = "SELECT pg_backend_pid() AS pid"
+    with store._pool.connection() as conn:  # the pool's one connection
+        assert conn.execute(prepared).fetchone() == {"n": 1}
+        pid = conn.execute(backend).fetchone()
+        conn.execute("DEALLOCATE ALL")  # as a session reset would
+    second = store.enqueue(NewJob("k", {"n": 2})).id
+    with store._pool.connection() as conn:
+        assert conn.execute(backend).fetchone() == pid  # the same session, prepared again
+        assert conn.execute(prepared).fetchone() == {"n": 1}
+    jobs = store.get_many([first, second])
+    assert sorted(j.payload["n"] for j in jobs) == [1, 2]
+
+
+def test_postgres_a_prepared_statement_raises_psycopgs_error_and_leaves_the_connection_usable(
+    pg: PostgresBackend,
+) -> None:
+    statement = PreparedStatement("chit_test_ratio", "SELECT 1 / %s::integer, %s::text")
+    with psycopg.connect(pg.url, autocommit=True) as conn:
+        assert statement.row(conn, [2, "a"]) == (0, "a")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            statement.row(conn, [0, "b"])
+        assert statement.row(conn, [1, None]) == (1, None)
+        assert conn.execute("SELECT 'still usable'").fetchone() == ("still usable",)
+
+
+def test_only_percent_s_placeholders_are_numbered() -> None:
+    assert numbered("SELECT %s::int, %s") == "SELECT $1::int, $2"
+    assert numbered("SELECT 1") == "SELECT 1"
+    for sql_text in ("SELECT %(a)s", "SELECT 5 %% 2, %s"):
+        with pytest.raises(ValueError, match="only %s placeholders"):
+            numbered(sql_text)
 
 
 def test_postgres_claim_skips_rows_another_transaction_has_locked(pg: PostgresBackend) -> None:
