@@ -276,7 +276,7 @@ class PostgresStore(Listening, SQLStore):
             # The common call, `enqueue` of a job without keys: one statement
             # and no steps to drive (460 to 390 µs on a 2-core test machine).
             job_id, values = _plain(jobs[0])
-            if isinstance(conn, psycopg.Connection):  # ours: psycopg's cursor costs as much again
+            if isinstance(conn, psycopg.Connection):  # the pool's, not the application's
                 (created_at,) = _ENQUEUE_PLAIN.row(conn, values)
             else:
                 created_at = scalar(conn.execute(Q["enqueue_plain"], values))
@@ -308,7 +308,7 @@ class PostgresStore(Listening, SQLStore):
             return []
         if connection is not None:
             try:
-                return await self._ainsert_jobs(connection, jobs)
+                return await self._ainsert_jobs(connection, jobs, own=False)
             except psycopg.Error as e:
                 raise StoreError(f"enqueue on the application's connection failed: {e}") from e
         pool = self._async_pool
@@ -321,18 +321,25 @@ class PostgresStore(Listening, SQLStore):
         try:
             await pool.open()  # at once if open: concurrent first calls open it once
             async with pool.connection() as conn:
-                return await self._ainsert_jobs(conn, jobs)
+                return await self._ainsert_jobs(conn, jobs, own=True)
         except (PoolClosed, PoolTimeout, psycopg.Error) as e:
             raise self._error(e) from e
 
-    async def _ainsert_jobs(self, conn: AsyncConnection, jobs: Sequence[NewJob]) -> list[Enqueued]:
+    async def _ainsert_jobs(
+        self, conn: AsyncConnection, jobs: Sequence[NewJob], own: bool
+    ) -> list[Enqueued]:
+        """`own`: `conn` is the pool's, an autocommit connection never in pipeline mode."""
         if len(jobs) == 1 and _is_plain(jobs[0]):  # as in `_enqueue_many`
             job_id, values = _plain(jobs[0])
-            async with conn.cursor(row_factory=dict_row) as cursor:
-                await cursor.execute(Q["enqueue_plain"], values)
-                row = await cursor.fetchone()
-            assert row is not None
-            return [Enqueued(job_id, True, created_at=self._at(row["created_at"]))]
+            if own:
+                (created_at,) = await _ENQUEUE_PLAIN.arow(conn, values)
+            else:
+                async with conn.cursor(row_factory=dict_row) as cursor:
+                    await cursor.execute(Q["enqueue_plain"], values)
+                    row = await cursor.fetchone()
+                assert row is not None
+                created_at = row["created_at"]
+            return [Enqueued(job_id, True, created_at=self._at(created_at))]
         several = conn.autocommit and _several_statements(jobs)
         steps = self._inserting(new_job_ids(len(jobs)), jobs)
         async with (

@@ -21,7 +21,10 @@ from chit.extras import needs
 with needs("postgres", "a postgresql:// database needs psycopg"):
     import psycopg
     from psycopg import generators, pq
+    from psycopg.abc import PQGen
     from psycopg.adapt import PyFormat, Transformer
+
+AnyConnection = psycopg.Connection[Any] | psycopg.AsyncConnection[Any]
 
 # SQLSTATE 26000: the server has no statement by that name (a session reset
 # under us, say); prepared again, once.
@@ -47,36 +50,44 @@ class PreparedStatement:
         # that picks int2 for one call and int8 for the next cannot clash with
         # the types the statement was prepared with.
         self._formats = [PyFormat.TEXT] * self._count
-        self._prepared_on: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+        self._prepared_on: weakref.WeakSet[AnyConnection] = weakref.WeakSet()
 
     def row(self, conn: psycopg.Connection[Any], params: Sequence[Any]) -> tuple[Any, ...]:
         """The statement's one row (a tuple), on `conn`, an autocommit connection."""
         tx = Transformer.from_context(conn)
         values = tx.dump_sequence(params, self._formats)
-        try:
-            result = self._run(conn, values)
-        except psycopg.Error as e:
-            if e.sqlstate != _NO_SUCH_STATEMENT:
-                raise
-            self._prepared_on.discard(conn)
-            result = self._run(conn, values)
-        tx.set_pgresult(result)
+        tx.set_pgresult(conn.wait(self._run(conn, values)))
         return tx.load_row(0, tuple)
 
-    def _run(self, conn: psycopg.Connection[Any], values: Sequence[Any]) -> pq.abc.PGresult:
+    async def arow(
+        self, conn: psycopg.AsyncConnection[Any], params: Sequence[Any]
+    ) -> tuple[Any, ...]:
+        """`row` on an asyncio connection."""
+        tx = Transformer.from_context(conn)
+        values = tx.dump_sequence(params, self._formats)
+        tx.set_pgresult(await conn.wait(self._run(conn, values)))
+        return tx.load_row(0, tuple)
+
+    def _run(self, conn: AnyConnection, values: Sequence[Any]) -> PQGen[pq.abc.PGresult]:
+        """The round trips, as psycopg's generators: either connection's `wait` runs them."""
         pgconn = conn.pgconn
-        if conn not in self._prepared_on:
-            pgconn.send_prepare(self.name, self.sql)
-            _checked(conn, conn.wait(generators.execute(pgconn)), pq.ExecStatus.COMMAND_OK)
-            self._prepared_on.add(conn)
-        pgconn.send_query_prepared(self.name, values)
-        return _checked(conn, conn.wait(generators.execute(pgconn)), pq.ExecStatus.TUPLES_OK)
+        for attempt in (1, 2):
+            if conn not in self._prepared_on:
+                pgconn.send_prepare(self.name, self.sql)
+                prepared = (yield from generators.execute(pgconn))[-1]
+                if prepared.status != pq.ExecStatus.COMMAND_OK:
+                    raise _error(conn, prepared)
+                self._prepared_on.add(conn)
+            pgconn.send_query_prepared(self.name, values)
+            result = (yield from generators.execute(pgconn))[-1]
+            if result.status == pq.ExecStatus.TUPLES_OK:
+                return result
+            error = _error(conn, result)
+            if error.sqlstate != _NO_SUCH_STATEMENT or attempt == 2:
+                raise error
+            self._prepared_on.discard(conn)
+        raise AssertionError("unreachable")
 
 
-def _checked(
-    conn: psycopg.Connection[Any], results: list[pq.abc.PGresult], expected: pq.ExecStatus
-) -> pq.abc.PGresult:
-    result = results[-1]
-    if result.status != expected:
-        raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
-    return result
+def _error(conn: AnyConnection, result: pq.abc.PGresult) -> psycopg.Error:
+    return psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
