@@ -26,7 +26,7 @@ from psycopg import sql
 from chit.store.base import Store
 from chit.store.postgres import PostgresStore
 from chit.store.sqlite import SQLiteStore
-from support.invariants import BROKEN_INVARIANTS
+from support.invariants import BROKEN_INVARIANTS, redis_index_faults
 from support.store_inspection import (
     PostgresInspection,
     RedisInspection,
@@ -277,9 +277,14 @@ class RedisBackend(Backend):
                 client.unlink(*keys[start : start + 1000])
 
     def close(self) -> None:
+        import redis
+
+        with closing(redis.Redis.from_url(self.url, decode_responses=True)) as client:
+            faults = redis_index_faults(client, self.prefix)
         super().close()
         if self.prefix != "{chit}":
             self.reset()
+        assert not faults, "indexes that disagree with the jobs:\n" + "\n".join(faults)
 
 
 def needs(*capabilities: type) -> pytest.MarkDecorator:

@@ -58,7 +58,7 @@
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 19
+local VERSION = 20
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 
@@ -74,6 +74,69 @@ local function member(run_at, id) return string.format('%013d', run_at) .. id en
 
 local function nonempty(v) if v == '' then return nil end return v end
 
+-- Index writes gathered over the jobs of one call (a claim, a batch of
+-- outcomes), then sent as one command a key: ZADD key s1 m1 s2 m2 ..., one
+-- HINCRBY a count. Only for keys nothing reads before the call's `flush`;
+-- `B` nil writes at once. A key's writes keep their order: a write of another
+-- command to a key sends what it holds first.
+local function batch() return {ops = {}, keys = {}, limits = {}} end
+
+local CHUNK = 2000  -- arguments a command at most (Lua's stack holds 8000)
+
+local function send(key, op)
+  if op.name == 'HINCRBY' then
+    -- A count that reaches 0 goes, as one written a job at a time does.
+    for field, n in pairs(op.counts) do
+      if n ~= 0 and redis.call('HINCRBY', key, field, n) <= 0 and n < 0 then
+        redis.call('HDEL', key, field)
+      end
+    end
+    return
+  elseif op.name == 'HINCRBYFLOAT' then
+    for field, n in pairs(op.counts) do redis.call('HINCRBYFLOAT', key, field, n) end
+    return
+  end
+  local a = op.args
+  for i = 1, #a, CHUNK do
+    redis.call(op.name, key, unpack(a, i, math.min(i + CHUNK - 1, #a)))
+  end
+end
+
+local function write(B, name, key, a, b)
+  if not B then
+    if name == 'HINCRBY' then
+      if redis.call('HINCRBY', key, a, b) <= 0 and b < 0 then redis.call('HDEL', key, a) end
+    elseif b == nil then redis.call(name, key, a)
+    else redis.call(name, key, a, b) end
+    return
+  end
+  local op = B.ops[key]
+  if op and op.name ~= name then
+    send(key, op)
+    op = nil
+  end
+  if not op then
+    op = {name = name, args = {}, counts = {}}
+    B.ops[key] = op
+    B.keys[#B.keys + 1] = key
+  end
+  if name == 'HINCRBY' or name == 'HINCRBYFLOAT' then
+    op.counts[a] = (op.counts[a] or 0) + b
+  else
+    op.args[#op.args + 1] = a
+    if b ~= nil then op.args[#op.args + 1] = b end
+  end
+end
+
+local function flush(B)
+  for _, key in ipairs(B.keys) do
+    local op = B.ops[key]
+    if op then send(key, op) end
+    B.ops[key] = nil
+  end
+  B.keys = {}
+end
+
 -- A job's state changed (`from` nil: stored; `to` nil: deleted): the indexes
 -- reports read, P:bs:<state> (ids by state) and P:cnt (state NUL kind NUL
 -- tenant -> jobs), moved with it. `kind` and `tenant`, when the caller has
@@ -81,7 +144,7 @@ local function nonempty(v) if v == '' then return nil end return v end
 -- tells a job's event streams itself. Any other change (a cancel, a rescue,
 -- a signal, a dependency ending) is published here to a job with output or
 -- an event stream following it, in the same read.
-local function moved(P, id, from, to, kind, tenant)
+local function moved(P, id, from, to, kind, tenant, B)
   if kind == nil then
     local f = redis.call('HMGET', jkey(P, id), 'kind', 'tenant', 'oseq', 'lsn')
     kind, tenant = f[1], f[2]
@@ -89,14 +152,12 @@ local function moved(P, id, from, to, kind, tenant)
   end
   local tail = '\0' .. kind .. '\0' .. tenant
   if from then
-    if redis.call('HINCRBY', P .. ':cnt', from .. tail, -1) <= 0 then
-      redis.call('HDEL', P .. ':cnt', from .. tail)
-    end
-    redis.call('ZREM', P .. ':bs:' .. from, id)
+    write(B, 'HINCRBY', P .. ':cnt', from .. tail, -1)
+    write(B, 'ZREM', P .. ':bs:' .. from, id)
   end
   if to then
-    redis.call('HINCRBY', P .. ':cnt', to .. tail, 1)
-    redis.call('ZADD', P .. ':bs:' .. to, 0, id)
+    write(B, 'HINCRBY', P .. ':cnt', to .. tail, 1)
+    write(B, 'ZADD', P .. ':bs:' .. to, 0, id)
   end
 end
 
@@ -148,10 +209,8 @@ local function queued_in(P, id, queue, g)
   redis.call('HINCRBY', P .. ':qg:' .. queue, g or redis.call('HGET', jkey(P, id), 'g'), 1)
 end
 
-local function queued_out(P, id, queue, g)
-  local qg = P .. ':qg:' .. queue
-  g = g or redis.call('HGET', jkey(P, id), 'g')
-  if redis.call('HINCRBY', qg, g, -1) <= 0 then redis.call('HDEL', qg, g) end
+local function queued_out(P, id, queue, g, B)
+  write(B, 'HINCRBY', P .. ':qg:' .. queue, g or redis.call('HGET', jkey(P, id), 'g'), -1)
 end
 
 local function held_by(P, index, tenant, key, id)
@@ -196,7 +255,7 @@ end
 -- A job that just became terminal: its indexes. `f`: its tenant, unique and
 -- debounce keys and waiters, when the caller has read them; `ran`: it was
 -- running, so its start took it out of P:exp already.
-local function ended(P, id, state, now, f, ran)
+local function ended(P, id, state, now, f, ran, B)
   f = f or redis.call('HMGET', jkey(P, id), 'tenant', 'unique', 'deb', 'waiters')
   wake_waiters_of(P, id, now, f[4])
   held_by(P, ':uniq', f[1], f[2], id)
@@ -205,21 +264,21 @@ local function ended(P, id, state, now, f, ran)
   -- P:fin:<state> holds the succeeded and failed jobs by finish: prune reads
   -- it with P:done, which holds the rest.
   if state == 'failed' or state == 'succeeded' then
-    redis.call('ZADD', P .. ':fin:' .. state, now, id)
-    redis.call('ZADD', P .. ':fin:' .. state .. '\0' .. f[1], now, id)
+    write(B, 'ZADD', P .. ':fin:' .. state, now, id)
+    write(B, 'ZADD', P .. ':fin:' .. state .. '\0' .. f[1], now, id)
   else
-    redis.call('ZADD', P .. ':done', now, id)
+    write(B, 'ZADD', P .. ':done', now, id)
   end
 end
 
 -- Attempt records
 
 -- Durations by kind, outcome and tenant, for attempt_stats' histograms.
-local function timed(P, id, rec, tenant)
+local function timed(P, id, rec, tenant, B)
   local g = rec.kind .. '\0' .. rec.outcome .. '\0' .. (tenant or redis.call('HGET', jkey(P, id), 'tenant') or '')
   local seconds = (rec.finished_at - rec.started_at) / 1000
-  redis.call('ZADD', P .. ':dur:' .. g, seconds, id .. ':' .. rec.attempt)
-  redis.call('HINCRBYFLOAT', P .. ':dursum', g, seconds)
+  write(B, 'ZADD', P .. ':dur:' .. g, seconds, id .. ':' .. rec.attempt)
+  write(B, 'HINCRBYFLOAT', P .. ':dursum', g, seconds)
 end
 
 -- Close the last record in P:att when it is open: one a failure left there
@@ -240,11 +299,11 @@ end
 
 -- Close the open record the job hash holds: `a` is its attempt, worker, aat,
 -- kind and ckey. The caller deletes aat.
-local function close_open(P, id, now, outcome, err, tenant, a)
+local function close_open(P, id, now, outcome, err, tenant, a, B)
   local rec = {attempt = tonumber(a[1]), worker = a[2], started_at = tonumber(a[3]), kind = a[4],
     ckey = a[5] or '', finished_at = now, outcome = outcome, error = err}
   redis.call('RPUSH', P .. ':att:' .. id, cjson.encode(rec))
-  timed(P, id, rec, tenant)
+  timed(P, id, rec, tenant, B)
 end
 
 -- Close the job's open attempt record, wherever it is.

@@ -28,10 +28,10 @@ local function promote(P, queue, now)
 end
 
 -- A job's lease in the indexes limits read: by kind, and by key.
-local function leased(P, id, kind, ckey, expires)
-  redis.call('ZADD', P .. ':leases', expires, id)
-  redis.call('ZADD', P .. ':rk:' .. kind, expires, id)
-  if ckey and ckey ~= '' then redis.call('ZADD', P .. ':rkk:' .. kind .. '\0' .. ckey, expires, id) end
+local function leased(P, id, kind, ckey, expires, B)
+  write(B, 'ZADD', P .. ':leases', expires, id)
+  write(B, 'ZADD', P .. ':rk:' .. kind, expires, id)
+  if ckey and ckey ~= '' then write(B, 'ZADD', P .. ':rkk:' .. kind .. '\0' .. ckey, expires, id) end
 end
 
 local HOUR = 3600000
@@ -42,8 +42,9 @@ local function started(P, key, now, token)
 end
 
 -- A queued job (its ready entry `m` already gone from P:r) starts. `v`: its
--- STARTING fields, when the caller has read them.
-local function start(P, id, worker, lease_ms, now, token, m, v)
+-- STARTING fields, when the caller has read them. `B`: the claim's batch of
+-- index writes (a claim that reads none of them), or nil.
+local function start(P, id, worker, lease_ms, now, token, m, v, B)
   local k = jkey(P, id)
   v = v or redis.call('HMGET', k, unpack(STARTING))
   local n = #CLAIMED
@@ -51,23 +52,27 @@ local function start(P, id, worker, lease_ms, now, token, m, v)
   local started_at, ckey, deb, g = v[n + 1], v[n + 2], v[n + 3], v[n + 4]
   local attempt = tonumber(v[5]) + 1
   -- A record still open (none is, but for a failure's) closes first, while
-  -- the hash still holds the attempt it was.
+  -- the hash still holds the attempt it was. A job never started has none.
   if v[n + 6] then close_attempt(P, id, now, 'lease_expired', 'lease expired: worker lost', tenant) end
-  close_record(P, id, now, 'lease_expired', 'lease expired: worker lost', tenant)
-  redis.call('ZREM', gkey(P, queue, g), m)
-  queued_out(P, id, queue, g)
+  if attempt > 1 then close_record(P, id, now, 'lease_expired', 'lease expired: worker lost', tenant) end
+  write(B, 'ZREM', gkey(P, queue, g), m)
+  queued_out(P, id, queue, g, B)
   local sets = {'state', 'running', 'attempts', attempt, 'lease_token', token,
     'lease_expires_at', now + lease_ms, 'worker', worker, 'updated_at', now, 'aat', now}
   if not started_at then sets[#sets + 1] = 'started_at'; sets[#sets + 1] = now end
   redis.call('HSET', k, unpack(sets))
-  moved(P, id, 'queued', 'running', kind, tenant)
-  redis.call('ZREM', P .. ':d:' .. queue, id)
-  redis.call('SADD', P .. ':run:' .. queue, id)
+  moved(P, id, 'queued', 'running', kind, tenant, B)
+  write(B, 'ZREM', P .. ':d:' .. queue, id)
+  write(B, 'SADD', P .. ':run:' .. queue, id)
   redis.call('HDEL', k, 'rm')
-  leased(P, id, kind, ckey, now + lease_ms)
+  leased(P, id, kind, ckey, now + lease_ms, B)
   -- Starts are kept (an hour at most) only for a kind with a rate to count
   -- them against: at thousands of jobs a second they would fill the memory.
-  local limits = redis.call('HGET', P .. ':limits', kind)
+  local limits = B and B.limits[kind]
+  if limits == nil then
+    limits = redis.call('HGET', P .. ':limits', kind)
+    if B then B.limits[kind] = limits end
+  end
   if limits and string.find(limits, 'rate"', 1, true) then
     started(P, P .. ':sk:' .. kind, now, token)
     if ckey and ckey ~= '' then started(P, P .. ':skk:' .. kind .. '\0' .. ckey, now, token) end
@@ -116,6 +121,7 @@ local function claim_in(P, args, base, now)
   local out = {}
   local taken = 0
   local counted = nil  -- the token counter's value, taken at the first job claimed
+  local B = batch()
   for q = 1, nq do
     if taken >= limit then break end
     local queue = args[base + 5 + q]
@@ -138,7 +144,7 @@ local function claim_in(P, args, base, now)
         elseif (kinds == nil or kinds[kind]) and not held[kind] and not expired then
           redis.call('ZREM', r, m)
           counted = counted or string.format('%x', redis.call('INCR', P .. ':tok'))
-          local row = start(P, id, worker, lease_ms, now, next_token(P, id, counted), m, v)
+          local row = start(P, id, worker, lease_ms, now, next_token(P, id, counted), m, v, B)
           for _, v in ipairs(row) do out[#out + 1] = v end
           taken = taken + 1
         else
@@ -149,6 +155,7 @@ local function claim_in(P, args, base, now)
       offset = offset + skipped
     end
   end
+  flush(B)
   return out
 end
 
@@ -172,18 +179,18 @@ end
 -- A job leaves `running`: its lease and fence go. `f`: its kind, ckey and
 -- queue, when the caller has read them; `dels`: the fields the caller will
 -- HDEL, to add the lease's to.
-local function unlease(P, id, k, f, dels)
+local function unlease(P, id, k, f, dels, B)
   f = f or redis.call('HMGET', k, 'kind', 'ckey', 'queue')
-  redis.call('SREM', P .. ':run:' .. f[3], id)
+  write(B, 'SREM', P .. ':run:' .. f[3], id)
   if dels then
     dels[#dels + 1] = 'lease_token'
     dels[#dels + 1] = 'lease_expires_at'
   else
     redis.call('HDEL', k, 'lease_token', 'lease_expires_at')
   end
-  redis.call('ZREM', P .. ':leases', id)
-  if f[1] then redis.call('ZREM', P .. ':rk:' .. f[1], id) end
-  if f[2] and f[2] ~= '' then redis.call('ZREM', P .. ':rkk:' .. f[1] .. '\0' .. f[2], id) end
+  write(B, 'ZREM', P .. ':leases', id)
+  if f[1] then write(B, 'ZREM', P .. ':rk:' .. f[1], id) end
+  if f[2] and f[2] ~= '' then write(B, 'ZREM', P .. ':rkk:' .. f[1] .. '\0' .. f[2], id) end
 end
 
 -- Progress a beat or a checkpoint carries: given is '1' (the numbers) or 'm'
@@ -207,8 +214,8 @@ local FINISHING = {'state', 'lease_token', 'cancel', 'attempts', 'max_attempts',
 
 -- One outcome: code (S, F, R, C, Z, W), id, token, then five values. Returns
 -- the state it left the job in (nil when fenced out), and whether the job
--- has dependents.
-local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
+-- has dependents. `B`: the batch's index writes.
+local function finish_one(P, now, free, B, code, id, token, a, b, c, d, e)
   local k = jkey(P, id)
   local f = redis.call('HMGET', k, unpack(FINISHING))
   if not (f[1] == 'running' and f[2] == token) then return nil end
@@ -218,7 +225,7 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   local state, outcome, err = nil, nil, nil
   -- The job hash's writes, gathered into one HSET and one HDEL.
   local sets, dels = {}, {}
-  unlease(P, id, k, {kind, f[10], queue}, dels)
+  unlease(P, id, k, {kind, f[10], queue}, dels, B)
   local function put(name, value) sets[#sets + 1] = name; sets[#sets + 1] = value end
   local requeue_at = nil
   if code == 'S' then
@@ -276,17 +283,17 @@ local function finish_one(P, now, free, code, id, token, a, b, c, d, e)
   if f[16] then dels[#dels + 1] = 'aat' end
   redis.call('HDEL', k, unpack(dels))
   redis.call('HSET', k, unpack(sets))
-  moved(P, id, 'running', state, kind, tenant)
+  moved(P, id, 'running', state, kind, tenant, B)
   if requeue_at then
     queued_in(P, id, queue)
     place(P, id, queue, tonumber(f[8]), requeue_at, now)
   elseif state == 'waiting' then
     suspend_wait(P, id, now, a, b, c)
   else
-    ended(P, id, state, now, {tenant, f[12], f[13], f[19]}, true)
+    ended(P, id, state, now, {tenant, f[12], f[13], f[19]}, true, B)
   end
   if f[16] then
-    close_open(P, id, now, outcome, err, tenant, {f[4], f[15], f[16], kind, f[10]})
+    close_open(P, id, now, outcome, err, tenant, {f[4], f[15], f[16], kind, f[10]}, B)
   else
     close_record(P, id, now, outcome, err, tenant)
   end
@@ -300,10 +307,11 @@ end
 local function finish_in(P, args, base, now, free)
   local n = tonumber(args[base])
   local out, succeeded, finished = {}, {}, {}
+  local B = batch()
   for i = 0, n - 1 do
     local b = base + 1 + i * 8
     local id = args[b + 1]
-    local state, dependents = finish_one(P, now, free, args[b], id, args[b + 2], args[b + 3],
+    local state, dependents = finish_one(P, now, free, B, args[b], id, args[b + 2], args[b + 3],
       args[b + 4], args[b + 5], args[b + 6], args[b + 7])
     out[#out + 1] = state and 1 or 0
     if state and dependents then
@@ -311,6 +319,7 @@ local function finish_in(P, args, base, now, free)
       elseif state ~= 'queued' and state ~= 'waiting' then table.insert(finished, id) end
     end
   end
+  flush(B)
   settle(P, succeeded, finished, now)
   return out, base + 1 + n * 8
 end
