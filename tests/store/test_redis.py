@@ -22,6 +22,7 @@ from chit.settings import Settings
 from chit.store import open_store
 from chit.store.redis import RedisStore
 from chit.store.redis.connection import VERSION
+from support.invariants import redis_index_faults
 from support.redis import has_waitaof
 
 
@@ -272,3 +273,24 @@ def test_a_store_without_the_c_parser_packs_its_calls_itself(
         got = store.get(job_id)
         assert got is not None and job.payload == {"text": "é \r\n $3"}
         assert str(got.state) == "succeeded" and got.result == {"n": 1.5}
+
+
+def test_an_enqueue_sent_again_after_its_reply_was_lost_stores_its_jobs_once(
+    redis_url: str, client: redis.Redis
+) -> None:
+    # A client sends a call again when its connection breaks, perhaps after
+    # the server ran it: the same job ids come a second time.
+    P = "{chit-again}"
+    with own_store(redis_url, client, P) as store:
+        jobs = [NewJob("k", {"n": 1}), NewJob("k", {"n": 2}, idempotency_key="i")]
+        args: list[object] = ["", 20, ""]
+        ids = ["01AAAAAAAAAAAAAAAAAAAAAAAA", "01BBBBBBBBBBBBBBBBBBBBBBBB"]
+        for job_id, job in zip(ids, jobs, strict=True):
+            args += store._fields(job_id, job)
+        first = store.redis.fcall("chit_enqueue", *args)
+        assert first[0::3] == ["c", "c"]
+        again = store.redis.fcall("chit_enqueue", *args)
+        assert [str(v) for v in again] == [str(v) for v in first]  # the same created_at
+        assert store.stats().by_state["queued"] == 2
+        assert redis_index_faults(client, P) == []
+        assert client.llen(f"{P}:w:default") == 2  # a wake token a job, once

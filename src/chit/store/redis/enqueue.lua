@@ -40,6 +40,7 @@ local function enqueue(keys, args)
   -- First every key, writing nothing: a refusal must store nothing.
   local out = {}
   local taken = {idem = {}, uniq = {}, deb = {}}  -- keys this call takes
+  local again = {}  -- jobs this very call stored before: i -> their created_at
   for i = 0, n - 1 do
     local b = 3 + i * width + 1
     local id, tenant = args[b + J_ID], args[b + J_TENANT]
@@ -50,6 +51,13 @@ local function enqueue(keys, args)
       return {'invalid', i, 'max_attempts must be at least 1, not ' .. args[b + J_MAX]}
     end
     local code, holder, rhash = 'c', id, false
+    -- A job id is new to every call: one already stored means this call ran
+    -- before and its reply was lost (a client sends a call again when its
+    -- connection breaks). The job stands as it was stored; nothing is written twice.
+    again[i] = redis.call('HGET', jkey(P, id), 'created_at')
+    if again[i] then
+      idem, uniq, deb = nil, nil, nil
+    end
     if idem then
       local k = tenant .. '\0' .. idem
       local found = taken.idem[k] or redis.call('HGET', P .. ':idem', k)
@@ -84,7 +92,7 @@ local function enqueue(keys, args)
     out[#out + 1] = code
     out[#out + 1] = holder
     -- A created job's third item is its created_at (the caller's stored time).
-    out[#out + 1] = code == 'c' and now or rhash
+    out[#out + 1] = again[i] or (code == 'c' and now or rhash)
   end
   -- Then the writes.
   local created = {}
@@ -92,7 +100,7 @@ local function enqueue(keys, args)
     local b = 3 + i * width + 1
     local code, id = out[i * 3 + 1], args[b + J_ID]
     local tenant = args[b + J_TENANT]
-    if code == 'c' then
+    if code == 'c' and not again[i] then
       created[id] = true
       local k = jkey(P, id)
       local queue, priority = args[b + J_QUEUE], tonumber(args[b + J_PRIORITY])
