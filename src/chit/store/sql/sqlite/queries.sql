@@ -95,9 +95,8 @@ INSERT INTO chit_jobs (
 -- Any key: the idempotency key (chit_jobs_idempotency), the unique key of an
 -- active job (chit_jobs_unique) or the debounce key of one not started
 -- (chit_jobs_debounce); the store then finds the job that holds it. No row
--- returned: not inserted.
+-- changed: not inserted. (Its created_at is :now, which the store passes.)
 ON CONFLICT DO NOTHING
-RETURNING created_at
 
 -- name: clock
 -- The database clock read once, for statements that must agree on the time.
