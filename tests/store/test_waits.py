@@ -247,6 +247,30 @@ def test_wait_for_jobs_already_finished_returns_at_once_or_queues_at_once(
     assert job is not None and job.state is State.SUCCEEDED
 
 
+def test_a_wait_that_holds_as_it_is_recorded_queues_the_job_in_the_same_call(
+    store: FullStore,
+) -> None:
+    # Its jobs end in the very batch of outcomes that records the wait, or its
+    # signal came while it ran: queued by the call that records the wait, with
+    # every index and count as if it had never waited (the Redis ones are
+    # checked against the jobs after each test).
+    parent_id = store.enqueue(NewJob("parent", {}, queue="p")).id
+    child_id = store.enqueue(NewJob("child", {})).id
+    parent, child = claim(store, "p"), claim(store)
+    waits = Suspended(parent.id, parent.lease_token, None, (child_id,), None)
+    assert store.finish([waits, Succeeded(child.id, child.lease_token, 1)]) == [True, True]
+    job = store.get(parent_id)
+    assert job is not None and job.state is State.QUEUED
+
+    again = claim(store, "p")
+    send_signal(store, parent_id, "go", {"n": 1})
+    assert store.finish([Suspended(again.id, again.lease_token, "go")]) == [True]
+    job = store.get(parent_id)
+    assert job is not None and job.state is State.QUEUED
+    assert isinstance(store, Reports)
+    assert store.stats().by_state["waiting"] == 0
+
+
 def test_wait_for_jobs_times_out_with_the_jobs_as_they_are(store: FullStore) -> None:
     child = store.enqueue(NewJob("child", {}, queue="c")).id
     parent_id = store.enqueue(NewJob("parent", {}, queue="p")).id

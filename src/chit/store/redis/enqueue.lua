@@ -52,8 +52,9 @@ local function enqueue(keys, args)
     end
     local code, holder, rhash = 'c', id, false
     -- A job id is new to every call: one already stored means this call ran
-    -- before and its reply was lost (a client sends a call again when its
-    -- connection breaks). The job stands as it was stored; nothing is written twice.
+    -- before and its reply was lost (redis-py's cluster client sends a call
+    -- again when its connection breaks). The job stands as it was stored;
+    -- nothing is written twice.
     again[i] = redis.call('HGET', jkey(P, id), 'created_at')
     if again[i] then
       idem, uniq, deb = nil, nil, nil

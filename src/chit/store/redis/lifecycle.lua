@@ -283,7 +283,10 @@ local function finish_one(P, now, free, B, code, id, token, a, b, c, d, e)
   if f[16] then dels[#dels + 1] = 'aat' end
   redis.call('HDEL', k, unpack(dels))
   redis.call('HSET', k, unpack(sets))
-  moved(P, id, 'running', state, kind, tenant, B)
+  -- A job that waits may be queued again within this call (its signal or its
+  -- jobs already there, or a job of this batch it waits for ending), by writes
+  -- not batched: its move to waiting must be in place before them.
+  moved(P, id, 'running', state, kind, tenant, state ~= 'waiting' and B or nil)
   if requeue_at then
     queued_in(P, id, queue)
     place(P, id, queue, tonumber(f[8]), requeue_at, now)
