@@ -45,11 +45,10 @@ class PreparedStatement:
     def __init__(self, name: str, sql: str) -> None:
         self.name = name.encode()
         self.sql = numbered(sql).encode()
-        self._count = sql.count("%s")
         # Parameters go as text, typed by the statement's own casts: a dumper
         # that picks int2 for one call and int8 for the next cannot clash with
         # the types the statement was prepared with.
-        self._formats = [PyFormat.TEXT] * self._count
+        self._formats = [PyFormat.TEXT] * sql.count("%s")
         self._prepared_on: weakref.WeakSet[AnyConnection] = weakref.WeakSet()
 
     def row(self, conn: psycopg.Connection[Any], params: Sequence[Any]) -> tuple[Any, ...]:
