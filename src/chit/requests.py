@@ -10,7 +10,7 @@ the job to store, its task's defaults filled in.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol, overload
@@ -212,6 +212,16 @@ class PreparedOnRead(Sequence[NewJob]):
 
     def __len__(self) -> int:
         return len(self._requests)
+
+    def __iter__(self) -> Iterator[NewJob]:
+        # Sequence's own goes through __getitem__, index checks and all: 4 % of
+        # a 10,000-job PostgreSQL enqueue_many's client time.
+        # By position, so indexing while iterating prepares nothing twice.
+        jobs, requests = self._jobs, self._requests
+        for n, request in enumerate(requests):
+            if n == len(jobs):
+                jobs.append(prepared(request, self._tasks, self._settings))
+            yield jobs[n]
 
     @overload
     def __getitem__(self, index: int) -> NewJob: ...

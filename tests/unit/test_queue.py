@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel, Field, field_validator
 
 import chit
+from chit import requests as requests_module
 from chit.checks import parse_payload
 from chit.queue import JobRequest
 from chit.settings import Settings
@@ -174,6 +175,35 @@ def test_a_bulk_submission_with_one_bad_job_stores_none(queue: chit.Queue) -> No
         queue.enqueue_many(jobs)
     assert count(queue) == 0
     assert len(queue.enqueue_many(jobs[:50])) == 50
+
+
+def test_a_bulk_submission_is_prepared_once_each_however_it_is_read(
+    queue: chit.Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stores read a batch by index and by iteration, interleaved; each
+    request is checked once, and each read gives the same job, in order."""
+    calls: list[int] = []
+    real = requests_module.prepared
+
+    def counted(request: JobRequest, *args: object) -> object:
+        calls.append(request.payload["i"])
+        return real(request, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(requests_module, "prepared", counted)
+    batch = [chit.JobRequest("free", {"i": i}) for i in range(6)]
+    batch.append(chit.JobRequest("free", {"i": 6, "bad": float("nan")}))
+    jobs = requests_module.PreparedOnRead(batch, queue.tasks, queue.settings)
+    read = jobs[1]
+    seen = []
+    iterator = iter(jobs)
+    seen.append(next(iterator))
+    seen.append(jobs[3])  # prepares 2 and 3 while the iteration stands at 1
+    seen += [next(iterator) for _ in range(5)]
+    with pytest.raises(chit.InvalidPayload):  # the bad one, when it is reached
+        next(iterator)
+    assert calls == [0, 1, 2, 3, 4, 5, 6]
+    assert [job.payload["i"] for job in seen] == [0, 3, 1, 2, 3, 4, 5]
+    assert seen[2] is read
 
 
 def test_registering_a_kind_twice_is_an_error(queue: chit.Queue) -> None:
