@@ -513,7 +513,7 @@ def flow_markdown(res: Results, heading: str = "#", standalone: bool = True) -> 
     add("```\n")
     add(
         "prints a before/after table (`before-after.md` in the results folder). The flow "
-        "steps never run the baseline: it has no limits.\n"
+        "steps run a baseline only where it has flow control; this one has none.\n"
     )
     busy = [f"{r['system']} {r['step']} ({r['busy_before']:.0%})" for r in res.runs
             if r["step"].startswith("flow-") and r.get("busy_before", 0) > 0.25]  # fmt: skip

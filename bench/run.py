@@ -21,8 +21,12 @@ from `git archive REF` with --chit-ref. `--baseline REF` also measures chit
 from `git archive REF` as `chit-sqlite@REF` and `chit-postgres@REF` (and
 `chit-redis@REF` where REF has the Redis store), taking
 turns with the measured chit in the same run, and prints a before/after table
-(a refactor's proof of no regression; docs/ are left alone). chit on
-PostgreSQL runs once src/chit/store/postgres.py is committed.
+(a refactor's proof of no regression; docs/ are left alone): every step's
+figure from both sides, flow-claim's median claim behind the throttled backlog
+and the workflows' fan-in, plain and chain hop among them. A step whose code
+REF lacks (flow control, aenqueue, workflows) runs from the tree only, and the
+run says so. chit on PostgreSQL runs once src/chit/store/postgres.py is
+committed.
 
 The `features-on` step (issue 22) is `process1` on chit while the database
 holds what the other features leave behind (bench/features.py: an operator's
@@ -38,16 +42,21 @@ worker processes against PgQueuer's `concurrency_limit=8`; `flow-rate`,
 `rate="1000/s"` over 2 workers (the attempts' start times: mean rate and worst
 1 s window); `flow-claim`, one claim behind 100,000 throttled jobs against one
 on an empty backlog, with the plans of a throttled claim (bench/flow_claim.py).
-They run chit from the tree only, never the --baseline. A run of flow steps
-alone writes flow.md in its results folder and rewrites only the flow-control
-section of docs/benchmarks.md (unless --no-docs).
+They run chit from the tree and, with --baseline, from REF too where REF has
+flow control: `chit-postgres@REF` in flow-concurrency and flow-rate, and
+flow_claim.py once more on each backend with REF's src (results.json keeps it
+as `SQLite@REF`, `PostgreSQL@REF`), taking turns. A run of flow steps alone
+writes flow.md in its results folder and rewrites only the flow-control
+section of docs/benchmarks.md (unless --no-docs or --baseline).
 
 The `workflows` step (issue 14, bench/workflows.py) measures chit-sqlite and
 chit-postgres on a fan-in of 10,000 jobs into one callback (stored in one
 call, then processed, against the same jobs without dependencies) and a
 1,000-job chain's per-hop latency, and Celery's chord (`celery`) on the same
-fan-in; of the systems named, those three (all of them when none is). It
-writes workflows.md in its results folder and leaves docs/ alone:
+fan-in; of the systems named, those three (all of them when none is). With
+--baseline, also `chit-sqlite@REF` and `chit-postgres@REF`: their app and
+`chit worker` processes with REF's src first on PYTHONPATH. It writes
+workflows.md in its results folder and leaves docs/ alone:
 
     bench/.venv-peers/bin/python bench/run.py --steps workflows \
         --systems chit-sqlite,chit-postgres,celery --repeat 1
@@ -57,7 +66,8 @@ environment on the run's fresh database (SQLite for chit-sqlite, PostgreSQL for
 chit-postgres), taking turns like the drive.py steps: `aenqueue`
 (bench/aenqueue_bench.py), `await queue.aenqueue(...)` one at a time from one
 event loop, then the sync `queue.enqueue` one at a time, 3 s each (1 s with
---quick), jobs/s, from the tree only (the baseline has no aenqueue); and
+--quick), jobs/s, from the tree and, with --baseline, from REF too (where it
+has aenqueue); and
 `api-submit` (bench/api_bench.py), a real `chit serve` (bench/noop_app.py)
 answering POST /jobs from 16 keep-alive connections for 3 s (1 s), accepted
 jobs/s and p50/p99, from the tree and, with --baseline, from REF too (the
@@ -128,6 +138,8 @@ QUICK = Sizes(2_000, 50, 100_000, 10_000, 2_000, 1.0, 2, 500, 3_000, 10_000, 100
 
 # The flow-control steps: what `--steps flow` stands for.
 FLOW_STEPS = ("flow-concurrency", "flow-rate", "flow-claim")
+# What a --baseline's src/chit holds when it has flow control (issue 12).
+FLOW_NEEDS = "def declare_limits"
 # flow_claim.py's name of each backend, and the chit system that runs on it.
 BACKENDS = {"SQLite": ("sqlite", "chit-sqlite"), "PostgreSQL": ("postgres", "chit-postgres")}
 # Steps that are no drive.py workload of every system, but measured apart.
@@ -146,9 +158,11 @@ class Step:
     cap: float  # seconds the driver may wait for jobs
     seeding: bool = False  # only systems that can seed
     sqlite_only: bool = False
-    # Only these systems (and never a --baseline: flow control is newer than it).
+    # Only these systems (and never a --baseline unless `baseline`).
     only: tuple[str, ...] = ()
     baseline: bool = False  # `only` names its systems from --baseline too
+    # What a --baseline's src/chit must hold to run the step: a newer feature.
+    needs: str = ""
     # A bench script run instead of drive.py, in chit's environment, given the
     # run's fresh database (--database-url) and printing its figures as a last
     # JSON line (--json).
@@ -190,6 +204,8 @@ def steps(sizes: Sizes) -> list[Step]:
             ("--jobs", str(sizes.flow_jobs), "--workers", "2", *limited),
             90,
             only=("chit-postgres", "pgqueuer"),
+            baseline=True,
+            needs=FLOW_NEEDS,
         ),
         Step(
             "flow-rate",
@@ -197,10 +213,21 @@ def steps(sizes: Sizes) -> list[Step]:
             ("--jobs", str(sizes.rate_jobs), "--workers", "2", "--kind-rate", KIND_RATE),
             60,
             only=("chit-postgres",),
+            baseline=True,
+            needs=FLOW_NEEDS,
         ),
-        # Issue 15: aenqueue is newer than any baseline, POST /jobs is not.
-        Step("aenqueue", "aenqueue", seconds, 60, only=CHIT, script="aenqueue_bench.py"),
-        # Issue 26: a debounced enqueue against a plain one (newer than any baseline).
+        # Issue 15: aenqueue, from a --baseline too where it has aenqueue.
+        Step(
+            "aenqueue",
+            "aenqueue",
+            seconds,
+            60,
+            only=CHIT,
+            baseline=True,
+            needs="def aenqueue",
+            script="aenqueue_bench.py",
+        ),
+        # Issue 26: a debounced enqueue against a plain one (from the tree only).
         Step("debounce", "debounce", seconds, 60, only=CHIT, script="debounce_bench.py"),
         # Issue 25: signal-to-resume, and process1 beside 10,000 waiting jobs.
         Step("waits", "waits", seconds, 240, only=CHIT, script="waits_bench.py"),
@@ -213,7 +240,7 @@ def steps(sizes: Sizes) -> list[Step]:
             only=CHIT,
             script="cost_rate_bench.py",
         ),
-        # Issue 25: emit -> an SSE client, over real processes (newer than any baseline).
+        # Issue 25: emit -> an SSE client, over real processes (from the tree only).
         Step(
             "output",
             "output",
@@ -315,13 +342,32 @@ class Bench:
         ).stdout.strip()
         return bool(listed)
 
-    def env(self, info_venv: str, baseline: bool = False) -> dict[str, str]:
+    def supported(self, systems: list[str], step: str, needs: str) -> list[str]:
+        """`systems` without the --baseline ones when REF's src/chit lacks
+        `needs` (what the step measures is newer than REF), saying so."""
+        ref = self.args.baseline
+        if not needs or not any("@" in s for s in systems):
+            return systems
+        found = subprocess.run(["git", "-C", str(ROOT), "grep", "-q", "-F", needs, ref, "--",
+                                "src/chit"], capture_output=True)  # fmt: skip
+        if found.returncode == 0:
+            return systems
+        for system in (s for s in systems if "@" in s):
+            self.notes[f"{system} {step}"] = f"skipped: {ref} has no `{needs}` in src/chit"
+            print(f"{step:<14} {system:<14} {'—':>9}  ({self.notes[f'{system} {step}']})")
+        return [s for s in systems if "@" not in s]
+
+    def pythonpath(self, info_venv: str, baseline: bool = False) -> str:
+        """bench/, after chit's src when it is not the tree's (--chit-ref, --baseline)."""
         paths = [str(HERE)]
         src = self.baseline_src if baseline else self.chit_src
         if info_venv == "chit" and src is not None:
             paths.insert(0, str(src / "src"))
+        return os.pathsep.join(paths)
+
+    def env(self, info_venv: str, baseline: bool = False) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CHIT_", "BENCH_"))}
-        env["PYTHONPATH"] = os.pathsep.join(paths)
+        env["PYTHONPATH"] = self.pythonpath(info_venv, baseline)
         env["BENCH_PY_SPY"] = str(HERE / ".venv-peers/bin/py-spy")
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         return env
@@ -463,6 +509,7 @@ class Bench:
                 and (not step.sqlite_only or INFO[base_name(s)].backend == "SQLite")
                 and (not step.only or (base_name(s) if step.baseline else s) in step.only)
             ]
+            systems = self.supported(systems, step.key, step.needs)
             if not systems:
                 continue
             # Growth is read against growth-empty (and process1): as many runs of
@@ -471,8 +518,7 @@ class Bench:
             repeated = step.workload in ("process", "growth") or args.baseline
             repeat = self.repeat if repeated else 1
             for rep in range(repeat):
-                order = systems[rep % len(systems) :] + systems[: rep % len(systems)]
-                for system in order:
+                for system in rotate(systems, rep):
                     run = self.run(system, step, rep)
                     self.runs.append(run)
                     print(line(run), flush=True)
@@ -487,9 +533,16 @@ class Bench:
             meta["pools"] = pools.run(self.dir, self.sizes.jobs // 5)
             self.save(meta)
         if "workflows" in chosen:
+            if args.baseline:
+                refs = [f"{s}@{args.baseline}" for s in workflow_systems if s.startswith("chit")]
+                workflow_systems = self.supported(
+                    workflow_systems + refs, "workflows", "def enqueue_workflow"
+                )
+            paths = {s: self.pythonpath("chit", baseline="@" in s)
+                     for s in workflow_systems if s.startswith("chit")}  # fmt: skip
             meta["workflows"] = workflows.run(
                 self.dir, self.pg, self.redis, workflow_systems, self.sizes.jobs,
-                self.sizes.workflow_chain, repeat=self.repeat,
+                self.sizes.workflow_chain, repeat=self.repeat, paths=paths,
             )  # fmt: skip
             self.save(meta)
         if "schedules" in chosen:
@@ -507,13 +560,13 @@ class Bench:
             (self.dir / "flow.md").write_text(flow)
             print(f"\n{flow}")
             print(versions(meta))
-            if flow_only and not args.no_docs:
+            if flow_only and not args.no_docs and not args.baseline:
                 # The rest of the page stays as the last full run left it.
                 md = ROOT / "docs" / "benchmarks.md"
                 report.splice_flow(md, report.flow_markdown(results, heading="##"))
                 print(f"wrote its section of {md.relative_to(ROOT)}")
-        if args.baseline and not flow_only:
-            table = before_after(self.runs, args.baseline, meta["chit"]["tree"])
+        if args.baseline:
+            table = before_after(self.runs, meta, args.baseline)
             (self.dir / "before-after.md").write_text(table)
             print(table)
         elif not args.no_docs and not flow_only and not workflows_only:
@@ -521,59 +574,70 @@ class Bench:
             print(f"wrote {md.relative_to(ROOT)} and {png.relative_to(ROOT)}")
 
     def flow_claim(self, wanted: list[str], chit: dict[str, str]) -> dict[str, Any]:
-        """bench/flow_claim.py on each backend chit runs on here: three fresh
-        databases each (backlog, empty, plain), one process under a time cap."""
-        figures: dict[str, Any] = {}
+        """bench/flow_claim.py on each backend chit runs on here, and with
+        --baseline from REF's src too, taking turns: per backend (`SQLite`, or
+        `SQLite@REF`) the figures of its fastest claim behind the backlog."""
         backends = {INFO[s].backend for s in wanted if s.startswith("chit") and "@" not in s}
         if not backends:  # --systems named no chit: both, as the step is chit's own
             backends = {"SQLite", "PostgreSQL"}
         if not chit["postgres_committed"]:
             backends.discard("PostgreSQL")
-        for backend in ("SQLite", "PostgreSQL"):
-            if backend not in backends:
-                continue
-            names = [f"bench_flow_{n}" for n in ("backlog", "empty", "plain")]
-            if backend == "PostgreSQL":
-                assert self.pg is not None
-                urls = [self.pg.fresh(n) for n in names]
-            else:
-                urls = [f"sqlite:///{self.dir / n}.db" for n in names]
-            plans = self.dir / f"flow-claim-plans-{BACKENDS[backend][0]}.txt"
-            log = self.logs / f"flow-claim-{BACKENDS[backend][0]}.log"
-            cmd = [str(PYTHONS["chit"]), str(HERE / "flow_claim.py"), BACKENDS[backend][0], *urls,
-                   "--backlog", str(self.sizes.backlog), "--claims", str(self.sizes.claims),
-                   "--plans", str(plans)]  # fmt: skip
-            busy = services.wait_quiet() if not self.args.no_wait else 0.0
-            try:
-                with log.open("ab") as err:
-                    self.current = subprocess.Popen(
-                        cmd, env=self.env("chit"), stdout=subprocess.PIPE, stderr=err,
-                        start_new_session=True,
-                    )  # fmt: skip
-                    try:
-                        out, _ = self.current.communicate(timeout=300)
-                    finally:
-                        services.kill_group(self.current.pid)
-                        self.current.wait()
-                if self.current.returncode != 0:
-                    figures[backend] = {
-                        "error": f"exited with {self.current.returncode}; see {log}"
-                    }
-                else:
-                    result = json.loads(out.decode().strip().splitlines()[-1])
-                    result["plans"] = plans.read_text() if plans.exists() else ""
-                    figures[backend] = result | {"busy_before": busy}
-            except subprocess.TimeoutExpired:
-                figures[backend] = {"error": "killed: no answer after 300 s"}
-            finally:
-                self.current = None
-                for name in names:
-                    if backend == "PostgreSQL" and self.pg is not None:
-                        self.pg.drop(name)
-                    for suffix in ("", "-wal", "-shm"):
-                        Path(f"{self.dir / name}.db{suffix}").unlink(missing_ok=True)
-            print(claim_line(backend, figures[backend]), flush=True)
+        systems = [system for backend, (_, system) in BACKENDS.items() if backend in backends]
+        if self.args.baseline:
+            refs = [f"{s}@{self.args.baseline}" for s in systems]
+            systems = self.supported(systems + refs, "flow-claim", FLOW_NEEDS)
+        figures: dict[str, Any] = {}
+        for rep in range(self.repeat if self.args.baseline else 1):
+            for system in rotate(systems, rep):
+                name, at, ref = system.partition("@")
+                key = INFO[name].backend + at + ref
+                result = self.claim(INFO[name].backend, ref)
+                print(claim_line(system, result), flush=True)
+                if key not in figures or claim_ms(result) < claim_ms(figures[key]):
+                    figures[key] = result
         return figures
+
+    def claim(self, backend: str, ref: str) -> dict[str, Any]:
+        """One flow_claim.py process (from REF's src when `ref`) under a time cap,
+        on three fresh databases (backlog, empty, plain): its figures, or an error."""
+        names = [f"bench_flow_{n}" for n in ("backlog", "empty", "plain")]
+        if backend == "PostgreSQL":
+            assert self.pg is not None
+            urls = [self.pg.fresh(n) for n in names]
+        else:
+            urls = [f"sqlite:///{self.dir / n}.db" for n in names]
+        short = BACKENDS[backend][0] + (f"@{ref}" if ref else "")
+        plans = self.dir / f"flow-claim-plans-{short}.txt"
+        log = self.logs / f"flow-claim-{short}.log"
+        cmd = [str(PYTHONS["chit"]), str(HERE / "flow_claim.py"), BACKENDS[backend][0], *urls,
+               "--backlog", str(self.sizes.backlog), "--claims", str(self.sizes.claims),
+               "--plans", str(plans)]  # fmt: skip
+        busy = services.wait_quiet() if not self.args.no_wait else 0.0
+        try:
+            with log.open("ab") as err:
+                self.current = subprocess.Popen(
+                    cmd, env=self.env("chit", baseline=bool(ref)), stdout=subprocess.PIPE,
+                    stderr=err, start_new_session=True,
+                )  # fmt: skip
+                try:
+                    out, _ = self.current.communicate(timeout=300)
+                finally:
+                    services.kill_group(self.current.pid)
+                    self.current.wait()
+            if self.current.returncode != 0:
+                return {"error": f"exited with {self.current.returncode}; see {log}"}
+            result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+            result["plans"] = plans.read_text() if plans.exists() else ""
+            return result | {"busy_before": busy}
+        except subprocess.TimeoutExpired:
+            return {"error": "killed: no answer after 300 s"}
+        finally:
+            self.current = None
+            for name in names:
+                if backend == "PostgreSQL" and self.pg is not None:
+                    self.pg.drop(name)
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{self.dir / name}.db{suffix}").unlink(missing_ok=True)
 
     def limits(self) -> dict[str, float]:
         """Each limit twice, after waiting for a quiet machine; the best is kept."""
@@ -696,41 +760,70 @@ def base_name(system: str) -> str:
     return system.partition("@")[0]
 
 
+def rotate(systems: list[str], rep: int) -> list[str]:
+    """The order of repeat `rep`: each repeat starts one system further on."""
+    return systems[rep % len(systems) :] + systems[: rep % len(systems)]
+
+
 def figure(run: Run) -> float | None:
     """The figure a run is compared by: jobs/s, or the median latency in ms."""
     r = run.result
     if not run.ok or "skipped" in r:
         return None
-    return r["median_ms"] if "median_ms" in r else r["jobs_per_s"]
+    return r["median_ms"] if "median_ms" in r else r.get("jobs_per_s")
+
+
+def claim_ms(r: dict[str, Any]) -> float:
+    """flow-claim's figure: the median claim behind the throttled backlog."""
+    return float("inf") if "error" in r else float(r["backlog"]["median_ms"])
+
+
+def measures(runs: list[Run], meta: dict[str, Any]) -> list[tuple[str, str, float | None, bool]]:
+    """Every figure of the run: (step, system, figure or None, lower is better).
+    The runs', then flow-claim's and the workflows' (kept in `meta`)."""
+    out = [(r.step, r.system, figure(r), "median_ms" in r.result) for r in runs]
+    for key, r in meta.get("flow_claim", {}).items():
+        backend, at, ref = key.partition("@")
+        ms = None if "error" in r else claim_ms(r)
+        out.append(("flow-claim", BACKENDS[backend][1] + at + ref, ms, True))
+    for system, f in meta.get("workflows", {}).get("figures", {}).items():
+        for shape in ("fanin", "plain"):
+            if shape in f:
+                out.append((f"workflows {shape}", system, f[shape]["jobs_per_s"], False))
+        if "chain" in f:  # by the handlers' clocks: SQLite's rows keep milliseconds
+            out.append(("workflows chain hop", system, f["chain"]["handlers"]["median_ms"], True))
+    return out
 
 
 def fmt(value: float | None, latency: bool) -> str:
     if value is None:
         return "—"
-    return f"{value:,.1f} ms" if latency else f"{value:,.0f}"
+    return f"{value:,.2f} ms" if latency else f"{value:,.0f}"
 
 
-def before_after(runs: list[Run], ref: str, tree: str) -> str:
+def before_after(runs: list[Run], meta: dict[str, Any], ref: str) -> str:
     """Markdown: per step and chit system, the best figure of REF and of the tree."""
     rows = [
-        f"Before/after in one run: `{ref}` (before) and {tree} (after), taking turns.",
+        f"Before/after in one run: `{ref}` (before) and {meta['chit']['tree']} (after), "
+        "taking turns. Jobs/s, or ms (latency, flow-claim's median claim behind the "
+        "throttled backlog, the workflows' median chain hop by the handlers' clocks): "
+        "lower is better, so compared as before/after.",
         "",
         "| step | system | before | after | after/before |",
         "| --- | --- | ---: | ---: | ---: |",
     ]
-    seen: dict[tuple[str, str], None] = {}
-    # Only the steps the baseline ran too (not flow control, nor aenqueue).
-    compared = {(r.step, base_name(r.system)) for r in runs if "@" in r.system}
-    for run in runs:
-        if (run.step, run.system) in compared:
-            seen.setdefault((run.step, run.system), None)
-    for step, system in seen:
-        latency = step == "latency"
+    found = measures(runs, meta)
+    # Only what REF ran too (a step whose code REF lacks is skipped for it).
+    compared = {(step, base_name(system)) for step, system, _, _ in found if "@" in system}
+    lower = {step for step, _, _, low in found if low}
+    for step, system in dict.fromkeys((step, system) for step, system, _, _ in found):
+        if (step, system) not in compared:
+            continue
+        latency = step in lower
         pick = min if latency else max
 
         def best(name: str, step: str = step, pick: Any = pick) -> float | None:
-            values = [f for r in runs if r.step == step and r.system == name
-                      if (f := figure(r)) is not None]  # fmt: skip
+            values = [v for s, n, v, _ in found if s == step and n == name and v is not None]
             return pick(values) if values else None
 
         after, before = best(system), best(f"{system}@{ref}")
@@ -743,8 +836,8 @@ def before_after(runs: list[Run], ref: str, tree: str) -> str:
     return "\n".join(rows) + "\n"
 
 
-def claim_line(backend: str, r: dict[str, Any]) -> str:
-    head = f"{'flow-claim':<14} {BACKENDS[backend][1]:<14}"
+def claim_line(system: str, r: dict[str, Any]) -> str:
+    head = f"{'flow-claim':<14} {system:<14}"
     if "error" in r:
         return f"{head} FAILED: {r['error']}"
     return (

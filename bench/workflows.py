@@ -27,7 +27,8 @@ first handler start to the last handler end: the callback's, for a fan-in.
   systems/celery_redis.py runs them.
 
 The apps: workflows_chit.py (from the project's .venv) and workflows_celery.py
-(from bench/.venv-peers).
+(from bench/.venv-peers). run.py --baseline REF adds `chit-sqlite@REF` and
+`chit-postgres@REF`: the same, with REF's src first on PYTHONPATH (`paths`).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class Measure:
     def __init__(self, system: str, folder: Path, env: dict[str, str]) -> None:
         folder.mkdir(parents=True)
         self.system, self.folder = system, folder
-        self.env = env | {"PYTHONPATH": str(HERE), "BENCH_RECORD_DIR": str(folder)}
+        self.env = env | {"BENCH_RECORD_DIR": str(folder)}
         self.ids = folder / "ids.json"
 
     def app(self, *args: str) -> dict[str, Any]:
@@ -203,9 +204,13 @@ def run(
     jobs: int = 10_000,
     chain_jobs: int = 1_000,
     repeat: int = 1,
+    paths: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Every system named (chit-sqlite, chit-postgres, celery), printed as it
-    comes; the best of `repeat` runs of each measurement, and the versions."""
+    """Every system named (chit-sqlite, chit-postgres, celery, or one of the
+    first two from another src as `chit-sqlite@REF`), taking turns, printed as
+    it comes; the best of `repeat` runs of each measurement, and the versions.
+    `paths`: the PYTHONPATH of a system's processes (bench/ when not given).
+    A system that fails is said so, and the others go on."""
     for python in (CHIT_PYTHON, PEERS_PYTHON):
         if not python.exists():
             raise SystemExit(f"{python} is missing: run `make bench`")
@@ -215,12 +220,23 @@ def run(
     figures: dict[str, dict[str, Any]] = {s: {} for s in systems}
 
     def store_env(system: str, name: str) -> dict[str, str]:
-        if system == "chit-sqlite":
-            return base | {"CHIT_DATABASE_URL": f"sqlite:///{directory / name}.db"}
-        if system == "chit-postgres":
-            return base | {"CHIT_DATABASE_URL": pg.fresh(name)}
+        env = base | {"PYTHONPATH": (paths or {}).get(system, str(HERE))}
+        if system.startswith("chit-sqlite"):
+            return env | {"CHIT_DATABASE_URL": f"sqlite:///{directory / name}.db"}
+        if system.startswith("chit-postgres"):
+            return env | {"CHIT_DATABASE_URL": pg.fresh(name)}
         redis.flush()
-        return base | {"BENCH_REDIS_URL": redis.url}
+        return env | {"BENCH_REDIS_URL": redis.url}
+
+    def measure(system: str, shape: str, rep: int) -> dict[str, Any]:
+        """One measurement in a fresh store, dropped after."""
+        name, folder = f"bench_wf_{shape}", directory / f"wf-{system}-{shape}-{rep}"
+        try:
+            if shape == "chain":
+                return chain(system, chain_jobs, folder, store_env(system, name))
+            return fan(system, shape, jobs, folder, store_env(system, name))
+        finally:
+            cleanup(system, pg, directory, name)
 
     def keep(system: str, key: str, result: dict[str, Any], better: str) -> None:
         old = figures[system].get(key)
@@ -228,29 +244,27 @@ def run(
             figures[system][key] = result
 
     for rep in range(repeat):
-        for system in systems:
+        for system in systems[rep % len(systems) :] + systems[: rep % len(systems)]:
             shapes = ("plain", "fanin") if system.startswith("chit") else ("plain", "chord")
-            for shape in shapes if rep % 2 == 0 else shapes[::-1]:
-                name = f"bench_wf_{shape}"
-                result = fan(system, shape, jobs, directory / f"wf-{system}-{shape}-{rep}",
-                             store_env(system, name))  # fmt: skip
-                cleanup(system, pg, directory, name)
-                keep(system, shape, result, "jobs_per_s")
-                print(f"  {system:14} {shape:6} stored {result['jobs']:,} in "
-                      f"{result['store_seconds']:6.2f} s, {result['jobs_per_s']:7,.0f} jobs/s"
-                      + (f", callback {result['release_ms']:.1f} ms after the last leaf"
-                         if "release_ms" in result else ""), flush=True)  # fmt: skip
-            if system.startswith("chit"):
-                name = "bench_wf_chain"
-                result = chain(system, chain_jobs, directory / f"wf-{system}-chain-{rep}",
-                               store_env(system, name))  # fmt: skip
-                cleanup(system, pg, directory, name)
-                result["median_ms"] = result["rows"]["median_ms"]
-                keep(system, "chain", result, "median_ms")
-                print(f"  {system:14} chain  {chain_jobs:,} hops: median "
-                      f"{result['rows']['median_ms']:.2f} ms, p90 {result['rows']['p90_ms']:.2f} "
-                      f"ms (rows); handlers {result['handlers']['median_ms']:.2f} / "
-                      f"{result['handlers']['p90_ms']:.2f} ms", flush=True)  # fmt: skip
+            try:
+                for shape in shapes if rep % 2 == 0 else shapes[::-1]:
+                    result = measure(system, shape, rep)
+                    keep(system, shape, result, "jobs_per_s")
+                    print(f"  {system:14} {shape:6} stored {result['jobs']:,} in "
+                          f"{result['store_seconds']:6.2f} s, {result['jobs_per_s']:7,.0f} jobs/s"
+                          + (f", callback {result['release_ms']:.1f} ms after the last leaf"
+                             if "release_ms" in result else ""), flush=True)  # fmt: skip
+                if system.startswith("chit"):
+                    result = measure(system, "chain", rep)
+                    result["median_ms"] = result["rows"]["median_ms"]
+                    keep(system, "chain", result, "median_ms")
+                    print(f"  {system:14} chain  {chain_jobs:,} hops: median "
+                          f"{result['rows']['median_ms']:.2f} ms, p90 "
+                          f"{result['rows']['p90_ms']:.2f} ms (rows); handlers "
+                          f"{result['handlers']['median_ms']:.2f} / "
+                          f"{result['handlers']['p90_ms']:.2f} ms", flush=True)  # fmt: skip
+            except (RuntimeError, subprocess.SubprocessError) as e:
+                print(f"  {system:14} FAILED: {e}", flush=True)
     summary = {"jobs": jobs, "chain": chain_jobs, "workers": WORKERS,
                "concurrency": CONCURRENCY, "figures": figures, "versions": info}  # fmt: skip
     text = markdown(summary)
@@ -260,7 +274,7 @@ def run(
 
 
 def cleanup(system: str, pg: Any, directory: Path, name: str) -> None:
-    if system == "chit-postgres":
+    if system.startswith("chit-postgres"):
         pg.drop(name)
     for suffix in (".db", ".db-wal", ".db-shm"):
         Path(f"{directory / name}{suffix}").unlink(missing_ok=True)
