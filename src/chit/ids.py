@@ -13,6 +13,9 @@ _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 # Two digits at a time: 13 lookups for an id rather than 26 divisions.
 _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
 _SHIFTS = range(120, -1, -10)
+# The first 18 digits (all but the low 40 bits), shared by the ids of a batch
+# from one millisecond once they count up by one.
+_HIGH_SHIFTS = range(120, 39, -10)
 _RANDOM_BITS = 80
 _lock = threading.Lock()
 _last = 0
@@ -38,7 +41,15 @@ def new_job_ids(count: int) -> list[str]:
             last = value if value > last else last + 1
             values.append(last)
         _last = last
-    return [encode(value) for value in values]
+    ids = []
+    high, prefix = -1, ""
+    for value in values:
+        if value >> 40 != high:
+            high = value >> 40
+            prefix = "".join([_PAIRS[(value >> shift) & 1023] for shift in _HIGH_SHIFTS])
+        pairs = _PAIRS[(value >> 30) & 1023] + _PAIRS[(value >> 20) & 1023]
+        ids.append(prefix + pairs + _PAIRS[(value >> 10) & 1023] + _PAIRS[value & 1023])
+    return ids
 
 
 def encode(value: int) -> str:

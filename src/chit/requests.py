@@ -190,6 +190,8 @@ def one_request(arguments: dict[str, Any]) -> JobRequest:
 
 
 def run_on(value: str) -> RunOn:
+    if value == "succeeded":  # the default, without the enum's lookup (a job's 0.25 µs)
+        return RunOn.SUCCEEDED
     try:
         return RunOn(value)
     except ValueError:

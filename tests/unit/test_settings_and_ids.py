@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import math
 import time
+from types import SimpleNamespace
 
 import pytest
 
+from chit import ids as ids_module
 from chit.errors import ConfigError
 from chit.ids import encode, is_job_id, new_job_id, new_job_ids
 from chit.settings import Settings
@@ -111,3 +113,27 @@ def test_job_ids_start_with_their_creation_time_in_milliseconds() -> None:
         for digit in job_id:
             value = value * 32 + alphabet.index(digit)
         assert before <= value >> 80 <= after
+
+
+def test_a_batch_of_ids_counting_up_is_written_as_each_value_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch shares the digits above its low 40 bits while they stay the same:
+    ids counting up across that boundary (and a carry through every digit)
+    still read as their values, one by one."""
+    for last in ((1 << 126) + (1 << 40) - 3, (1 << 128) - 3, 5 << 80):
+        # A clock far behind the last id: each new one is the last plus one.
+        monkeypatch.setattr(ids_module, "_last", last)
+        monkeypatch.setattr(ids_module, "time", SimpleNamespace(time_ns=lambda: 0))
+        assert new_job_ids(6) == [encode(last + n) for n in range(1, 7)]
+    monkeypatch.undo()
+    batch = new_job_ids(2_000)  # random low digits first, then counting up
+    assert all(encode(decode(i)) == i for i in batch) and batch == sorted(set(batch))
+
+
+def decode(job_id: str) -> int:
+    crockford = str.maketrans(
+        "0123456789abcdefghjkmnpqrstvwxyz",
+        "0123456789abcdefghijklmnopqrstuv",
+    )
+    return int(job_id.translate(crockford), 32)
