@@ -5,6 +5,7 @@ from __future__ import annotations
 import psycopg
 
 from systems import CONCURRENCY, env, kind_limits
+from systems.chit_sqlite import PREFETCH
 from systems.chit_sqlite import Bench as SQLiteBench
 
 
@@ -12,7 +13,7 @@ class Bench(SQLiteBench):
     def settings(self) -> str:
         return (
             f"`chit worker --concurrency {CONCURRENCY}` per process (threads; "
-            f"`--prefetch 32`, the default){kind_limits()}"
+            f"`--prefetch {PREFETCH}`, the default){kind_limits()}"
         )
 
     def attempt_starts(self) -> list[float]:

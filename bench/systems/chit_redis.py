@@ -4,6 +4,7 @@ redis-server (AOF on, fsync every second, noeviction: what the store insists on)
 from __future__ import annotations
 
 from systems import CONCURRENCY, kind_limits
+from systems.chit_sqlite import PREFETCH
 from systems.chit_sqlite import Bench as SQLiteBench
 
 
@@ -13,7 +14,7 @@ class Bench(SQLiteBench):
     def settings(self) -> str:
         return (
             f"`chit worker --concurrency {CONCURRENCY}` per process (threads; "
-            f"`--prefetch 32`, the default); appendfsync everysec{kind_limits()}"
+            f"`--prefetch {PREFETCH}`, the default); appendfsync everysec{kind_limits()}"
         )
 
     def seed(self, finished: int, queued: int, analyze: bool = False) -> None:

@@ -41,9 +41,10 @@ class Settings:
     concurrency: int = 4
     # Jobs a worker may claim beyond its free slots, started as slots free, so a
     # busy worker never waits on the database between short jobs. Used only while
-    # jobs take under 20 ms on average: long jobs are never held back from other
-    # workers. 0 turns it off.
-    prefetch: int = 32
+    # jobs take under 20 ms on average, and no more than its slots run in 20 ms
+    # at that average: long jobs are never held back from other workers. 0 turns
+    # it off.
+    prefetch: int = 128
     grace_seconds: float = 30.0
     max_payload_bytes: int = PAYLOAD_BYTES
     # The HTTP API refuses request bodies larger than this with a 413.

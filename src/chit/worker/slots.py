@@ -28,7 +28,9 @@ from chit.jobs import ClaimedJob, Outcome, Released
 from chit.store import Store
 
 # Claiming ahead pays off only for jobs shorter than a few database round trips;
-# a longer job would keep the jobs claimed behind it from idle workers.
+# a longer job would keep the jobs claimed behind it from idle workers. Short
+# jobs are claimed ahead as many as the slots run in this long at their mean
+# time (up to the prefetch): never more work than that held back from others.
 PREFETCH_BELOW_SECONDS = 0.02
 
 
@@ -117,8 +119,11 @@ class Slots:
         # (and wakes the claim loop to fill it).
         if self._stopping.is_set():
             return 0
-        short = self._mean_seconds is not None and self._mean_seconds < PREFETCH_BELOW_SECONDS
-        ahead = self.prefetch if short else 0
+        ahead, mean = 0, self._mean_seconds
+        if mean is not None and mean < PREFETCH_BELOW_SECONDS:
+            ahead = self.prefetch
+            if mean * self.prefetch > self.concurrency * PREFETCH_BELOW_SECONDS:
+                ahead = int(self.concurrency * PREFETCH_BELOW_SECONDS / mean)
         still = 0
         if self._running:
             still_running = {o.job_id for o in finishing if o.job_id in self._running}

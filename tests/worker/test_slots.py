@@ -1,0 +1,57 @@
+"""How many jobs a worker claims ahead of its free slots (chit.worker.slots)."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from chit.jobs import ClaimedJob, Succeeded
+from chit.worker import slots as slots_module
+from chit.worker.slots import PREFETCH_BELOW_SECONDS, Slots
+
+
+def primed(monkeypatch: pytest.MonkeyPatch, job_seconds: float, prefetch: int) -> Slots:
+    """Slots of 4 whose jobs have all taken `job_seconds`, by a clock of the test's."""
+    clock = [1000.0]
+    monkeypatch.setattr(slots_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    slots = Slots(
+        None,  # type: ignore[arg-type]  # the contexts made here write nothing
+        concurrency=4,
+        prefetch=prefetch,
+        lease_seconds=30.0,
+        stopping=threading.Event(),
+    )
+    slots.start = lambda job, ctx: None
+    for n in range(3):
+        free = slots.reserve()
+        slots.hold([ClaimedJob(f"j{n}", "k", "default", {}, 1, 3, "t")], free)
+        clock[0] += job_seconds
+        slots.end(Succeeded(f"j{n}", "t"))
+        batch, reserved = slots.take()
+        slots.settle(batch, [], reserved, lambda recorded: None)
+    return slots
+
+
+@pytest.mark.parametrize(
+    ("job_seconds", "ahead"),
+    [
+        (0.0001, 128),  # the whole prefetch: its jobs are a fraction of the bound
+        (0.002, 40),  # 4 slots x 20 ms / 2 ms
+        (0.005, 16),
+        (0.019, 4),
+        (PREFETCH_BELOW_SECONDS + 0.001, 0),  # long jobs: none ahead
+        (0.5, 0),
+    ],
+)
+def test_short_jobs_are_claimed_ahead_as_many_as_the_slots_run_in_20_ms(
+    monkeypatch: pytest.MonkeyPatch, job_seconds: float, ahead: int
+) -> None:
+    slots = primed(monkeypatch, job_seconds, prefetch=128)
+    assert slots.reserve() == 4 + ahead
+
+
+def test_no_more_than_the_prefetch_is_claimed_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert primed(monkeypatch, 0.0001, prefetch=3).reserve() == 4 + 3
+    assert primed(monkeypatch, 0.0001, prefetch=0).reserve() == 4
