@@ -289,7 +289,8 @@ class Bench:
         self.current: subprocess.Popen[bytes] | None = None
         self.chit_src: Path | None = None
         self.baseline_src: Path | None = None
-        self.notes: dict[str, str] = {}
+        self.notes: dict[str, str] = {}  # a system left out, and why
+        self.skipped: dict[str, str] = {}  # "system step": why REF did not run it
 
     # Setting up
 
@@ -353,8 +354,8 @@ class Bench:
         if found.returncode == 0:
             return systems
         for system in (s for s in systems if "@" in s):
-            self.notes[f"{system} {step}"] = f"skipped: {ref} has no `{needs}` in src/chit"
-            print(f"{step:<14} {system:<14} {'—':>9}  ({self.notes[f'{system} {step}']})")
+            why = self.skipped[f"{system} {step}"] = f"{ref} has no `{needs}` in src/chit"
+            print(f"{step:<14} {system:<14} {'—':>9}  (skipped: {why})")
         return [s for s in systems if "@" not in s]
 
     def pythonpath(self, info_venv: str, baseline: bool = False) -> str:
@@ -606,7 +607,8 @@ class Bench:
             urls = [self.pg.fresh(n) for n in names]
         else:
             urls = [f"sqlite:///{self.dir / n}.db" for n in names]
-        short = BACKENDS[backend][0] + (f"@{ref}" if ref else "")
+        # In file names: a ref may hold a slash (origin/main).
+        short = BACKENDS[backend][0] + (f"@{ref.replace('/', '_')}" if ref else "")
         plans = self.dir / f"flow-claim-plans-{short}.txt"
         log = self.logs / f"flow-claim-{short}.log"
         cmd = [str(PYTHONS["chit"]), str(HERE / "flow_claim.py"), BACKENDS[backend][0], *urls,
@@ -693,6 +695,7 @@ class Bench:
             "redis": (self.redis.version() if self.redis else ""),
             "systems": wanted,
             "notes": self.notes,
+            "skipped": self.skipped,
             "load_before": os.getloadavg(),
         }
 

@@ -257,7 +257,9 @@ def run(
                 if system.startswith("chit"):
                     result = measure(system, "chain", rep)
                     result["median_ms"] = result["rows"]["median_ms"]
-                    keep(system, "chain", result, "median_ms")
+                    # The best by the handlers' clocks: SQLite's rows keep milliseconds.
+                    result["hop_ms"] = result["handlers"]["median_ms"]
+                    keep(system, "chain", result, "hop_ms")
                     print(f"  {system:14} chain  {chain_jobs:,} hops: median "
                           f"{result['rows']['median_ms']:.2f} ms, p90 "
                           f"{result['rows']['p90_ms']:.2f} ms (rows); handlers "

@@ -13,7 +13,8 @@ from chit.jobs import State
 from chit.settings import Settings
 from systems import CONCURRENCY, System, env, kind_limits
 
-PREFETCH = Settings().prefetch  # as the bench runs it: the default
+# As the bench runs it: the default (a --chit-ref older than prefetch has none).
+PREFETCH = getattr(Settings(), "prefetch", "?")
 
 
 class Bench(System):

@@ -42,8 +42,8 @@ class Settings:
     # Jobs a worker may claim beyond its free slots, started as slots free, so a
     # busy worker never waits on the database between short jobs. Used only while
     # jobs take under 20 ms on average, and no more than its slots run in 20 ms
-    # at that average: long jobs are never held back from other workers. 0 turns
-    # it off.
+    # at that average, so long jobs are not held back from other workers (but
+    # those held when short jobs gave way to long ones stay). 0 turns it off.
     prefetch: int = 128
     grace_seconds: float = 30.0
     max_payload_bytes: int = PAYLOAD_BYTES

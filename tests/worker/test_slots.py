@@ -38,8 +38,8 @@ def primed(monkeypatch: pytest.MonkeyPatch, job_seconds: float, prefetch: int) -
     ("job_seconds", "ahead"),
     [
         (0.0001, 128),  # the whole prefetch: its jobs are a fraction of the bound
-        (0.002, 40),  # 4 slots x 20 ms / 2 ms
-        (0.005, 16),
+        (0.0021, 38),  # 4 slots x 20 ms / 2.1 ms
+        (0.0051, 15),
         (0.019, 4),
         (PREFETCH_BELOW_SECONDS + 0.001, 0),  # long jobs: none ahead
         (0.5, 0),
