@@ -107,6 +107,31 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "" if a is None or b is None or b == 0 else f"{a / b:.2f}×"
 
 
+# What a plain job's life writes: a property of the code, not of a run (counted
+# from the indexes' definitions and predicates; the Redis commands by INFO
+# commandstats over 5,000 jobs).
+WRITES = "\n".join(
+    [
+        "What one plain job's enqueue, claim and finish write, against 8f9a0f0 "
+        "(issue 22's baseline) in brackets. A batch: the outcomes a worker records "
+        "at once and the jobs it claims for the slots they free, up to "
+        "`--concurrency` + `--prefetch` jobs.",
+        "",
+        "| store | index entries a job | statements or commands |",
+        "| --- | --- | --- |",
+        "| SQLite | 15 (25) | enqueue: 1 insert; claim and finish: one transaction a batch |",
+        "| PostgreSQL | 13 (18): insert 3, claim 2, finish 6, attempt record 2 "
+        "(closed heap-only) | enqueue: 1 statement (many jobs: one COPY); "
+        "claim and finish: one statement a batch |",
+        "| Redis | — | enqueue: one FCALL, 12 commands; claim and finish: one FCALL "
+        "a batch, 9 commands a job (20 before library version 20) |",
+        "",
+        "The indexes over every job's state hold waiting and finished jobs only, and "
+        "limits or pauses of other kinds leave a plain job's claim the one statement.\n",
+    ]
+)
+
+
 def write(runs: list[dict[str, Any]], meta: dict[str, Any], docs: Path) -> tuple[Path, Path]:
     results = Results(runs, meta)
     docs.mkdir(exist_ok=True)
@@ -182,6 +207,7 @@ def markdown(res: Results) -> str:
         "*Worker CPU*: user and system CPU of the worker processes from the first "
         "job on, per job.\n"
     )
+    add(WRITES)
 
     add("## Against the targets of issue 24 (Redis)\n")
     add("| target | chit | peer | ratio | met |")
