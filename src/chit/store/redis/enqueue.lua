@@ -17,6 +17,80 @@ local function live(P, index, k, states)
   return nil
 end
 
+local function opt(fields, name, v)
+  if v ~= nil and v ~= '' then fields[#fields + 1] = name; fields[#fields + 1] = v end
+end
+
+-- A new job (ARGV from `b`) stored, with its indexes. Fields go as the
+-- strings the caller sent: a number would be formatted again for each.
+local function store_job(P, args, b, width, id, now, nows)
+  local queue, priority, kind, tenant = args[b + J_QUEUE], args[b + J_PRIORITY], args[b + J_KIND], args[b + J_TENANT]
+  local state = 'queued'
+  if width > 20 and args[b + J_STATE] ~= '' then state = args[b + J_STATE] end
+  local run_at, run_at_s = now, nows
+  local deb = nonempty(args[b + J_DEB])
+  if deb then
+    run_at = now + math.floor(tonumber(args[b + J_DEB_DELAY]) * 1000)
+    run_at_s = string.format('%d', run_at)
+  elseif args[b + J_RUN_AT] ~= '' then
+    run_at_s = args[b + J_RUN_AT]
+    run_at = tonumber(run_at_s)
+  end
+  local g = kind .. '\0' .. tenant .. '\0' .. args[b + J_CKEY]
+  -- Its ready-set member, in the one HSET (`placed` below puts it there).
+  local m = nil
+  if state == 'queued' and run_at <= now then m = member(run_at, id) end
+  local fields = {'id', id, 'kind', kind, 'queue', queue, 'priority', priority,
+    'payload', args[b + J_PAYLOAD], 'state', state, 'attempts', '0',
+    'max_attempts', args[b + J_MAX], 'run_at', run_at_s, 'created_at', nows, 'updated_at', nows,
+    'tenant', tenant, 'g', g}
+  local idem, uniq = nonempty(args[b + J_IDEM]), nonempty(args[b + J_UNIQUE])
+  opt(fields, 'idem', idem)
+  opt(fields, 'rhash', args[b + J_HASH])
+  opt(fields, 'ckey', args[b + J_CKEY])
+  opt(fields, 'timeout', args[b + J_TIMEOUT])
+  opt(fields, 'unique', uniq)
+  opt(fields, 'tp', args[b + J_TRACE])
+  opt(fields, 'cost', args[b + J_COST])
+  local expires_at = nonempty(args[b + J_EXPIRES_AT])
+  if args[b + J_EXPIRES_IN] ~= '' then
+    expires_at = string.format('%d', now + math.floor(tonumber(args[b + J_EXPIRES_IN]) * 1000))
+  end
+  opt(fields, 'expires_at', expires_at)
+  if deb then
+    opt(fields, 'deb', deb)
+    opt(fields, 'deb_until', string.format('%d', now + math.floor(tonumber(args[b + J_DEB_BOUND]) * 1000)))
+  end
+  if width > 20 then
+    opt(fields, 'error', args[b + J_ERROR])
+    opt(fields, 'deps_pending', args[b + J_PENDING])
+    opt(fields, 'wf', args[b + J_WF])
+    opt(fields, 'ref', args[b + J_REF])
+    opt(fields, 'run_on', args[b + J_RUN_ON])
+    opt(fields, 'depends_on', args[b + J_DEPENDS])
+    opt(fields, 'dependents', args[b + J_DEPENDENTS])
+  end
+  if state == 'cancelled' then opt(fields, 'finished_at', nows) end
+  opt(fields, 'rm', m)
+  redis.call('HSET', jkey(P, id), unpack(fields))
+  moved(P, id, nil, state, kind, tenant)
+  redis.call('ZADD', P .. ':all', 0, id)
+  if idem then redis.call('HSET', P .. ':idem', tenant .. '\0' .. idem, id) end
+  if state == 'cancelled' then
+    redis.call('ZADD', P .. ':done', now, id)
+    return
+  end
+  if uniq then redis.call('HSET', P .. ':uniq', tenant .. '\0' .. uniq, id) end
+  if deb then redis.call('HSET', P .. ':deb', tenant .. '\0' .. deb, id) end
+  if expires_at then redis.call('ZADD', P .. ':exp', expires_at, id) end
+  if state == 'queued' then
+    queued_in(P, id, queue, g)
+    placed(P, id, queue, priority, run_at, now, m, g)
+  end
+  redis.call('SADD', P .. ':queues', queue)
+  if width > 20 and args[b + J_WF] ~= '' then redis.call('ZADD', P .. ':wf:' .. args[b + J_WF], 0, id) end
+end
+
 local ACTIVE = {waiting = true, queued = true, running = true}
 local NOT_STARTED = {queued = true}
 
@@ -97,80 +171,13 @@ local function enqueue(keys, args)
   end
   -- Then the writes.
   local created = {}
+  local nows = string.format('%d', now)  -- formatted once: each number passed is a printf
   for i = 0, n - 1 do
     local b = 3 + i * width + 1
     local code, id = out[i * 3 + 1], args[b + J_ID]
-    local tenant = args[b + J_TENANT]
     if code == 'c' and not again[i] then
       created[id] = true
-      local k = jkey(P, id)
-      local queue, priority = args[b + J_QUEUE], tonumber(args[b + J_PRIORITY])
-      local state = 'queued'
-      if width > 20 and args[b + J_STATE] ~= '' then state = args[b + J_STATE] end
-      local run_at = now
-      local deb = nonempty(args[b + J_DEB])
-      if deb then
-        run_at = now + math.floor(tonumber(args[b + J_DEB_DELAY]) * 1000)
-      elseif args[b + J_RUN_AT] ~= '' then
-        run_at = tonumber(args[b + J_RUN_AT])
-      end
-      local kind = args[b + J_KIND]
-      local g = kind .. '\0' .. tenant .. '\0' .. args[b + J_CKEY]
-      local fields = {'id', id, 'kind', kind, 'queue', queue, 'priority', priority,
-        'payload', args[b + J_PAYLOAD], 'state', state, 'attempts', 0,
-        'max_attempts', args[b + J_MAX], 'run_at', run_at, 'created_at', now, 'updated_at', now,
-        'tenant', tenant, 'g', g}
-      local function opt(name, v) if v ~= nil and v ~= '' then fields[#fields + 1] = name; fields[#fields + 1] = v end end
-      opt('idem', args[b + J_IDEM])
-      opt('rhash', args[b + J_HASH])
-      opt('ckey', args[b + J_CKEY])
-      opt('timeout', args[b + J_TIMEOUT])
-      opt('unique', args[b + J_UNIQUE])
-      opt('tp', args[b + J_TRACE])
-      opt('cost', args[b + J_COST])
-      local expires_at = nonempty(args[b + J_EXPIRES_AT])
-      if args[b + J_EXPIRES_IN] ~= '' then
-        expires_at = now + math.floor(tonumber(args[b + J_EXPIRES_IN]) * 1000)
-      end
-      opt('expires_at', expires_at)
-      if deb then
-        opt('deb', deb)
-        opt('deb_until', now + math.floor(tonumber(args[b + J_DEB_BOUND]) * 1000))
-      end
-      if width > 20 then
-        opt('error', args[b + J_ERROR])
-        opt('deps_pending', args[b + J_PENDING])
-        opt('wf', args[b + J_WF])
-        opt('ref', args[b + J_REF])
-        opt('run_on', args[b + J_RUN_ON])
-        opt('depends_on', args[b + J_DEPENDS])
-        opt('dependents', args[b + J_DEPENDENTS])
-      end
-      if state == 'cancelled' then opt('finished_at', now) end
-      -- Its ready-set member, in the one HSET (`placed` below puts it there).
-      local m = nil
-      if state == 'queued' and run_at <= now then
-        m = member(run_at, id)
-        opt('rm', m)
-      end
-      redis.call('HSET', k, unpack(fields))
-      moved(P, id, nil, state, kind, tenant)
-      redis.call('ZADD', P .. ':all', 0, id)
-      local idem, uniq = nonempty(args[b + J_IDEM]), nonempty(args[b + J_UNIQUE])
-      if idem then redis.call('HSET', P .. ':idem', tenant .. '\0' .. idem, id) end
-      if state == 'cancelled' then
-        redis.call('ZADD', P .. ':done', now, id)
-      else
-        if uniq then redis.call('HSET', P .. ':uniq', tenant .. '\0' .. uniq, id) end
-        if deb then redis.call('HSET', P .. ':deb', tenant .. '\0' .. deb, id) end
-        if expires_at then redis.call('ZADD', P .. ':exp', tonumber(expires_at), id) end
-        if state == 'queued' then
-          queued_in(P, id, queue, g)
-          placed(P, id, queue, priority, run_at, now, m, g)
-        end
-        redis.call('SADD', P .. ':queues', queue)
-        if width > 20 and args[b + J_WF] ~= '' then redis.call('ZADD', P .. ':wf:' .. args[b + J_WF], 0, id) end
-      end
+      store_job(P, args, b, width, id, now, nows)
     elseif code == 'd' then
       -- The holder takes this payload and start, never past its bound.
       local holder = out[i * 3 + 2]
