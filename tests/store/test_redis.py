@@ -5,12 +5,14 @@ key, and errors that name the server but never its password."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime, timedelta
+from unittest.mock import ANY
 
 import pytest
 import redis
@@ -260,6 +262,52 @@ def test_an_error_reply_among_commands_sent_together_leaves_the_connection_in_st
         with pytest.raises(redis.ResponseError, match="not an integer"):
             sent(("SET", f"{P}:a", "1"), ("INCRBY", f"{P}:a", "x"), ("SET", f"{P}:b", "2"))
         assert sent(("GET", f"{P}:a"), ("GET", f"{P}:b"), ("CLIENT", "ID")) == ["1", "2", before]
+
+
+def test_a_call_interrupted_before_its_reply_leaves_no_reply_for_the_next_call(
+    redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `send` keeps its connections for the next call: one whose reply was never
+    # read (an interrupt, a timeout) must not be among them.
+    P = "{chit-interrupted}"
+    with own_store(redis_url, client, P) as store:
+        sent = store.redis.send
+        [before] = sent(("CLIENT", "ID"))
+        conn_class = type(store.redis._idle[-1])
+
+        def interrupted(self: object, *args: object, **kwargs: object) -> None:
+            raise KeyboardInterrupt
+
+        with monkeypatch.context() as m:
+            m.setattr(conn_class, "read_response", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                sent(("SET", f"{P}:a", "1"))
+        assert sent(("GET", f"{P}:a"), ("CLIENT", "ID")) == ["1", ANY]
+        [now] = sent(("CLIENT", "ID"))
+        assert now != before  # that connection was closed, not kept
+
+
+def test_a_forked_child_calls_on_its_own_connection(redis_url: str, client: redis.Redis) -> None:
+    # A child inherits the connections its parent kept; reading replies on
+    # the parent's socket would take the parent's replies.
+    P = "{chit-fork}"
+    with own_store(redis_url, client, P) as store:
+        sent = store.redis.send
+        [parent] = sent(("CLIENT", "ID"))
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report its connection's id, and go
+            try:
+                [child] = sent(("CLIENT", "ID"))
+                os.write(write, str(child).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as r:
+            child = r.read()
+        os.waitpid(pid, 0)
+        assert child and child != str(parent)
+        assert sent(("CLIENT", "ID")) == [parent]
 
 
 def test_a_store_without_the_c_parser_packs_its_calls_itself(
