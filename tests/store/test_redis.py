@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from chit.errors import DatabaseRefused, StoreError
-from chit.jobs import AttemptOutcome, Failed, NewJob, Succeeded
+from chit.jobs import AttemptOutcome, Failed, JobFilter, NewJob, Succeeded
 from chit.limits import Limits
 from chit.settings import Settings
 from chit.store import open_store
@@ -175,6 +175,23 @@ def test_what_a_library_before_version_11_stored_is_closed_and_pruned_once(
         assert not list(client.scan_iter(match=f"{P}:att:*"))
 
 
+def test_the_index_of_every_job_a_library_before_version_23_kept_goes_at_the_upgrade(
+    redis_url: str, client: redis.Redis
+) -> None:
+    # Before version 23 every job was in P:all too, beside its state's set:
+    # nothing reads it now, and nothing would take a pruned job out of it.
+    P = "{chit-v22}"
+    with own_store(redis_url, client, P) as store:
+        ids = [store.enqueue(NewJob("k", {})).id for _ in range(3)]
+        client.zadd(f"{P}:all", dict.fromkeys(ids, 0))
+        client.function_delete("chit")
+        upgraded = RedisStore(redis_url, prefix=P)  # loads the library, as an upgrade does
+        upgraded.close()
+        assert not client.exists(f"{P}:all")
+        assert [j.id for j in store.list(JobFilter()).jobs] == ids[::-1]
+        assert redis_index_faults(client, P) == []
+
+
 def test_an_open_attempt_left_in_the_job_hash_is_closed_by_the_next_claim(
     redis_url: str, client: redis.Redis
 ) -> None:
@@ -285,6 +302,20 @@ def test_a_call_interrupted_before_its_reply_leaves_no_reply_for_the_next_call(
         assert sent(("GET", f"{P}:a"), ("CLIENT", "ID")) == ["1", ANY]
         [now] = sent(("CLIENT", "ID"))
         assert now != before  # that connection was closed, not kept
+
+
+def test_a_call_after_the_server_closed_its_connection_is_sent_on_a_new_one(
+    redis_url: str, client: redis.Redis
+) -> None:
+    # A restart, or the server's idle timeout, closes the connections `send`
+    # keeps: nothing was sent on them, so the next call opens another.
+    P = "{chit-closed}"
+    with own_store(redis_url, client, P) as store:
+        sent = store.redis.send
+        [before] = sent(("CLIENT", "ID"))
+        client.client_kill_filter(_id=before)
+        [after] = sent(("CLIENT", "ID"))
+        assert after != before
 
 
 def test_a_forked_child_calls_on_its_own_connection(redis_url: str, client: redis.Redis) -> None:
