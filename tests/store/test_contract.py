@@ -1465,6 +1465,21 @@ def test_oldest_queued_is_the_job_due_longest(store: Store) -> None:
     assert store.oldest_queued(now=later(3700)).id == first  # type: ignore[union-attr]
 
 
+def test_oldest_queued_looks_past_the_order_claims_take_by_priority(store: Store) -> None:
+    # Claims take jobs by priority first: the job due longest may come in the
+    # middle of that order, and a tenant's behind another tenant's.
+    store.enqueue(new("a", priority=5, run_at=later(-20)))
+    oldest = store.enqueue(new("b", priority=0, run_at=later(-50))).id
+    store.enqueue(new("c", priority=-3, run_at=later(-10)))
+    store.enqueue(new("d", priority=0, tenant="t2", run_at=later(-40)))
+    theirs = store.enqueue(new("e", priority=5, tenant="t2", run_at=later(-45))).id
+    assert store.oldest_queued().id == oldest  # type: ignore[union-attr]
+    assert store.oldest_queued(tenant="t2").id == theirs  # type: ignore[union-attr]
+    stats = store.stats()
+    assert stats.oldest_queued_age is not None and 49 < stats.oldest_queued_age < 60
+    assert stats.by_state["queued"] == 5 and stats.by_kind["d"] == {"queued": 1}
+
+
 def test_stale_jobs_are_running_jobs_past_their_lease(store: Store) -> None:
     held = enqueue_and_claim(store)
     other = enqueue_and_claim(store, tenant="t2")

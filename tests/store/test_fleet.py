@@ -58,6 +58,19 @@ def test_queue_counts_split_ready_scheduled_and_running(store: FullStore) -> Non
     assert store.queue_counts(tenant="nobody", now=now) == []
 
 
+def test_the_oldest_ready_job_of_a_queue_is_found_whatever_its_priority(
+    store: FullStore,
+) -> None:
+    now = datetime.now(UTC)
+    for priority, seconds, tenant in ((5, 20, ""), (0, 50, ""), (-3, 10, ""), (5, 45, "t")):
+        at = now - timedelta(seconds=seconds)
+        store.enqueue(NewJob("k", {}, priority=priority, run_at=at, tenant=tenant))
+    [load] = queue_loads(store.queue_counts(now=now), [], [])
+    assert load.ready == 4 and 49.9 < load.oldest_ready_seconds < 50.1
+    [theirs] = queue_loads(store.queue_counts(tenant="t", now=now), [], [])
+    assert theirs.ready == 1 and 44.9 < theirs.oldest_ready_seconds < 45.1
+
+
 def test_loads_name_every_queue_watched_at_zero() -> None:
     """A queue a worker takes, a paused one and a known one are in the answer
     with no job in them: an autoscaler's path to them never breaks."""

@@ -174,7 +174,6 @@ local function prune(keys, args)
       held_by(P, ':idem', f[1], f[2], id)
       if f[4] then redis.call('ZREM', P .. ':wf:' .. f[4], id) end
       moved(P, id, f[3], nil)
-      redis.call('ZREM', P .. ':all', id)
       for _, name in ipairs({'succeeded', 'failed'}) do
         redis.call('ZREM', P .. ':fin:' .. name .. '\0' .. f[1], id)
       end
@@ -275,6 +274,14 @@ local function next_due(keys, args)
   return math.max(0, first - clock(''))
 end
 
+-- What a library before version 23 kept and this one neither writes nor
+-- reads: P:all, every job by id (the sets by state hold them all, one each).
+-- Returns the keys dropped.
+local function drop_old_indexes(keys, args)
+  return redis.call('UNLINK', keys[1] .. ':all')
+end
+
+redis.register_function('chit_drop_old_indexes', drop_old_indexes)
 redis.register_function('chit_cancel', cancel)
 redis.register_function('chit_update', update)
 redis.register_function('chit_replay', replay)

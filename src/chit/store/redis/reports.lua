@@ -1,12 +1,30 @@
 -- Reports (chit.store.redis.reports): what the API, the dashboard and the
 -- metrics read. The indexes are kept by the functions that move jobs:
--- P:all and P:bs:<state> (ids, in id order: newest last), P:cnt (jobs by
--- state, kind and tenant), P:due (ready jobs by due time), P:fin:<state>
--- (and per tenant: succeeded or failed jobs by finish), P:dur:<kind NUL
--- outcome NUL tenant> (finished attempts by duration) and P:dursum.
+-- P:bs:<state> (ids, in id order: newest last; every job is in one), P:cnt
+-- (jobs by state, kind and tenant), P:d:<queue> (ready jobs by due time),
+-- P:fin:<state> (and per tenant: succeeded or failed jobs by finish),
+-- P:dur:<kind NUL outcome NUL tenant> (finished attempts by duration) and
+-- P:dursum.
 
 local function job_flat(P, id)
   return redis.call('HGETALL', jkey(P, id))
+end
+
+local STATES = {'waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled'}
+
+-- Up to `n` job ids from `high` down to `low` (ZREVRANGEBYLEX bounds), newest
+-- first, over every state's set: all jobs, with no index of their own for an
+-- enqueue to write.
+local function newest(P, high, low, n)
+  local ids = {}
+  for _, state in ipairs(STATES) do
+    for _, id in ipairs(redis.call('ZREVRANGEBYLEX', P .. ':bs:' .. state, high, low, 'LIMIT', 0, n)) do
+      ids[#ids + 1] = id
+    end
+  end
+  table.sort(ids, function(a, b) return a > b end)
+  for i = #ids, n + 1, -1 do ids[i] = nil end
+  return ids
 end
 
 -- ARGV: now, state, kind, queue, tenant, since (ms), cursor, limit ("" for
@@ -15,11 +33,15 @@ local function list(keys, args)
   local P = keys[1]
   local state, kind, queue, tenant = args[2], args[3], args[4], args[5]
   local since, cursor, limit = tonumber(args[6]), args[7], tonumber(args[8])
-  local index = state ~= '' and (P .. ':bs:' .. state) or (P .. ':all')
   local out = {clock(args[1])}
   local high = cursor ~= '' and ('(' .. cursor) or '+'
   while #out - 1 < limit do
-    local page = redis.call('ZREVRANGEBYLEX', index, high, '-', 'LIMIT', 0, SCAN)
+    local page
+    if state ~= '' then
+      page = redis.call('ZREVRANGEBYLEX', P .. ':bs:' .. state, high, '-', 'LIMIT', 0, SCAN)
+    else
+      page = newest(P, high, '-', SCAN)
+    end
     for _, id in ipairs(page) do
       local f = redis.call('HMGET', jkey(P, id), 'kind', 'queue', 'tenant', 'created_at')
       if f[1] and (kind == '' or f[1] == kind) and (queue == '' or f[2] == queue)
@@ -72,8 +94,7 @@ local function search(keys, args)
     until cursor == '0'
   end
   if args[4] ~= '' then
-    local ids = redis.call('ZREVRANGEBYLEX', P .. ':all', '[' .. args[5], '[' .. args[4], 'LIMIT', 0, limit)
-    for _, id in ipairs(ids) do add(id) end
+    for _, id in ipairs(newest(P, '[' .. args[5], '[' .. args[4], limit)) do add(id) end
   end
   return out
 end
