@@ -123,8 +123,8 @@ WRITES = "\n".join(
         "| PostgreSQL | 13 (18): insert 3, claim 2, finish 6, attempt record 2 "
         "(closed heap-only) | enqueue: 1 statement (many jobs: one COPY); "
         "claim and finish: one statement a batch |",
-        "| Redis | — | enqueue: one FCALL, 12 commands; claim and finish: one FCALL "
-        "a batch, 9 commands a job (20 before library version 20) |",
+        "| Redis | — | enqueue: one FCALL, 11 commands (12 before library version 23); "
+        "claim and finish: one FCALL a batch, 9 commands a job (20 before library version 20) |",
         "",
         "The indexes over every job's state hold waiting and finished jobs only, and "
         "limits or pauses of other kinds leave a plain job's claim the one statement.\n",
