@@ -179,17 +179,24 @@ def test_the_index_of_every_job_a_library_before_version_23_kept_goes_at_the_upg
     redis_url: str, client: redis.Redis
 ) -> None:
     # Before version 23 every job was in P:all too, beside its state's set:
-    # nothing reads it now, and nothing would take a pruned job out of it.
-    P = "{chit-v22}"
-    with own_store(redis_url, client, P) as store:
-        ids = [store.enqueue(NewJob("k", {})).id for _ in range(3)]
-        client.zadd(f"{P}:all", dict.fromkeys(ids, 0))
+    # nothing reads it now, and nothing would take a pruned job out of it. The
+    # library is the server's, the key each prefix's: a second deployment on
+    # the server finds the library upgraded by the first.
+    with (
+        own_store(redis_url, client, "{chit-v22a}") as first,
+        own_store(redis_url, client, "{chit-v22b}") as second,
+    ):
+        ids = {}
+        for P, store in (("{chit-v22a}", first), ("{chit-v22b}", second)):
+            ids[P] = [store.enqueue(NewJob("k", {})).id for _ in range(3)]
+            client.zadd(f"{P}:all", dict.fromkeys(ids[P], 0))
         client.function_delete("chit")
-        upgraded = RedisStore(redis_url, prefix=P)  # loads the library, as an upgrade does
-        upgraded.close()
-        assert not client.exists(f"{P}:all")
-        assert [j.id for j in store.list(JobFilter()).jobs] == ids[::-1]
-        assert redis_index_faults(client, P) == []
+        for P in ids:  # each opens as an upgraded deployment would
+            RedisStore(redis_url, prefix=P).close()
+            assert not client.exists(f"{P}:all")
+        for P, store in (("{chit-v22a}", first), ("{chit-v22b}", second)):
+            assert [j.id for j in store.list(JobFilter()).jobs] == ids[P][::-1]
+            assert redis_index_faults(client, P) == []
 
 
 def test_an_open_attempt_left_in_the_job_hash_is_closed_by_the_next_claim(
@@ -284,13 +291,13 @@ def test_an_error_reply_among_commands_sent_together_leaves_the_connection_in_st
 def test_a_call_interrupted_before_its_reply_leaves_no_reply_for_the_next_call(
     redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # `send` keeps its connections for the next call: one whose reply was never
-    # read (an interrupt, a timeout) must not be among them.
+    # `send` gives its connection back to the pool for the next call: one whose
+    # reply was never read (an interrupt, a timeout) must not be handed out as it is.
     P = "{chit-interrupted}"
     with own_store(redis_url, client, P) as store:
         sent = store.redis.send
         [before] = sent(("CLIENT", "ID"))
-        conn_class = type(store.redis._idle[-1])
+        conn_class = store.redis.node().connection_pool.connection_class
 
         def interrupted(self: object, *args: object, **kwargs: object) -> None:
             raise KeyboardInterrupt
@@ -307,8 +314,8 @@ def test_a_call_interrupted_before_its_reply_leaves_no_reply_for_the_next_call(
 def test_a_call_after_the_server_closed_its_connection_is_sent_on_a_new_one(
     redis_url: str, client: redis.Redis
 ) -> None:
-    # A restart, or the server's idle timeout, closes the connections `send`
-    # keeps: nothing was sent on them, so the next call opens another.
+    # A restart, or the server's idle timeout, closes the pool's connections:
+    # nothing was sent on them, so the next call opens another.
     P = "{chit-closed}"
     with own_store(redis_url, client, P) as store:
         sent = store.redis.send
@@ -319,7 +326,7 @@ def test_a_call_after_the_server_closed_its_connection_is_sent_on_a_new_one(
 
 
 def test_a_forked_child_calls_on_its_own_connection(redis_url: str, client: redis.Redis) -> None:
-    # A child inherits the connections its parent kept; reading replies on
+    # A child inherits its parent's pooled connections; reading replies on
     # the parent's socket would take the parent's replies.
     P = "{chit-fork}"
     with own_store(redis_url, client, P) as store:

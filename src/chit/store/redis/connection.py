@@ -5,7 +5,6 @@ and every error as one StoreError line that names the server, never its password
 from __future__ import annotations
 
 import importlib.resources
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -85,10 +84,6 @@ class Connection:
             raise StoreError(f"the Redis key prefix {prefix!r} needs a hash tag, e.g. '{{chit}}'")
         self.prefix = prefix
         self.wait_aof = False
-        # Connections `send` took from the pool and keeps for its next calls,
-        # and the process they belong to (a forked child starts with none).
-        self._idle: list[Any] = []
-        self._pid = os.getpid()
         scheme = urlsplit(url).scheme
         self.cluster = scheme in CLUSTER_SCHEMES
         options: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": 5}
@@ -136,7 +131,8 @@ class Connection:
             for command in commands:
                 pipe.execute_command(*command)
             return list(pipe.execute())
-        conn = self._take()
+        pool = self.node().connection_pool
+        conn = pool.get_connection()
         replies: list[Any] = []
         error: redis.ResponseError | None = None
         try:
@@ -152,32 +148,12 @@ class Connection:
                     replies.append(None)
         except BaseException:
             conn.disconnect()  # broken, or a reply may be left unread on it
-            self.node().connection_pool.release(conn)
             raise
-        self._idle.append(conn)  # every reply read: it is clean for the next call
+        finally:
+            pool.release(conn)
         if error is not None:
             raise error
         return replies
-
-    def _take(self) -> Any:
-        """A connection for one call: one an earlier call left clean, else the
-        pool's. Taking and giving back through the pool costs a call 5 µs (its
-        lock, its events), a tenth of an enqueue. As the pool does, a
-        connection with something to read (the server closed it: a restart, a
-        timeout) is opened again before anything is sent on it. A list's pop
-        and append are atomic, so threads share it without a lock."""
-        if self._pid != os.getpid():  # the parent's sockets are not this process's
-            self._idle, self._pid = [], os.getpid()
-        try:
-            conn = self._idle.pop()
-        except IndexError:
-            return self.node().connection_pool.get_connection()
-        try:
-            if conn.can_read():
-                conn.disconnect()  # the next send connects again
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
-            conn.disconnect()
-        return conn
 
     def fcall(self, function: str, *args: Any) -> Any:
         """Call a library function, loading the library first if the server
@@ -312,11 +288,7 @@ class Connection:
     def close(self) -> None:
         self.client.close()
         if isinstance(self.client, redis.Redis):
-            idle, self._idle = self._idle, []
-            pool = self.client.connection_pool
-            for conn in idle:
-                pool.release(conn)
-            pool.disconnect()
+            self.client.connection_pool.disconnect()
 
 
 def _sections(node: Any) -> tuple[dict[str, Any], dict[str, Any]]:
