@@ -1244,6 +1244,42 @@ def test_list_keyset_pagination_walks_every_page_once(store: Store) -> None:
     assert len(exact.jobs) == 4 and exact.next_cursor is None
 
 
+def test_list_and_search_walk_hundreds_of_jobs_in_every_state_newest_first(store: Store) -> None:
+    # More jobs than a store reads at a time (Redis: 200 ids a set), spread
+    # over the states in runs, so that the newest of one state come between
+    # the others' and a read ends inside a run.
+    ids = [r.id for r in store.enqueue_many([new(payload={"i": i}) for i in range(900)])]
+    claimed = {j.id: j for j in store.claim("w1", ["default"], 900, LEASE)}
+    for n, job_id in enumerate(ids):
+        job = claimed[job_id]
+        if n % 7 in (1, 2):
+            continue  # running
+        if n % 7 == 3:
+            store.finish([Failed(job.id, job.lease_token, "boom")])
+        elif n % 7 == 4:
+            store.cancel(job.id)
+            store.finish([Succeeded(job.id, job.lease_token)])  # cancelled, as requested
+        else:
+            store.finish([Succeeded(job.id, job.lease_token)])
+    queued = [r.id for r in store.enqueue_many([new("q") for _ in range(300)])]
+    newest_first = (ids + queued)[::-1]
+    assert [j.id for j in store.list(JobFilter(), limit=1200).jobs] == newest_first
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = store.list(JobFilter(), limit=233, cursor=cursor)
+        seen.extend(j.id for j in page.jobs)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert seen == newest_first
+    assert [j.id for j in store.list(JobFilter(kind="q"), limit=1000).jobs] == queued[::-1]
+    assert store.list(JobFilter(kind="none"), limit=5).jobs == []
+    prefix = ids[450][:12]  # the same millisecond's ids share their first 10 digits
+    found = [j.id for j in store.search(prefix, limit=2000)]
+    assert set(found) == {i for i in ids + queued if i.startswith(prefix)}
+
+
 def test_list_by_kind_queue_or_tenant_pages_through_jobs_in_every_state(store: Store) -> None:
     """Newest first whatever their state, one page at a time: PostgreSQL finds
     finished, queued and running jobs of a kind, queue or tenant by different

@@ -62,9 +62,6 @@ _STOP_CHECK_SECONDS = 0.05
 # How often an enqueue reads again stored dependencies that changed under it.
 _GRAPH_TRIES = 5
 # Arguments a job takes in enqueue.lua (`_fields`), and with a workflow's columns.
-# The library version from which enqueues write fewer indexes: what earlier
-# ones kept and it no longer reads goes at the upgrade (chit_drop_old_indexes).
-_DROPPED_INDEXES = 23
 _PLAIN_WIDTH = 20
 _GRAPH_WIDTH = 29
 
@@ -126,8 +123,9 @@ class RedisCore(Store, ClaimsOnWake):
             )
         if loaded < VERSION:
             self.redis.load()
-        if loaded < _DROPPED_INDEXES:
-            self.redis.fcall("chit_drop_old_indexes")
+        # Each prefix's own: the server's library may have been upgraded by
+        # another deployment on it.
+        self.redis.fcall("chit_drop_old_indexes")
         return VERSION
 
     def schema_version(self) -> int:

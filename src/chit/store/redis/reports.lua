@@ -12,19 +12,46 @@ end
 
 local STATES = {'waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled'}
 
--- Up to `n` job ids from `high` down to `low` (ZREVRANGEBYLEX bounds), newest
--- first, over every state's set: all jobs, with no index of their own for an
--- enqueue to write.
-local function newest(P, high, low, n)
-  local ids = {}
-  for _, state in ipairs(STATES) do
-    for _, id in ipairs(redis.call('ZREVRANGEBYLEX', P .. ':bs:' .. state, high, low, 'LIMIT', 0, n)) do
-      ids[#ids + 1] = id
-    end
+-- An iterator of the ids of jobs in `states` from `high` down to `low`
+-- (ZREVRANGEBYLEX bounds), newest first. Each state's set is read a page at
+-- a time and the pages merged, so each id is read once: all jobs (every job
+-- is in one of the six sets) need no index of their own for an enqueue to write.
+local function newest_first(P, states, high, low)
+  local sets = {}
+  for _, state in ipairs(states) do
+    sets[#sets + 1] = {key = P .. ':bs:' .. state, high = high, page = {}, at = 1, last = false}
   end
-  table.sort(ids, function(a, b) return a > b end)
-  for i = #ids, n + 1, -1 do ids[i] = nil end
-  return ids
+  local function head(s)
+    if s.at > #s.page then
+      if s.last then return nil end
+      s.page, s.at = redis.call('ZREVRANGEBYLEX', s.key, s.high, low, 'LIMIT', 0, SCAN), 1
+      s.last = #s.page < SCAN
+      if #s.page == 0 then return nil end
+      s.high = '(' .. s.page[#s.page]
+    end
+    return s.page[s.at]
+  end
+  -- Ids come in runs of one state (the old finished, the new queued): the set
+  -- that gave the last one gives the next while its head is above the others'.
+  local from, bound = nil, nil
+  return function()
+    local id = from and head(from)
+    if id and (not bound or id > bound) then
+      from.at = from.at + 1
+      return id
+    end
+    local best
+    best, from, bound = nil, nil, nil
+    for _, s in ipairs(sets) do
+      id = head(s)
+      if id then
+        if not best or id > best then best, bound, from = id, best, s
+        elseif not bound or id > bound then bound = id end
+      end
+    end
+    if from then from.at = from.at + 1 end
+    return best
+  end
 end
 
 -- ARGV: now, state, kind, queue, tenant, since (ms), cursor, limit ("" for
@@ -34,24 +61,15 @@ local function list(keys, args)
   local state, kind, queue, tenant = args[2], args[3], args[4], args[5]
   local since, cursor, limit = tonumber(args[6]), args[7], tonumber(args[8])
   local out = {clock(args[1])}
+  if limit < 1 then return out end
   local high = cursor ~= '' and ('(' .. cursor) or '+'
-  while #out - 1 < limit do
-    local page
-    if state ~= '' then
-      page = redis.call('ZREVRANGEBYLEX', P .. ':bs:' .. state, high, '-', 'LIMIT', 0, SCAN)
-    else
-      page = newest(P, high, '-', SCAN)
+  for id in newest_first(P, state ~= '' and {state} or STATES, high, '-') do
+    local f = redis.call('HMGET', jkey(P, id), 'kind', 'queue', 'tenant', 'created_at')
+    if f[1] and (kind == '' or f[1] == kind) and (queue == '' or f[2] == queue)
+        and tenant_ok(f[3], tenant) and (not since or tonumber(f[4]) >= since) then
+      out[#out + 1] = job_flat(P, id)
+      if #out - 1 >= limit then break end
     end
-    for _, id in ipairs(page) do
-      local f = redis.call('HMGET', jkey(P, id), 'kind', 'queue', 'tenant', 'created_at')
-      if f[1] and (kind == '' or f[1] == kind) and (queue == '' or f[2] == queue)
-          and tenant_ok(f[3], tenant) and (not since or tonumber(f[4]) >= since) then
-        out[#out + 1] = job_flat(P, id)
-        if #out - 1 >= limit then break end
-      end
-    end
-    if #page < SCAN then break end
-    high = '(' .. page[#page]
   end
   return out
 end
@@ -94,7 +112,12 @@ local function search(keys, args)
     until cursor == '0'
   end
   if args[4] ~= '' then
-    for _, id in ipairs(newest(P, '[' .. args[5], '[' .. args[4], limit)) do add(id) end
+    local n = 0
+    for id in newest_first(P, STATES, '[' .. args[5], '[' .. args[4]) do
+      if n >= limit then break end
+      add(id)
+      n = n + 1
+    end
   end
   return out
 end
