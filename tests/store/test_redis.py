@@ -26,6 +26,7 @@ from chit.store.redis import RedisStore
 from chit.store.redis.connection import VERSION
 from support.invariants import redis_index_faults
 from support.redis import has_waitaof
+from support.waiting import wait_until
 
 
 @pytest.fixture
@@ -323,6 +324,36 @@ def test_a_call_after_the_server_closed_its_connection_is_sent_on_a_new_one(
         client.client_kill_filter(_id=before)
         [after] = sent(("CLIENT", "ID"))
         assert after != before
+
+
+def test_more_than_a_hundred_calls_at_once_each_get_a_connection(
+    redis_url: str, client: redis.Redis
+) -> None:
+    # redis-py 8 bounds a pool at 100 unless told otherwise: the 101st call
+    # at once failed. Each call here blocks until all 150 are waiting.
+    P = "{chit-many}"
+    with own_store(redis_url, client, P) as store:
+        errors: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                store.redis.send(("BLPOP", f"{P}:go", 30))
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        blocked = client.info("clients")["blocked_clients"]
+        threads = [threading.Thread(target=wait) for _ in range(150)]
+        for t in threads:
+            t.start()
+        wait_until(
+            lambda: errors or client.info("clients")["blocked_clients"] >= blocked + 150,
+            20,
+            what="150 calls blocked at once",
+        )
+        client.rpush(f"{P}:go", *range(150))
+        for t in threads:
+            t.join()
+        assert errors == []
 
 
 def test_a_forked_child_calls_on_its_own_connection(redis_url: str, client: redis.Redis) -> None:

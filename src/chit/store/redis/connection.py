@@ -46,6 +46,8 @@ DEFAULT_PREFIX = "{chit}"
 # How long an enqueue waits for the AOF fsync under CHIT_REDIS_WAIT_AOF
 # (everysec fsyncs each second; a slow disk may take longer).
 AOF_WAIT_MS = 5000
+# redis-py's pool size before version 8 made it 100.
+_UNBOUNDED_POOL = 2**31
 
 
 # Schemes naming a Redis Cluster (any of its nodes): redis-py's cluster client
@@ -86,7 +88,15 @@ class Connection:
         self.wait_aof = False
         scheme = urlsplit(url).scheme
         self.cluster = scheme in CLUSTER_SCHEMES
-        options: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": 5}
+        # redis-py 8 bounds a pool at 100 connections, where 7 did not: a worker
+        # of more threads, or an API under load, would fail its 101st call at
+        # once. Connections are opened only as calls need them; a URL's own
+        # max_connections still wins.
+        options: dict[str, Any] = {
+            "decode_responses": True,
+            "socket_connect_timeout": 5,
+            "max_connections": _UNBOUNDED_POOL,
+        }
         self.client: redis.Redis | RedisCluster
         try:
             if self.cluster:
