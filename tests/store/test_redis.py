@@ -275,6 +275,12 @@ def test_wait_aof_enqueues_return_once_the_aof_holds_them(
         store.close()
 
 
+def connection_id(store: RedisStore) -> int:
+    """The server's id of the connection the store's next call goes out on."""
+    [client_id] = store.redis.send(("CLIENT", "ID"))
+    return int(client_id)
+
+
 def test_an_error_reply_among_commands_sent_together_leaves_the_connection_in_step(
     redis_url: str, client: redis.Redis
 ) -> None:
@@ -283,7 +289,7 @@ def test_an_error_reply_among_commands_sent_together_leaves_the_connection_in_st
     P = "{chit-send}"
     with own_store(redis_url, client, P) as store:
         sent = store.redis.send
-        [before] = sent(("CLIENT", "ID"))
+        before = connection_id(store)
         with pytest.raises(redis.ResponseError, match="not an integer"):
             sent(("SET", f"{P}:a", "1"), ("INCRBY", f"{P}:a", "x"), ("SET", f"{P}:b", "2"))
         assert sent(("GET", f"{P}:a"), ("GET", f"{P}:b"), ("CLIENT", "ID")) == ["1", "2", before]
@@ -297,7 +303,7 @@ def test_a_call_interrupted_before_its_reply_leaves_no_reply_for_the_next_call(
     P = "{chit-interrupted}"
     with own_store(redis_url, client, P) as store:
         sent = store.redis.send
-        [before] = sent(("CLIENT", "ID"))
+        before = connection_id(store)
         conn_class = store.redis.node().connection_pool.connection_class
 
         def interrupted(self: object, *args: object, **kwargs: object) -> None:
@@ -308,8 +314,7 @@ def test_a_call_interrupted_before_its_reply_leaves_no_reply_for_the_next_call(
             with pytest.raises(KeyboardInterrupt):
                 sent(("SET", f"{P}:a", "1"))
         assert sent(("GET", f"{P}:a"), ("CLIENT", "ID")) == ["1", ANY]
-        [now] = sent(("CLIENT", "ID"))
-        assert now != before  # that connection was closed, not kept
+        assert connection_id(store) != before  # that connection was closed, not kept
 
 
 def test_a_call_after_the_server_closed_its_connection_is_sent_on_a_new_one(
@@ -317,13 +322,10 @@ def test_a_call_after_the_server_closed_its_connection_is_sent_on_a_new_one(
 ) -> None:
     # A restart, or the server's idle timeout, closes the pool's connections:
     # nothing was sent on them, so the next call opens another.
-    P = "{chit-closed}"
-    with own_store(redis_url, client, P) as store:
-        sent = store.redis.send
-        [before] = sent(("CLIENT", "ID"))
+    with own_store(redis_url, client, "{chit-closed}") as store:
+        before = connection_id(store)
         client.client_kill_filter(_id=before)
-        [after] = sent(("CLIENT", "ID"))
-        assert after != before
+        assert connection_id(store) != before
 
 
 def test_more_than_a_hundred_calls_at_once_each_get_a_connection(
@@ -361,14 +363,12 @@ def test_a_forked_child_calls_on_its_own_connection(redis_url: str, client: redi
     # the parent's socket would take the parent's replies.
     P = "{chit-fork}"
     with own_store(redis_url, client, P) as store:
-        sent = store.redis.send
-        [parent] = sent(("CLIENT", "ID"))
+        parent = connection_id(store)
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: report its connection's id, and go
             try:
-                [child] = sent(("CLIENT", "ID"))
-                os.write(write, str(child).encode())
+                os.write(write, str(connection_id(store)).encode())
             finally:
                 os._exit(0)
         os.close(write)
@@ -376,7 +376,7 @@ def test_a_forked_child_calls_on_its_own_connection(redis_url: str, client: redi
             child = r.read()
         os.waitpid(pid, 0)
         assert child and child != str(parent)
-        assert sent(("CLIENT", "ID")) == [parent]
+        assert connection_id(store) == parent
 
 
 def test_a_store_without_the_c_parser_packs_its_calls_itself(
