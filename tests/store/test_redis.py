@@ -22,6 +22,7 @@ from chit.jobs import AttemptOutcome, Failed, JobFilter, NewJob, Succeeded
 from chit.limits import Limits
 from chit.settings import Settings
 from chit.store import open_store
+from chit.store.flow import Claim
 from chit.store.redis import RedisStore
 from chit.store.redis.connection import VERSION
 from support.invariants import redis_index_faults
@@ -411,3 +412,31 @@ def test_an_enqueue_sent_again_after_its_reply_was_lost_stores_its_jobs_once(
         assert store.stats().by_state["queued"] == 2
         assert redis_index_faults(client, P) == []
         assert client.llen(f"{P}:w:default") == 2  # a wake token a job, once
+
+
+def test_a_one_call_claim_pages_past_a_long_line_of_held_jobs(
+    redis_url: str, client: redis.Redis
+) -> None:
+    # chit_claim reads as many ready entries as it wants, then pages twice as
+    # long each time, up to 200: the jobs of a held kind (limited or paused,
+    # left to flow claims), hundreds of them ahead of and between ours, are
+    # looked past, in order, and none is taken.
+    P = "{chit-pages}"
+    with own_store(redis_url, client, P) as store:
+        at = datetime.now(UTC) - timedelta(seconds=60)
+        line = [NewJob("held", {}, run_at=at) for _ in range(300)]
+        line += [NewJob("ours", {"n": 0}, run_at=at + timedelta(seconds=1))]
+        line += [NewJob("held", {}, run_at=at + timedelta(seconds=2)) for _ in range(300)]
+        line += [NewJob("ours", {"n": n}, run_at=at + timedelta(seconds=3)) for n in (1, 2)]
+        ids = [e.id for e in store.enqueue_many(line)]
+        ours = [ids[300], ids[601], ids[602]]
+
+        def claim(limit: int) -> list[str]:
+            plain = Claim("w", ("default",), limit, 30.0, None)
+            return [job.id for job in store._claim_held(plain, "", ("held",))]
+
+        assert claim(2) == ours[:2]
+        assert claim(5) == ours[2:]
+        assert claim(5) == []
+        assert store.stats().by_state["queued"] == 600
+        assert redis_index_faults(client, P) == []

@@ -58,7 +58,7 @@
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 23
+local VERSION = 24
 local WAKE_TOKENS = 16
 local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
 

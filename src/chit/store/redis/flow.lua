@@ -15,9 +15,11 @@ local function group_jobs(keys, args)
   local P = keys[1]
   local now, limit = clock(args[1]), tonumber(args[4])
   local gr = gkey(P, args[2], args[3])
-  local out, n, offset = {}, 0, 0
+  local out, n, offset, size = {}, 0, 0, 0
   while n < limit do
-    local page = redis.call('ZRANGE', gr, offset, offset + SCAN - 1, 'WITHSCORES')
+    -- As claim_in's pages: as long as the jobs still wanted, then twice as long.
+    size = math.min(SCAN, math.max(size * 2, limit - n))
+    local page = redis.call('ZRANGE', gr, offset, offset + size - 1, 'WITHSCORES')
     for i = 1, #page, 2 do
       local m = page[i]
       local id = string.sub(m, 14)
@@ -31,8 +33,8 @@ local function group_jobs(keys, args)
         if n >= limit then break end
       end
     end
-    if #page < 2 * SCAN then break end
-    offset = offset + SCAN
+    if #page < 2 * size then break end
+    offset = offset + size
   end
   return out
 end

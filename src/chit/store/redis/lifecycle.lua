@@ -128,8 +128,13 @@ local function claim_in(P, args, base, now)
     promote(P, queue, now)
     local r = P .. ':r:' .. queue
     local offset = 0
+    -- A page as long as the jobs still wanted, twice as long after each page
+    -- that had jobs to skip: a claim of one job in a queue of thousands reads
+    -- one entry, not SCAN (each entry read is a string made for Lua).
+    local size = 0
     while taken < limit do
-      local page = redis.call('ZRANGE', r, offset, offset + SCAN - 1)
+      size = math.min(SCAN, math.max(size * 2, limit - taken))
+      local page = redis.call('ZRANGE', r, offset, offset + size - 1)
       if #page == 0 then break end
       local skipped = 0
       for _, m in ipairs(page) do
@@ -151,7 +156,7 @@ local function claim_in(P, args, base, now)
           skipped = skipped + 1
         end
       end
-      if #page < SCAN then break end
+      if #page < size then break end
       offset = offset + skipped
     end
   end
