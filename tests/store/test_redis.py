@@ -418,25 +418,42 @@ def test_a_one_call_claim_pages_past_a_long_line_of_held_jobs(
     redis_url: str, client: redis.Redis
 ) -> None:
     # chit_claim reads as many ready entries as it wants, then pages twice as
-    # long each time, up to 200: the jobs of a held kind (limited or paused,
-    # left to flow claims), hundreds of them ahead of and between ours, are
-    # looked past, in order, and none is taken.
+    # long each time, up to 200. Jobs of a held kind (limited or paused, left
+    # to flow claims), six of every seven in line, are looked past; each of
+    # ours is claimed once, in order, wherever a page boundary falls.
     P = "{chit-pages}"
     with own_store(redis_url, client, P) as store:
-        at = datetime.now(UTC) - timedelta(seconds=60)
-        line = [NewJob("held", {}, run_at=at) for _ in range(300)]
-        line += [NewJob("ours", {"n": 0}, run_at=at + timedelta(seconds=1))]
-        line += [NewJob("held", {}, run_at=at + timedelta(seconds=2)) for _ in range(300)]
-        line += [NewJob("ours", {"n": n}, run_at=at + timedelta(seconds=3)) for n in (1, 2)]
+        at = datetime.now(UTC) - timedelta(hours=1)
+        kinds = ["ours" if i % 7 == 3 else "held" for i in range(600)]
+        line = [NewJob(kind, {}, run_at=at + timedelta(seconds=i)) for i, kind in enumerate(kinds)]
         ids = [e.id for e in store.enqueue_many(line)]
-        ours = [ids[300], ids[601], ids[602]]
-
-        def claim(limit: int) -> list[str]:
-            plain = Claim("w", ("default",), limit, 30.0, None)
-            return [job.id for job in store._claim_held(plain, "", ("held",))]
-
-        assert claim(2) == ours[:2]
-        assert claim(5) == ours[2:]
-        assert claim(5) == []
-        assert store.stats().by_state["queued"] == 600
+        plain = Claim("w", ("default",), 50, 30.0, None)
+        claimed: list[str] = []
+        while batch := [job.id for job in store._claim_held(plain, "", ("held",))]:
+            claimed += batch
+        assert claimed == [i for i, kind in zip(ids, kinds, strict=True) if kind == "ours"]
+        assert store.stats().by_state["queued"] == kinds.count("held")
         assert redis_index_faults(client, P) == []
+
+
+def test_a_flow_claim_pages_past_a_long_line_of_expired_jobs(
+    redis_url: str, client: redis.Redis
+) -> None:
+    # A flow claim reads a group's jobs as chit_claim reads the ready set:
+    # six of every seven have expired (not started, past expires_at), and are
+    # looked past; the others are claimed once each, in order.
+    P = "{chit-group-pages}"
+    with own_store(redis_url, client, P) as store:
+        store.declare_limits({"k": Limits(concurrency=1000)})
+        at = datetime.now(UTC) - timedelta(hours=1)
+        fresh = [i % 7 == 3 for i in range(600)]
+        line = [
+            NewJob("k", {}, run_at=at + timedelta(seconds=i), expires_in=None if f else 60)
+            for i, f in enumerate(fresh)
+        ]
+        ids = [e.id for e in store.enqueue_many(line)]
+        later = datetime.now(UTC) + timedelta(seconds=120)
+        claimed: list[str] = []
+        while batch := [job.id for job in store.claim("w", ["default"], 3, 30, now=later)]:
+            claimed += batch
+        assert claimed == [i for i, f in zip(ids, fresh, strict=True) if f]

@@ -60,7 +60,7 @@
 
 local VERSION = 24
 local WAKE_TOKENS = 16
-local SCAN = 200  -- ready jobs a claim reads at a time, looking past skipped ones
+local SCAN = 200  -- entries a read of a long index takes at most at a time
 
 local function clock(arg)
   if arg ~= nil and arg ~= '' then return tonumber(arg) end

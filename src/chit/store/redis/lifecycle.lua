@@ -128,9 +128,10 @@ local function claim_in(P, args, base, now)
     promote(P, queue, now)
     local r = P .. ':r:' .. queue
     local offset = 0
-    -- A page as long as the jobs still wanted, twice as long after each page
-    -- that had jobs to skip: a claim of one job in a queue of thousands reads
-    -- one entry, not SCAN (each entry read is a string made for Lua).
+    -- A page as long as the jobs still wanted, then twice as long each time,
+    -- up to SCAN: a claim of one job from a queue of thousands reads one
+    -- entry, not SCAN (each entry read is a string made for Lua), and one
+    -- behind many it must look past still takes few calls.
     local size = 0
     while taken < limit do
       size = math.min(SCAN, math.max(size * 2, limit - taken))
