@@ -1516,6 +1516,20 @@ def test_oldest_queued_looks_past_the_order_claims_take_by_priority(store: Store
     assert stats.by_state["queued"] == 5 and stats.by_kind["d"] == {"queued": 1}
 
 
+def test_oldest_queued_counts_a_delayed_job_come_due_before_any_claim(store: Store) -> None:
+    # A delayed job (or a retry's backoff) that has come due is waiting as
+    # much as a ready one, whether or not a claim has looked at its queue since.
+    delayed = store.enqueue(new("a", run_at=later(10))).id
+    store.enqueue(new("b", run_at=later(20)))
+    theirs = store.enqueue(new("c", tenant="t2", run_at=later(15))).id
+    at = later(60)
+    assert store.oldest_queued(now=at).id == delayed  # type: ignore[union-attr]
+    assert store.oldest_queued(tenant="t2", now=at).id == theirs  # type: ignore[union-attr]
+    stats = store.stats(now=at)
+    assert stats.oldest_queued_age is not None and 45 < stats.oldest_queued_age < 55
+    assert store.oldest_queued(now=later(5)) is None
+
+
 def test_stale_jobs_are_running_jobs_past_their_lease(store: Store) -> None:
     held = enqueue_and_claim(store)
     other = enqueue_and_claim(store, tenant="t2")
@@ -1542,6 +1556,17 @@ def test_search_finds_an_id_by_its_prefix_and_a_job_by_its_idempotency_key(
     assert store.search("order-4") == []  # keys match whole
     assert store.search("  ") == [] and store.search("no such thing!") == []
     assert len(store.search(plain[:1], limit=2)) == 2
+
+
+def test_a_tenants_search_by_id_prefix_is_not_crowded_out_by_others_jobs(store: Store) -> None:
+    # The limit counts the tenant's own jobs: newer ones of another tenant in
+    # the same range of ids take none of it.
+    mine = store.enqueue(new(tenant="t1")).id
+    others = [store.enqueue(new(tenant="t2")).id for _ in range(3)]
+    prefix = mine[:4]  # 2^28 ms of ids: days
+    assert all(o.startswith(prefix) for o in others)
+    assert [j.id for j in store.search(prefix, tenant="t1", limit=2)] == [mine]
+    assert [j.id for j in store.search(prefix, tenant="t2", limit=2)] == others[:0:-1]
 
 
 def test_replay_failure_group_replays_exactly_one_group(store: Store) -> None:

@@ -191,3 +191,15 @@ def test_a_throttled_claim_says_when_to_look_again(store: FullStore) -> None:
     last = claim(store, 10, now + timedelta(seconds=60.01))
     assert len(last) == 1
     assert last.look_again_at == float("-inf")
+
+
+def test_a_kinds_waiting_jobs_count_a_delayed_one_come_due_before_any_claim(
+    store: FullStore,
+) -> None:
+    store.set_limits("k", Limits(concurrency=1))
+    at = t0()
+    store.enqueue_many(jobs("k", 2, run_at=at + timedelta(seconds=10)))
+    store.enqueue_many(jobs("k", 1))
+    store.enqueue_many(jobs("k", 1, run_at=at + timedelta(seconds=3600)))
+    [k] = store.limits(now=at + timedelta(seconds=60))
+    assert (k.running, k.waiting) == (0, 3)

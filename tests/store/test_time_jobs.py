@@ -6,7 +6,16 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from chit.jobs import AttemptOutcome, ClaimedJob, Enqueued, NewJob, Snoozed, State, Succeeded
+from chit.jobs import (
+    AttemptOutcome,
+    ClaimedJob,
+    Enqueued,
+    Failed,
+    NewJob,
+    Snoozed,
+    State,
+    Succeeded,
+)
 from chit.store.base import Store
 
 if TYPE_CHECKING:
@@ -326,3 +335,24 @@ def test_a_replay_leaves_cancelled_a_dependent_whose_unique_key_is_taken(store: 
     assert store.replay(ReplaySelector(ids=(first,))) == 1  # type: ignore[attr-defined]
     assert store.get(dependent).state is State.CANCELLED  # type: ignore[union-attr]
     assert store.get(first).state is State.QUEUED  # type: ignore[union-attr]
+
+
+def test_a_dependent_put_back_by_a_replay_still_expires(store: Store) -> None:
+    # Its dependency's failure cancelled it; replaying that puts it back to
+    # wait, with the expiry it had, which must still end it.
+    a, b = store.enqueue_many(
+        [new(ref="a", max_attempts=1), new(ref="b", depends_on=("a",), expires_at=later(60))]
+    )
+    [job] = claim(store)
+    assert store.finish([Failed(a.id, job.lease_token, "boom")]) == [True]
+    assert store.get(b.id).state is State.CANCELLED  # type: ignore[union-attr]
+    assert store.retry(a.id)
+    assert store.get(b.id).state is State.WAITING  # type: ignore[union-attr]
+    [job] = claim(store)
+    assert store.finish([Succeeded(a.id, job.lease_token)]) == [True]
+    assert store.get(b.id).state is State.QUEUED  # type: ignore[union-attr]
+    assert claim(store, now=later(120)) == []  # expired: not started
+    assert store.expire_jobs(now=later(120)) == 1
+    got = store.get(b.id)
+    assert got is not None and got.state is State.CANCELLED
+    assert got.error == "expired before it started"

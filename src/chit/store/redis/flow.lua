@@ -191,15 +191,24 @@ local function pausing(keys, args)
   return redis.call('HDEL', P .. ':pauses', field)
 end
 
--- ARGV: now, kinds. Each kind's running jobs and its due queued ones (flat).
+-- ARGV: now, kinds. Each kind's running jobs and its due queued ones (flat):
+-- those ready, and those due still in a scheduled set (a delayed job, a
+-- retry), which only a claim moves to the ready ones.
 local function limit_usage(keys, args)
   local P = keys[1]
   local now = clock(args[1])
   local queues = redis.call('SMEMBERS', P .. ':queues')
+  local due = {}
+  for _, queue in ipairs(queues) do
+    for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. ':s:' .. queue, '-inf', now)) do
+      local kind = redis.call('HGET', jkey(P, id), 'kind')
+      if kind then due[kind] = (due[kind] or 0) + 1 end
+    end
+  end
   local out = {}
   for i = 2, #args do
     local kind = args[i]
-    local waiting = 0
+    local waiting = due[kind] or 0
     for _, queue in ipairs(queues) do
       local groups_ = redis.call('HKEYS', P .. ':qg:' .. queue)
       for _, g in ipairs(groups_) do

@@ -75,7 +75,8 @@ local function reset(P, id, k, f, now)
   end
 end
 
-local REPLAY_FIELDS = {'state', 'tenant', 'unique', 'deps_pending', 'queue', 'priority', 'kind', 'error', 'finished_at', 'run_on'}
+local REPLAY_FIELDS = {'state', 'tenant', 'unique', 'deps_pending', 'queue', 'priority', 'kind', 'error', 'finished_at',
+  'run_on', 'expires_at'}
 
 local function read(k)
   local v = redis.call('HMGET', k, unpack(REPLAY_FIELDS))
@@ -105,6 +106,8 @@ local function replayed(P, ids, now)
           redis.call('HSET', k, 'state', 'waiting', 'cancel', '0', 'updated_at', now)
           moved(P, d, 'cancelled', 'waiting')
           redis.call('ZREM', P .. ':done', d)
+          -- Its end took it out of P:exp: back in, or it would never expire.
+          if f.expires_at then redis.call('ZADD', P .. ':exp', f.expires_at, d) end
           if f.unique then redis.call('HSET', P .. ':uniq', f.tenant .. '\0' .. f.unique, d) end
           if has_dependents(P, d) then table.insert(next_round, d) end
         end

@@ -91,13 +91,16 @@ local function search(keys, args)
   local tenant, text, limit = args[2], args[3], tonumber(args[6])
   local out = {clock(args[1])}
   local seen = {}
+  -- Whether the job is the tenant's (and in `out`).
   local function add(id)
-    if seen[id] then return end
+    if seen[id] then return true end
     local f = job_flat(P, id)
     if #f > 0 and tenant_ok(redis.call('HGET', jkey(P, id), 'tenant'), tenant) then
       seen[id] = true
       out[#out + 1] = f
+      return true
     end
+    return false
   end
   if tenant ~= '' then
     local id = redis.call('HGET', P .. ':idem', string.sub(tenant, 2) .. '\0' .. text)
@@ -113,10 +116,11 @@ local function search(keys, args)
   end
   if args[4] ~= '' then
     local n = 0
+    -- The limit counts the tenant's jobs only, as the SQL stores' LIMIT
+    -- does after their tenant filter: others' newer ids do not use it up.
     for id in newest_first(P, STATES, '[' .. args[5], '[' .. args[4]) do
       if n >= limit then break end
-      add(id)
-      n = n + 1
+      if add(id) then n = n + 1 end
     end
   end
   return out
@@ -156,17 +160,30 @@ local function failures(keys, args)
   return out
 end
 
--- The ready job of the tenant's (or anyone's) due longest, over every queue.
+-- The first job of `key` (ids by due time) of the tenant's (or anyone's)
+-- due by `bound` (a score, or '(' and one), and when; read a page at a time.
+local function first_due(P, key, bound, tenant)
+  local offset = 0
+  while true do
+    local d = redis.call('ZRANGEBYSCORE', key, '-inf', bound, 'WITHSCORES', 'LIMIT', offset, SCAN)
+    for i = 1, #d, 2 do
+      if tenant_ok(redis.call('HGET', jkey(P, d[i]), 'tenant'), tenant) then return d[i], tonumber(d[i + 1]) end
+    end
+    if #d < 2 * SCAN then return nil end
+    offset = offset + SCAN
+  end
+end
+
+-- The queued job of the tenant's (or anyone's) due longest, over every queue:
+-- in its ready set's index by due time (P:d), or still in the scheduled set
+-- (P:s) though due, as a delayed job or a retry is until a claim moves it.
 local function oldest_due(P, now, tenant)
   local best, best_at = nil, nil
   for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
-    local d = redis.call('ZRANGEBYSCORE', P .. ':d:' .. queue, '-inf', now, 'WITHSCORES')
-    for i = 1, #d, 2 do
-      if best_at and tonumber(d[i + 1]) >= best_at then break end
-      if tenant_ok(redis.call('HGET', jkey(P, d[i]), 'tenant'), tenant) then
-        best, best_at = d[i], tonumber(d[i + 1])
-        break
-      end
+    for _, index in ipairs({':d:', ':s:'}) do
+      local bound = best_at and '(' .. string.format('%d', best_at) or now
+      local id, at = first_due(P, P .. index .. queue, bound, tenant)
+      if id then best, best_at = id, at end
     end
   end
   return best
