@@ -201,6 +201,33 @@ def test_the_index_of_every_job_a_library_before_version_23_kept_goes_at_the_upg
             assert redis_index_faults(client, P) == []
 
 
+
+def test_the_unique_key_index_a_library_before_version_25_lacked_is_built_at_the_upgrade(
+    redis_url: str, client: redis.Redis
+) -> None:
+    # Replay reads P:uk (every job of a unique key) to put back only the
+    # newest failed one. Jobs stored before version 25 are in no such index:
+    # the first open after the upgrade finds them, a few SCAN steps at a time,
+    # including a prefix with a character glob patterns treat as special.
+    P = "{chit-v24[*]}"
+    with own_store(redis_url, client, P) as store:
+        failed = []
+        for _ in range(2):
+            job_id = store.enqueue(NewJob("k", {}, unique_key="u", max_attempts=1)).id
+            [job] = store.claim("w", ["default"], 1, 30)
+            assert store.finish([Failed(job_id, job.lease_token, "boom")]) == [True]
+            failed.append(job_id)
+        store.enqueue_many([NewJob("k", {}) for _ in range(2500)])  # SCAN steps
+        for key in client.scan_iter(match="*:uk:*"):
+            client.delete(key)
+        client.delete(f"{P}:layout")
+        client.function_delete("chit")
+        RedisStore(redis_url, prefix=P).close()  # as an upgraded deployment opens
+        assert client.zrange(f"{P}:uk:\0u", 0, -1) == failed
+        assert client.get(f"{P}:layout") == str(VERSION)
+        assert store.retry(failed[0]) is False and store.retry(failed[1]) is True
+        assert redis_index_faults(client, P) == []
+
 def test_an_open_attempt_left_in_the_job_hash_is_closed_by_the_next_claim(
     redis_url: str, client: redis.Redis
 ) -> None:

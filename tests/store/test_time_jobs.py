@@ -12,6 +12,7 @@ from chit.jobs import (
     Enqueued,
     Failed,
     NewJob,
+    ReplaySelector,
     Snoozed,
     State,
     Succeeded,
@@ -356,3 +357,24 @@ def test_a_dependent_put_back_by_a_replay_still_expires(store: Store) -> None:
     got = store.get(b.id)
     assert got is not None and got.state is State.CANCELLED
     assert got.error == "expired before it started"
+
+
+def test_a_replay_puts_back_only_the_newest_failed_job_of_a_unique_key(store: Store) -> None:
+    def failed(**fields: object) -> str:
+        job_id = store.enqueue(new(max_attempts=1, **fields)).id
+        [job] = claim(store)
+        assert store.finish([Failed(job_id, job.lease_token, "boom")]) == [True]
+        return job_id
+
+    older, newer = failed(unique_key="u"), failed(unique_key="u")
+    theirs = failed(unique_key="u", tenant="t2")
+    assert store.retry(older) is False  # a newer one failed
+    assert store.replay(ReplaySelector(ids=(older, newer))) == 1
+    assert store.get(older).state is State.FAILED  # type: ignore[union-attr]
+    assert store.get(newer).state is State.QUEUED  # type: ignore[union-attr]
+    assert store.get(theirs).state is State.FAILED  # type: ignore[union-attr]
+    [job] = claim(store)
+    assert store.finish([Succeeded(newer, job.lease_token)]) == [True]
+    # Succeeded, the newer one holds nothing back: the older may come again.
+    assert store.replay(ReplaySelector(error_prefix="boom")) == 2
+    assert {store.get(i).state for i in (older, theirs)} == {State.QUEUED}  # type: ignore[union-attr]

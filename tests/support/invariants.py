@@ -3,6 +3,7 @@ the Redis store's indexes against its jobs."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -27,7 +28,8 @@ def redis_index_faults(client: Any, prefix: str) -> list[str]:
     (P:leases, P:rk:<kind>, P:run:<queue>) and of finished ones (P:fin:<state>,
     P:done). Every test of the store suite on Redis ends by asking."""
     P = prefix
-    ids = [k[len(f"{P}:j:") :] for k in client.scan_iter(match=f"{P}:j:*", count=1000)]
+    glob = re.sub(r"([*?\[\]\\])", r"\\\1", P)  # the prefix as itself in a MATCH pattern
+    ids = [k[len(f"{P}:j:") :] for k in client.scan_iter(match=f"{glob}:j:*", count=1000)]
     pipe = client.pipeline(transaction=False)
     for job_id in ids:
         pipe.hmget(f"{P}:j:{job_id}", "state", "kind", "tenant", "queue", "g")
@@ -53,7 +55,7 @@ def redis_index_faults(client: Any, prefix: str) -> list[str]:
 
     counts = Counter(f"{s}\0{k}\0{t}" for s, k, t, _, _ in jobs.values())
     same(f"{P}:cnt", counts, count_hash(f"{P}:cnt"))
-    indexed = {k[len(f"{P}:bs:") :] for k in client.scan_iter(match=f"{P}:bs:*")}
+    indexed = {k[len(f"{P}:bs:") :] for k in client.scan_iter(match=f"{glob}:bs:*")}
     for state in {j[0] for j in jobs.values()} | indexed:
         same(f"{P}:bs:{state}", ids_in(state), zset(f"{P}:bs:{state}"))
     same(f"{P}:leases", ids_in("running"), zset(f"{P}:leases"))

@@ -41,6 +41,10 @@
 --                are P:fin's); P:failed the failed ones, before version 11
 --                (P:fin:failed since), drained by prune
 --   P:idem, P:uniq, P:deb   (tenant NUL key) -> the job holding the key
+--   P:uk:<tenant> NUL <key>  every stored job with that unique key, by id
+--                (score 0): replay's `unique_free` reads the newer ones
+--   P:layout     the library version whose layout the prefix's keys have
+--                (chit_upgrade_layout brings older ones up)
 --   P:res:<id>   a large result; P:att:<id> attempt records (JSON, in order;
 --                the open one is in the job hash, see aat);
 --   P:st:<id>    steps: name -> "attempt|created_at|result"

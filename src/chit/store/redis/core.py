@@ -126,6 +126,9 @@ class RedisCore(Store, ClaimsOnWake):
         # Each prefix's own: the server's library may have been upgraded by
         # another deployment on it.
         self.redis.fcall("chit_drop_old_indexes")
+        cursor = "0"
+        while not (step := self.redis.fcall("chit_upgrade_layout", cursor))[0]:
+            cursor = step[1]
         return VERSION
 
     def schema_version(self) -> int:

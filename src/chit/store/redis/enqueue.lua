@@ -74,6 +74,7 @@ local function store_job(P, args, b, width, id, now, nows)
   opt(fields, 'rm', m)
   redis.call('HSET', jkey(P, id), unpack(fields))
   moved(P, id, nil, state, kind, tenant)
+  if uniq then redis.call('ZADD', P .. ':uk:' .. tenant .. '\0' .. uniq, 0, id) end
   if idem then redis.call('HSET', P .. ':idem', tenant .. '\0' .. idem, id) end
   if state == 'cancelled' then
     redis.call('ZADD', P .. ':done', now, id)

@@ -46,10 +46,18 @@ end
 
 -- Replay: a failed or cancelled job made new, and what its end cancelled put back.
 
+-- Replay puts back at most one job per unique key, as the SQL stores do: none
+-- while another holds the key, else only the newest of those that failed or
+-- were cancelled (whichever order a replay reads them in).
 local function unique_free(P, id, tenant, uniq)
   if not uniq then return true end
   local holder = live(P, ':uniq', tenant .. '\0' .. uniq, ACTIVE)
-  return holder == nil or holder == id
+  if holder ~= nil and holder ~= id then return false end
+  for _, other in ipairs(redis.call('ZRANGE', P .. ':uk:' .. tenant .. '\0' .. uniq, '(' .. id, '+', 'BYLEX')) do
+    local state = redis.call('HGET', jkey(P, other), 'state')
+    if state == 'failed' or state == 'cancelled' or ACTIVE[state] then return false end
+  end
+  return true
 end
 
 local function reset(P, id, k, f, now)
@@ -171,10 +179,11 @@ local function prune(keys, args)
   local deleted = 0
   for _, id in ipairs(ids) do
     local k = jkey(P, id)
-    local f = redis.call('HMGET', k, 'tenant', 'idem', 'state', 'wf')
+    local f = redis.call('HMGET', k, 'tenant', 'idem', 'state', 'wf', 'unique')
     if f[3] == 'succeeded' or f[3] == 'failed' or f[3] == 'cancelled' then
       deleted = deleted + 1
       held_by(P, ':idem', f[1], f[2], id)
+      if f[5] then redis.call('ZREM', P .. ':uk:' .. f[1] .. '\0' .. f[5], id) end
       if f[4] then redis.call('ZREM', P .. ':wf:' .. f[4], id) end
       moved(P, id, f[3], nil)
       for _, name in ipairs({'succeeded', 'failed'}) do
@@ -284,7 +293,26 @@ local function drop_old_indexes(keys, args)
   return redis.call('UNLINK', keys[1] .. ':all')
 end
 
+-- ARGV: a SCAN cursor ("0" to begin). One step of bringing the prefix's keys
+-- to this version's layout: P:uk for the jobs a library before version 25
+-- stored with a unique key, 1,000 job keys a call. Returns {1} once done
+-- (then P:layout says so, and later calls return at once), else {0, cursor}.
+local function upgrade_layout(keys, args)
+  local P = keys[1]
+  if tonumber(redis.call('GET', P .. ':layout') or '0') >= 25 then return {1} end
+  local pattern = string.gsub(P, '([%*%?%[%]\\])', '\\%1') .. ':j:*'
+  local r = redis.call('SCAN', args[1], 'MATCH', pattern, 'COUNT', 1000)
+  for _, k in ipairs(r[2]) do
+    local f = redis.call('HMGET', k, 'id', 'tenant', 'unique')
+    if f[1] and f[3] then redis.call('ZADD', P .. ':uk:' .. (f[2] or '') .. '\0' .. f[3], 0, f[1]) end
+  end
+  if r[1] ~= '0' then return {0, r[1]} end
+  redis.call('SET', P .. ':layout', VERSION)
+  return {1}
+end
+
 redis.register_function('chit_drop_old_indexes', drop_old_indexes)
+redis.register_function('chit_upgrade_layout', upgrade_layout)
 redis.register_function('chit_cancel', cancel)
 redis.register_function('chit_update', update)
 redis.register_function('chit_replay', replay)
