@@ -201,7 +201,6 @@ def test_the_index_of_every_job_a_library_before_version_23_kept_goes_at_the_upg
             assert redis_index_faults(client, P) == []
 
 
-
 def test_the_unique_key_index_a_library_before_version_25_lacked_is_built_at_the_upgrade(
     redis_url: str, client: redis.Redis
 ) -> None:
@@ -227,6 +226,7 @@ def test_the_unique_key_index_a_library_before_version_25_lacked_is_built_at_the
         assert client.get(f"{P}:layout") == str(VERSION)
         assert store.retry(failed[0]) is False and store.retry(failed[1]) is True
         assert redis_index_faults(client, P) == []
+
 
 def test_an_open_attempt_left_in_the_job_hash_is_closed_by_the_next_claim(
     redis_url: str, client: redis.Redis
