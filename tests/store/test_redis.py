@@ -22,6 +22,7 @@ from chit.jobs import AttemptOutcome, Failed, JobFilter, NewJob, Succeeded
 from chit.limits import Limits
 from chit.settings import Settings
 from chit.store import open_store
+from chit.store.capabilities import NewSession
 from chit.store.flow import Claim
 from chit.store.redis import RedisStore
 from chit.store.redis.connection import VERSION
@@ -201,14 +202,14 @@ def test_the_index_of_every_job_a_library_before_version_23_kept_goes_at_the_upg
             assert redis_index_faults(client, P) == []
 
 
-def test_the_unique_key_index_a_library_before_version_25_lacked_is_built_at_the_upgrade(
+def test_the_unique_key_index_a_library_before_version_24_lacked_is_built_at_the_upgrade(
     redis_url: str, client: redis.Redis
 ) -> None:
     # Replay reads P:uk (every job of a unique key) to put back only the
-    # newest failed one. Jobs stored before version 25 are in no such index:
+    # newest failed one. Jobs stored before version 24 are in no such index:
     # the first open after the upgrade finds them, a few SCAN steps at a time,
     # including a prefix with a character glob patterns treat as special.
-    P = "{chit-v24[*]}"
+    P = "{chit-v23[*]}"
     with own_store(redis_url, client, P) as store:
         failed = []
         for _ in range(2):
@@ -484,3 +485,17 @@ def test_a_flow_claim_pages_past_a_long_line_of_expired_jobs(
         while batch := [job.id for job in store.claim("w", ["default"], 3, 30, now=later)]:
             claimed += batch
         assert claimed == [i for i, f in zip(ids, fresh, strict=True) if f]
+
+
+def test_a_sign_in_takes_sessions_gone_by_their_expiry_out_of_their_keys_set(
+    redis_url: str, client: redis.Redis
+) -> None:
+    P = "{chit-sessions}"
+    with own_store(redis_url, client, P) as store:
+        store.create_session(NewSession("live", "k1", idle_seconds=60, max_seconds=3600))
+        for n in range(5):  # each gone 1 ms after its sign-in, by the server's clock
+            store.create_session(NewSession(f"brief{n}", "k1", idle_seconds=1, max_seconds=0.001))
+        wait_until(lambda: not client.exists(*[f"{P}:sess:brief{n}" for n in range(5)]), 10)
+        assert client.scard(f"{P}:ksess:k1") == 6
+        store.create_session(NewSession("next", "k1", idle_seconds=60, max_seconds=3600))
+        assert client.smembers(f"{P}:ksess:k1") == {"live", "next"}

@@ -51,7 +51,14 @@ local function create_session(keys, args)
     'idle_expires_at', now + tonumber(args[4]), 'expires_at', expires)
   -- Gone by itself at its expiry, on the server's clock (a test's time is not).
   if args[1] == '' then redis.call('PEXPIREAT', k, expires) end
-  redis.call('SADD', P .. ':ksess:' .. args[3], args[2])
+  -- A session gone by its expiry leaves its id in its key's set: each sign-in
+  -- takes a few such out, so the set stays about the size of the key's live
+  -- sessions rather than growing with every sign-in until the key is revoked.
+  local sessions = P .. ':ksess:' .. args[3]
+  for _, old in ipairs(redis.call('SRANDMEMBER', sessions, 8)) do
+    if redis.call('EXISTS', P .. ':sess:' .. old) == 0 then redis.call('SREM', sessions, old) end
+  end
+  redis.call('SADD', sessions, args[2])
   return 1
 end
 

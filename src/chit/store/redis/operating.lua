@@ -294,12 +294,12 @@ local function drop_old_indexes(keys, args)
 end
 
 -- ARGV: a SCAN cursor ("0" to begin). One step of bringing the prefix's keys
--- to this version's layout: P:uk for the jobs a library before version 25
+-- to this version's layout: P:uk for the jobs a library before version 24
 -- stored with a unique key, 1,000 job keys a call. Returns {1} once done
 -- (then P:layout says so, and later calls return at once), else {0, cursor}.
 local function upgrade_layout(keys, args)
   local P = keys[1]
-  if tonumber(redis.call('GET', P .. ':layout') or '0') >= 25 then return {1} end
+  if tonumber(redis.call('GET', P .. ':layout') or '0') >= 24 then return {1} end
   local pattern = string.gsub(P, '([%*%?%[%]\\])', '\\%1') .. ':j:*'
   local r = redis.call('SCAN', args[1], 'MATCH', pattern, 'COUNT', 1000)
   for _, k in ipairs(r[2]) do
