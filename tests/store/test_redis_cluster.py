@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from chit.errors import DatabaseRefused
+from chit.errors import DatabaseRefused, StoreError
 from chit.jobs import NewJob, State, Succeeded
 from chit.limits import Limits
 from chit.store.redis import RedisStore
@@ -70,6 +70,27 @@ def test_two_prefixes_on_two_primaries_are_two_stores(cluster: list[str]) -> Non
         first.close()
         second.close()
 
+
+
+def test_a_call_whose_reply_timed_out_is_not_sent_again(cluster: list[str]) -> None:
+    # The server may have run a call whose reply never came: the store says it
+    # failed, as on one server, where redis-py's cluster client would send it
+    # again (and a claim run twice starts jobs that nobody runs).
+    host, port = owner(cluster[0], "{resend}").rsplit(":", 1)
+    node = redis.Redis(host=host, port=int(port))
+    store = RedisStore(f"{cluster[0]}?prefix=%7Bresend%7D&socket_timeout=0.5")
+    try:
+        store.enqueue_many([NewJob("k", {}) for _ in range(3)])
+        node.client_pause(2000, all=False)  # writes wait; the claim's reply times out
+        try:
+            with pytest.raises(StoreError, match="Redis"):
+                store.claim("w", ["default"], 1, 30)
+        finally:
+            node.client_unpause()
+        assert store.stats().by_state["running"] <= 1
+    finally:
+        store.close()
+        node.close()
 
 def test_a_primary_without_aof_is_refused_by_name(cluster: list[str]) -> None:
     node = cluster[1].removeprefix("redis+cluster://")

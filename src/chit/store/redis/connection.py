@@ -10,8 +10,10 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisClusterUnreachableError
+from redis.retry import Retry
 
 from chit.errors import DatabaseRefused, StoreError
 
@@ -101,6 +103,11 @@ class Connection:
         try:
             if self.cluster:
                 url = urlunsplit(urlsplit(url)._replace(scheme=CLUSTER_SCHEMES[scheme]))
+                # redis-py's cluster client sends a call again, up to 10 times,
+                # when its connection breaks or times out, though the server may
+                # have run it: a claim run twice starts jobs nobody runs. Once,
+                # as on one server; a MOVED or ASK is still followed.
+                options["retry"] = Retry(NoBackoff(), 0)
                 self.client = self.run(lambda: RedisCluster.from_url(url, **options))
             else:
                 self.client = redis.Redis.from_url(url, health_check_interval=30, **options)
