@@ -66,15 +66,11 @@ local function queue_counts(keys, args)
         if mine(id) then running = running + 1 end
       end
     end
-    -- The oldest ready: the first due of the ready set or of the scheduled one.
+    -- The oldest ready: the first due of the ready set or of the scheduled
+    -- one (a page at a time, not every due job of a backlog each poll).
     for _, key in ipairs({P .. ':d:' .. queue, s}) do
-      for _, id in ipairs(redis.call('ZRANGEBYSCORE', key, '-inf', now)) do
-        if tenant == '' or mine(id) then
-          local at = tonumber(redis.call('HGET', jkey(P, id), 'run_at'))
-          if oldest < 0 or at < oldest then oldest = at end
-          break
-        end
-      end
+      local _, at = first_due(P, key, now, tenant)
+      if at and (oldest < 0 or at < oldest) then oldest = at end
     end
     if ready + scheduled + running > 0 then
       out[#out + 1] = {queue, ready, scheduled, running, oldest}
