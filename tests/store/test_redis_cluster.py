@@ -71,7 +71,6 @@ def test_two_prefixes_on_two_primaries_are_two_stores(cluster: list[str]) -> Non
         second.close()
 
 
-
 def test_a_call_whose_reply_timed_out_is_not_sent_again(cluster: list[str]) -> None:
     # The server may have run a call whose reply never came: the store says it
     # failed, as on one server, where redis-py's cluster client would send it
@@ -91,6 +90,7 @@ def test_a_call_whose_reply_timed_out_is_not_sent_again(cluster: list[str]) -> N
     finally:
         store.close()
         node.close()
+
 
 def test_a_primary_without_aof_is_refused_by_name(cluster: list[str]) -> None:
     node = cluster[1].removeprefix("redis+cluster://")
