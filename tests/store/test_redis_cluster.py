@@ -80,7 +80,7 @@ def test_a_call_whose_reply_timed_out_is_not_sent_again(cluster: list[str]) -> N
     store = RedisStore(f"{cluster[0]}?prefix=%7Bresend%7D&socket_timeout=0.5")
     try:
         store.enqueue_many([NewJob("k", {}) for _ in range(3)])
-        node.client_pause(2000, all=False)  # writes wait; the claim's reply times out
+        node.client_pause(30_000, all=False)  # writes wait till the unpause: the reply times out
         try:
             with pytest.raises(StoreError, match="Redis"):
                 store.claim("w", ["default"], 1, 30)
