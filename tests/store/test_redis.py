@@ -178,6 +178,16 @@ def test_what_a_library_before_version_11_stored_is_closed_and_pruned_once(
         assert not list(client.scan_iter(match=f"{P}:att:*"))
 
 
+def open_upgraded(redis_url: str, client: redis.Redis, *prefixes: str) -> None:
+    """Open each prefix as a deployment does after an upgrade: the server lacks
+    this library (the first deployment loads it, the others find it loaded)
+    and the prefix's keys are not yet of its layout."""
+    client.function_delete("chit")
+    for prefix in prefixes:
+        client.delete(f"{prefix}:layout")
+        RedisStore(redis_url, prefix=prefix).close()
+
+
 def test_the_index_of_every_job_a_library_before_version_23_kept_goes_at_the_upgrade(
     redis_url: str, client: redis.Redis
 ) -> None:
@@ -193,9 +203,8 @@ def test_the_index_of_every_job_a_library_before_version_23_kept_goes_at_the_upg
         for P, store in (("{chit-v22a}", first), ("{chit-v22b}", second)):
             ids[P] = [store.enqueue(NewJob("k", {})).id for _ in range(3)]
             client.zadd(f"{P}:all", dict.fromkeys(ids[P], 0))
-        client.function_delete("chit")
-        for P in ids:  # each opens as an upgraded deployment would
-            RedisStore(redis_url, prefix=P).close()
+        open_upgraded(redis_url, client, *ids)
+        for P in ids:
             assert not client.exists(f"{P}:all")
         for P, store in (("{chit-v22a}", first), ("{chit-v22b}", second)):
             assert [j.id for j in store.list(JobFilter()).jobs] == ids[P][::-1]
@@ -220,9 +229,7 @@ def test_the_unique_key_index_a_library_before_version_24_lacked_is_built_at_the
         store.enqueue_many([NewJob("k", {}) for _ in range(2500)])  # SCAN steps
         for key in client.scan_iter(match="*:uk:*"):
             client.delete(key)
-        client.delete(f"{P}:layout")
-        client.function_delete("chit")
-        RedisStore(redis_url, prefix=P).close()  # as an upgraded deployment opens
+        open_upgraded(redis_url, client, P)
         assert client.zrange(f"{P}:uk:\0u", 0, -1) == failed
         assert client.get(f"{P}:layout") == str(VERSION)
         assert store.retry(failed[0]) is False and store.retry(failed[1]) is True

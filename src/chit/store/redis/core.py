@@ -125,7 +125,6 @@ class RedisCore(Store, ClaimsOnWake):
             self.redis.load()
         # Each prefix's own: the server's library may have been upgraded by
         # another deployment on it.
-        self.redis.fcall("chit_drop_old_indexes")
         cursor = "0"
         while not (step := self.redis.fcall("chit_upgrade_layout", cursor))[0]:
             cursor = step[1]

@@ -286,20 +286,16 @@ local function next_due(keys, args)
   return math.max(0, first - clock(''))
 end
 
--- What a library before version 23 kept and this one neither writes nor
--- reads: P:all, every job by id (the sets by state hold them all, one each).
--- Returns the keys dropped.
-local function drop_old_indexes(keys, args)
-  return redis.call('UNLINK', keys[1] .. ':all')
-end
-
 -- ARGV: a SCAN cursor ("0" to begin). One step of bringing the prefix's keys
--- to this version's layout: P:uk for the jobs a library before version 24
--- stored with a unique key, 1,000 job keys a call. Returns {1} once done
--- (then P:layout says so, and later calls return at once), else {0, cursor}.
+-- to this version's layout, on the first open after an upgrade: P:all goes
+-- (before version 23 every job was in it too; nothing reads it now), and
+-- P:uk is built for the jobs a library before version 24 stored with a unique
+-- key, 1,000 job keys a call. Returns {1} once done (then P:layout says so,
+-- and later calls return at once), else {0, cursor}.
 local function upgrade_layout(keys, args)
   local P = keys[1]
   if tonumber(redis.call('GET', P .. ':layout') or '0') >= 24 then return {1} end
+  if args[1] == '0' then redis.call('UNLINK', P .. ':all') end
   local pattern = string.gsub(P, '([%*%?%[%]\\])', '\\%1') .. ':j:*'
   local r = redis.call('SCAN', args[1], 'MATCH', pattern, 'COUNT', 1000)
   for _, k in ipairs(r[2]) do
@@ -311,7 +307,6 @@ local function upgrade_layout(keys, args)
   return {1}
 end
 
-redis.register_function('chit_drop_old_indexes', drop_old_indexes)
 redis.register_function('chit_upgrade_layout', upgrade_layout)
 redis.register_function('chit_cancel', cancel)
 redis.register_function('chit_update', update)
