@@ -415,6 +415,62 @@ def test_a_forked_child_calls_on_its_own_connection(redis_url: str, client: redi
         assert connection_id(store) == parent
 
 
+def test_closing_the_store_closes_its_connections_and_one_still_in_a_call_after_it(
+    redis_url: str, client: redis.Redis
+) -> None:
+    P = "{chit-close}"
+    store = RedisStore(redis_url, prefix=P)
+    busy: list[int] = []
+
+    def call() -> None:  # blocks, its connection taken, until after the store is closed
+        busy.append(int(store.redis.send(("CLIENT", "ID"), ("BLPOP", f"{P}:go", 30))[0]))
+
+    t = threading.Thread(target=call)
+    blocked = client.info("clients")["blocked_clients"]
+    t.start()
+    wait_until(
+        lambda: client.info("clients")["blocked_clients"] > blocked, 10, what="the call blocked"
+    )
+    idle = connection_id(store)  # another connection, given back idle
+    store.close()
+
+    def open_ids() -> set[int]:
+        return {int(c["id"]) for c in client.client_list()}
+
+    assert idle not in open_ids()
+    client.rpush(f"{P}:go", "1")
+    t.join()
+    assert busy and busy[0] != idle
+    wait_until(lambda: busy[0] not in open_ids(), 10, what="the busy connection closed after")
+    client.delete(f"{P}:go")
+
+
+def test_a_batch_goes_in_the_short_form_only_when_no_job_has_the_later_fields(
+    redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Plain jobs are sent with their first 8 fields alone; one job with any
+    # later field (a concurrency key here) sends the whole batch in full.
+    with own_store(redis_url, client, "{chit-short}") as store:
+        widths: list[object] = []
+        fcall = store.redis.fcall_synced
+
+        def spy(function: str, *args: object) -> object:
+            widths.append(args[1])
+            return fcall(function, *args)
+
+        monkeypatch.setattr(store.redis, "fcall_synced", spy)
+        plain = store.enqueue_many([NewJob("k", {"n": 1}), NewJob("k", {"n": 2})])
+        mixed = store.enqueue_many(
+            [NewJob("k", {"n": 3}), NewJob("k", {"n": 4}, concurrency_key="c", timeout=0.5)]
+        )
+        assert widths == [8, 20]
+        got = [store.get(e.id) for e in plain + mixed]
+        assert [j.payload["n"] for j in got if j] == [1, 2, 3, 4]
+        assert [(j.concurrency_key, j.timeout) for j in got if j] == [
+            ("", None), ("", None), ("", None), ("c", 0.5)
+        ]  # fmt: skip
+
+
 def test_a_store_without_the_c_parser_packs_its_calls_itself(
     redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,6 +5,7 @@ and every error as one StoreError line that names the server, never its password
 from __future__ import annotations
 
 import importlib.resources
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -88,12 +89,16 @@ class Connection:
             raise StoreError(f"the Redis key prefix {prefix!r} needs a hash tag, e.g. '{{chit}}'")
         self.prefix = prefix
         self.wait_aof = False
+        self._idle: list[Any] = []  # `send`'s connections, each with every reply read
+        self._pid = os.getpid()
+        self._closed = False
         scheme = urlsplit(url).scheme
         self.cluster = scheme in CLUSTER_SCHEMES
         # redis-py 8 bounds a pool at 100 connections, where 7 did not: a worker
         # of more threads, or an API under load, would fail its 101st call at
         # once. Connections are opened only as calls need them; a URL's own
-        # max_connections still wins.
+        # max_connections still bounds the pool (blocking waits, pub/sub, the
+        # cluster's calls). `send` keeps its own: one per call under way at once.
         options: dict[str, Any] = {
             "decode_responses": True,
             "socket_connect_timeout": 5,
@@ -134,7 +139,7 @@ class Connection:
             raise DatabaseRefused(f"Redis at {self.name}: {str(e).rsplit(': ', 1)[-1]}") from None
 
     def send(self, *commands: tuple[Any, ...]) -> list[Any]:
-        """Commands written in one send on a pooled connection, and their replies
+        """Commands written in one send on one connection, and their replies
         read in order (an error reply raised once all are read). This skips
         redis-py's per-command layer (events, metrics, a packer in Python), which
         costs a one-job call about 60 µs of CPU, as much as its round trip; like
@@ -148,8 +153,7 @@ class Connection:
             for command in commands:
                 pipe.execute_command(*command)
             return list(pipe.execute())
-        pool = self.node().connection_pool
-        conn = pool.get_connection()
+        conn = self._take()
         replies: list[Any] = []
         error: redis.ResponseError | None = None
         try:
@@ -167,10 +171,38 @@ class Connection:
             conn.disconnect()  # broken, or a reply may be left unread on it
             raise
         finally:
-            pool.release(conn)
+            self._give_back(conn)
         if error is not None:
             raise error
         return replies
+
+    def _take(self) -> Any:
+        """A connection for one `send`: an idle one of this object's own, else
+        a new one. Not redis-py's pool: its take and give back (a lock, three
+        metrics, an event) cost an enqueue 8 µs of CPU, and connections held
+        outside it would count against its bound. Like the pool, a connection
+        with something to read (the server closed it: a restart, a timeout) is
+        opened again before anything is sent on it. A list's pop and append are
+        atomic, so threads share it without a lock."""
+        if self._pid != os.getpid():  # the parent's sockets are not this process's
+            self._idle, self._pid = [], os.getpid()
+        try:
+            conn = self._idle.pop()
+        except IndexError:
+            pool = self.node().connection_pool  # not a cluster's: its calls take another way
+            return pool.connection_class(**pool.connection_kwargs)
+        try:
+            if conn.can_read():
+                conn.disconnect()  # the send connects again
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            conn.disconnect()
+        return conn
+
+    def _give_back(self, conn: Any) -> None:
+        if self._closed or self._pid != os.getpid():
+            conn.disconnect()
+        else:
+            self._idle.append(conn)
 
     def fcall(self, function: str, *args: Any) -> Any:
         """Call a library function, loading the library first if the server
@@ -303,6 +335,9 @@ class Connection:
             raise DatabaseRefused(f"Redis at {name} is a replica: point chit at the primary")
 
     def close(self) -> None:
+        self._closed = True  # a call still under way closes its connection after
+        while self._idle:
+            self._idle.pop().disconnect()
         self.client.close()
         if isinstance(self.client, redis.Redis):
             self.client.connection_pool.disconnect()

@@ -64,6 +64,9 @@ _GRAPH_TRIES = 5
 # Arguments a job takes in enqueue.lua (`_fields`), and with a workflow's columns.
 _PLAIN_WIDTH = 20
 _GRAPH_WIDTH = 29
+# The first fields alone, for a batch whose jobs have none of the rest
+# (enqueue.lua's SHORT): a plain job's call is 12 arguments shorter.
+_SHORT_WIDTH = 8
 
 
 def runnable_kinds(kinds: Collection[str] | None) -> frozenset[str] | None:
@@ -142,9 +145,12 @@ class RedisCore(Store, ClaimsOnWake):
         ids = new_job_ids(len(jobs))
         if graph.is_graph(jobs):
             return self._enqueue_graph(ids, jobs)
-        args: list[Any] = ["", _PLAIN_WIDTH, ""]
-        for job_id, job in zip(ids, jobs, strict=True):
-            args += self._fields(job_id, job)
+        rows = [self._fields(job_id, job) for job_id, job in zip(ids, jobs, strict=True)]
+        short = all(v == "" for row in rows for v in row[_SHORT_WIDTH:])
+        width = _SHORT_WIDTH if short else _PLAIN_WIDTH
+        args: list[Any] = ["", width, ""]
+        for row in rows:
+            args += row[:width]
         return self._enqueued(jobs, self.redis.fcall_synced("chit_enqueue", *args), None)
 
     def _fields(self, job_id: str, job: NewJob) -> list[Any]:
