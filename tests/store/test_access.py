@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from chit.jobs import NewApiKey
 from chit.store.capabilities import ApiKeys, NewSession, Secrets, Sessions
 from support.store_backends import needs
@@ -53,3 +55,20 @@ def test_the_first_secret_stored_is_everyones(store: Secrets) -> None:
     assert first == "aa"
     assert store.server_secret("signing", "bb") == "aa"
     assert store.server_secret("other", "cc") == "cc"
+
+
+@needs(ApiKeys)
+def test_a_new_key_never_replaces_a_stored_one_of_the_same_id_or_hash(store: ApiKeys) -> None:
+    # Redis wrote over the stored record: the revoked key's hash then found
+    # the new key's record, its tenant and its scopes.
+    store.create_api_key(NewApiKey(id="k1", key_hash="h1", tenant="acme", scopes=("read",)))
+    assert store.revoke_api_key("k1")
+    for taken in (
+        NewApiKey(id="k1", key_hash="h2", tenant="*", scopes=("admin",)),
+        NewApiKey(id="k2", key_hash="h1", tenant="*", scopes=("admin",)),
+    ):
+        with pytest.raises(Exception):  # noqa: B017 - each store's own error for a duplicate
+            store.create_api_key(taken)
+    assert store.find_api_key("h1") is None  # the revoked key stays revoked
+    assert store.find_api_key("h2") is None
+    assert [k.id for k in store.list_api_keys(include_revoked=True)] == ["k1"]

@@ -173,3 +173,19 @@ def test_a_listened_jobs_claim_and_outcome_wake_the_feed_and_no_other_jobs_do(
         assert woke is None or followed in woke
     finally:
         feed.close()
+
+
+def test_a_read_of_no_items_or_from_before_the_first_reads_as_sql_does(store: FullStore) -> None:
+    # Redis read `limit` 0 as the whole list, and a negative `after` from the end.
+    job_id = store.enqueue(NewJob("k", {})).id
+    [job] = store.claim("w1", ["default"], 1, LEASE)
+    assert store.append_output(job_id, job.lease_token, ['"a"', '"b"'], 6) == 2
+    assert store.output(job_id, 0, 0) == []
+    assert [item.seq for item in store.output(job_id, -3, 10)] == [1, 2]
+
+
+def test_an_empty_batch_of_output_leaves_no_head(store: FullStore) -> None:
+    job_id = store.enqueue(NewJob("k", {})).id
+    [job] = store.claim("w1", ["default"], 1, LEASE)
+    assert store.append_output(job_id, job.lease_token, [], 0) == 0
+    assert store.output_heads([job_id]) == {}

@@ -315,3 +315,26 @@ def test_bad_schedules_are_refused_and_nothing_is_stored(
     assert queue.schedules == {}
     queue.declare_schedules()
     assert store.list_schedules() == []
+
+
+BEFORE_1970 = datetime(1969, 12, 31, 23, 0, tzinfo=UTC)
+
+
+def test_a_next_slot_before_1970_is_a_slot_not_none(store: FullStore) -> None:
+    # Redis read a negative time as its "no schedule" mark: the scheduler
+    # then saw nothing to do and never fired it.
+    queue = _queue(store)
+    stored = store.declare_schedule(
+        queue.check_schedule("early", "digest", {}, every="60s"), now=BEFORE_1970
+    )
+    assert stored.next_at < datetime(1970, 1, 1, tzinfo=UTC)
+    assert store.schedule_clock(["digest"], now=BEFORE_1970)[1] == stored.next_at
+    tick = Scheduler(store, queue).run_once(BEFORE_1970 + timedelta(minutes=5, seconds=1))
+    assert tick.enqueued == 1
+
+
+def test_a_kind_named_twice_finds_its_due_schedules_once(store: FullStore) -> None:
+    queue = _queue(store)
+    store.declare_schedule(queue.check_schedule("a", "digest", {}, every="60s"), now=T0)
+    due = store.due_schedules(["digest", "digest"], 10, now=T0 + timedelta(minutes=5))
+    assert [schedule.name for schedule, _ in due] == ["a"]

@@ -378,3 +378,13 @@ def test_a_replay_puts_back_only_the_newest_failed_job_of_a_unique_key(store: St
     # Succeeded, the newer one holds nothing back: the older may come again.
     assert store.replay(ReplaySelector(error_prefix="boom")) == 2
     assert {store.get(i).state for i in (older, theirs)} == {State.QUEUED}  # type: ignore[union-attr]
+
+
+def test_a_claim_takes_the_earliest_due_job_before_1970_too(store: Store) -> None:
+    # Redis wrote ready entries' times as '%013d': "-000000000005" sorted
+    # before "-000000000010", so the later job came first.
+    before_1970 = datetime(1969, 12, 31, 23, 0, tzinfo=UTC)
+    store.enqueue(NewJob("k", {}, run_at=before_1970 + timedelta(seconds=5)))
+    early = store.enqueue(NewJob("k", {}, run_at=before_1970)).id
+    [job] = store.claim("w1", ["default"], 1, LEASE, now=before_1970 + timedelta(seconds=10))
+    assert job.id == early

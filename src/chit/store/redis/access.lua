@@ -3,11 +3,15 @@
 -- P:sess:<id hash> (a session's hash, gone by itself at its absolute
 -- expiry), P:ksess:<key hash> (its sessions' id hashes), P:secrets.
 
--- ARGV: now, id, name, tenant, scopes, key hash. The key as stored (JSON).
+-- ARGV: now, id, name, tenant, scopes, key hash. The key as stored (JSON),
+-- or {'taken', 'id' or 'hash'}: a stored key has that id or hash.
 local function create_key(keys, args)
   local P = keys[1]
   local key = {id = args[2], name = args[3], tenant = args[4], scopes = args[5],
     key_hash = args[6], created_at = clock(args[1])}
+  -- Never over a stored key: its hash would find the new key's record.
+  if redis.call('HEXISTS', P .. ':keys', args[2]) == 1 then return {'taken', 'id'} end
+  if redis.call('HEXISTS', P .. ':keyhash', args[6]) == 1 then return {'taken', 'hash'} end
   local stored = cjson.encode(key)
   redis.call('HSET', P .. ':keys', args[2], stored)
   redis.call('HSET', P .. ':keyhash', args[6], args[2])

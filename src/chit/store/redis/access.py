@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from chit.errors import StoreError
 from chit.jobs import ApiKey, NewApiKey
 from chit.store.capabilities import ApiKeys, NewSession, Secrets, Sessions, StoredSession
 from chit.store.redis import codec
@@ -30,7 +31,10 @@ def _api_key(stored: str) -> ApiKey:
 class AccessRedis(RedisCore, ApiKeys, Sessions, Secrets):
     def create_api_key(self, key: NewApiKey) -> ApiKey:
         args = ["", key.id, key.name, key.tenant, " ".join(key.scopes), key.key_hash]
-        return _api_key(self.redis.fcall("chit_create_key", *args))
+        stored = self.redis.fcall("chit_create_key", *args)
+        if isinstance(stored, list):  # as the SQL stores' primary key and unique hash refuse it
+            raise StoreError(f"Redis at {self.redis.name}: a key with that {stored[1]} is stored")
+        return _api_key(stored)
 
     def find_api_key(self, key_hash: str) -> ApiKey | None:
         stored = self.redis.fcall_ro("chit_find_key", key_hash)

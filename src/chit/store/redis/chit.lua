@@ -74,7 +74,19 @@ end
 
 local function jkey(P, id) return P .. ':j:' .. id end
 
-local function member(run_at, id) return string.format('%013d', run_at) .. id end
+-- A ready entry: the due time in 13 characters that sort as the times do,
+-- then the id. Before 1970 (a test's clock) '-' and 10^12 plus the time:
+-- '%013d' would put -5 before -10.
+local function member(run_at, id)
+  if run_at < 0 then return string.format('-%012d', 1000000000000 + run_at) .. id end
+  return string.format('%013d', run_at) .. id
+end
+
+local function member_time(m)
+  local t = tonumber(string.sub(m, 1, 13))
+  if t < 0 then return -t - 1000000000000 end
+  return t
+end
 
 local function nonempty(v) if v == '' then return nil end return v end
 

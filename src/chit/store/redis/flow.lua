@@ -27,7 +27,7 @@ local function group_jobs(keys, args)
       if not (f[1] and not f[2] and tonumber(f[1]) <= now) then
         out[#out + 1] = id
         out[#out + 1] = page[i + 1]
-        out[#out + 1] = string.sub(m, 1, 13)
+        out[#out + 1] = member_time(m)
         out[#out + 1] = f[3] or '1'
         n = n + 1
         if n >= limit then break end

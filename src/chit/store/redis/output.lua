@@ -14,6 +14,7 @@ local function append_output(keys, args)
   local k = jkey(P, id)
   if not fenced(k, args[3]) then return nil end
   local n = #args - 4
+  if n == 0 then return tonumber(redis.call('HGET', k, 'oseq') or 0) end  -- no head for nothing
   local last = redis.call('HINCRBY', k, 'oseq', n)
   redis.call('HINCRBY', k, 'obytes', tonumber(args[4]))
   local head = redis.call('HGET', k, 'attempts') .. '|' .. now .. '|'
@@ -41,8 +42,11 @@ local function output(keys, args)
   local P = keys[1]
   local f = redis.call('HMGET', jkey(P, args[1]), 'state', 'tenant')
   if not f[1] or not tenant_ok(f[2], args[4]) then return nil end
-  local after = tonumber(args[2])
-  return redis.call('LRANGE', P .. ':o:' .. args[1], after, after + tonumber(args[3]) - 1)
+  -- Seqs after `after` (not below 0: the caller numbers them from it), as
+  -- SQL's seq > after: none for a limit of 0.
+  local after, limit = tonumber(args[2]), tonumber(args[3])
+  if limit <= 0 then return {} end
+  return redis.call('LRANGE', P .. ':o:' .. args[1], after, after + limit - 1)
 end
 
 -- ARGV: ids of jobs an event stream follows: their claims and outcomes are

@@ -43,6 +43,7 @@ class OutputRedis(RedisCore, Output):
     def output(
         self, job_id: str, after: int = 0, limit: int = 100, tenant: str | None = None
     ) -> list[OutputItem] | None:
+        after = max(after, 0)  # seqs start at 1: nothing comes before it
         out = self.redis.fcall_ro("chit_output", job_id, after, limit, tenant_arg(tenant))
         if out is None:
             return None

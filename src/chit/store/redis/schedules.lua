@@ -92,22 +92,24 @@ local function pause_schedule(keys, args)
 end
 
 -- ARGV: now, limit, kinds. The time, the earliest next slot of these kinds'
--- unpaused schedules (-1: none), then up to `limit` due rows (JSON), most overdue first.
+-- unpaused schedules ("": none; a slot may be before 1970), then up to `limit`
+-- due rows (JSON), most overdue first. A kind named twice counts once.
 local function due_schedules(keys, args)
   local P = keys[1]
   local now, limit = clock(args[1]), tonumber(args[2])
-  local first, due = -1, {}
+  local first, due, seen = nil, {}, {}
   for i = 3, #args do
     local key = P .. ':sdue:' .. args[i]
-    local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if #head > 0 and (first < 0 or tonumber(head[2]) < first) then first = tonumber(head[2]) end
-    if limit > 0 then
+    local head = seen[key] and {} or redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if #head > 0 and (not first or tonumber(head[2]) < first) then first = tonumber(head[2]) end
+    if limit > 0 and not seen[key] then
       local names = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
       for j = 1, #names, 2 do due[#due + 1] = {tonumber(names[j + 1]), names[j]} end
     end
+    seen[key] = true
   end
   table.sort(due, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
-  local out = {now, first}
+  local out = {now, first or ''}
   for j = 1, math.min(limit, #due) do
     out[#out + 1] = redis.call('HGET', P .. ':sch', due[j][2])
   end

@@ -98,7 +98,7 @@ class SchedulesRedis(RedisCore, Schedules):
         self, kinds: Sequence[str], now: datetime | None = None
     ) -> tuple[datetime, datetime | None]:
         at, first, *_ = self.redis.fcall_ro("chit_due_schedules", clock(now), 0, *kinds)
-        return codec.at(str(at)), None if int(first) < 0 else codec.at(str(first))
+        return codec.at(str(at)), None if first == "" else codec.at(str(first))
 
     def due_schedules(
         self, kinds: Sequence[str], limit: int, now: datetime | None = None
