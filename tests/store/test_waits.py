@@ -247,6 +247,31 @@ def test_wait_for_jobs_already_finished_returns_at_once_or_queues_at_once(
     assert job is not None and job.state is State.SUCCEEDED
 
 
+def test_a_waited_job_that_had_ended_and_is_retried_queues_its_waiter_when_it_ends(
+    store: FullStore,
+) -> None:
+    # The waiter was named only on the jobs not ended when it began to wait:
+    # one retried after that ended again naming no one, and it waited for ever.
+    failed = store.enqueue(NewJob("child", {}, max_attempts=1)).id
+    store.finish([Failed(failed, claim(store).lease_token, "Boom: no")])
+    open_one = store.enqueue(NewJob("child", {})).id
+    parent_id = store.enqueue(NewJob("parent", {}, queue="p")).id
+    assert run(store, claim(store, "p"), lambda ctx: ctx.wait_for_jobs([failed, open_one])) is (
+        Suspend
+    )
+    assert store.retry(failed)
+    store.finish([Succeeded(open_one, claim(store).lease_token, 1)])  # the retried one is open
+
+    def state(job_id: str) -> State:
+        job = store.get(job_id)
+        assert job is not None
+        return job.state
+
+    assert state(parent_id) is State.WAITING
+    store.finish([Succeeded(failed, claim(store).lease_token, 2)])
+    assert state(parent_id) is State.QUEUED
+
+
 def test_a_wait_that_holds_as_it_is_recorded_queues_the_job_in_the_same_call(
     store: FullStore,
 ) -> None:

@@ -23,8 +23,9 @@ local function suspend_wait(P, id, now, sig, jobs, timeout)
     for _, x in ipairs(cjson.decode(jobs)) do
       local xk = jkey(P, x)
       local f = redis.call('HMGET', xk, 'state', 'waiters')
-      if f[1] and not TERMINAL[f[1]] then
-        open = true
+      -- Named on an ended job too: a retry may open it again.
+      if f[1] then
+        if not TERMINAL[f[1]] then open = true end
         local list = f[2] and cjson.decode(f[2]) or {}
         local known = false
         for _, w in ipairs(list) do if w == id then known = true end end

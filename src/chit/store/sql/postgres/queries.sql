@@ -1557,12 +1557,12 @@ WITH done AS (
 SELECT id, state, has_dependents FROM done
 
 -- name: wait_on_jobs
--- The jobs a suspended job waits for that have not ended name it among their
--- waiters (once), so that the one ending last queues it (chit_wake_waiters).
+-- The jobs a suspended job waits for name it among their waiters (once), so
+-- that the one ending last queues it (chit_wake_waiters): those that have
+-- ended too, as a retry may open one again.
 UPDATE chit_jobs
 SET waiters = array_append(coalesce(waiters, '{}'), %(id)s::text)
 WHERE id = ANY (%(jobs)s::text[])
-  AND state NOT IN ('succeeded', 'failed', 'cancelled')
   AND NOT (%(id)s::text = ANY (coalesce(waiters, '{}')))
 
 -- name: resume_ready

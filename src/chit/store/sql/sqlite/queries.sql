@@ -1355,12 +1355,12 @@ RETURNING CASE state WHEN 'waiting' THEN 'snoozed' ELSE state END AS outcome, NU
           state, (dependents IS NOT NULL OR waiters IS NOT NULL) AS has_dependents
 
 -- name: wait_on_jobs
--- The jobs a suspended job waits for that have not ended name it among their
--- waiters (once), so that the one ending last queues it (wake_waiters_of).
+-- The jobs a suspended job waits for name it among their waiters (once), so
+-- that the one ending last queues it (wake_waiters_of): those that have ended
+-- too, as a retry may open one again.
 UPDATE chit_jobs
 SET waiters = json_insert(coalesce(waiters, '[]'), '$[#]', :id)
 WHERE id IN (SELECT value FROM json_each(:jobs))
-  AND state NOT IN ('succeeded', 'failed', 'cancelled')
   AND NOT EXISTS (SELECT 1 FROM json_each(coalesce(waiters, '[]')) WHERE value = :id)
 
 -- name: resume_ready
