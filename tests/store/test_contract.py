@@ -33,6 +33,7 @@ from chit.jobs import (
     ReplaySelector,
     State,
     Succeeded,
+    Suspended,
 )
 from chit.settings import Settings
 from chit.store import open_store
@@ -1282,14 +1283,19 @@ def test_list_and_search_walk_hundreds_of_jobs_in_every_state_newest_first(store
 
 def test_list_by_kind_queue_or_tenant_pages_through_jobs_in_every_state(store: Store) -> None:
     """Newest first whatever their state, one page at a time: PostgreSQL finds
-    finished, queued and running jobs of a kind, queue or tenant by different
-    indexes and merges them."""
+    finished, waiting, queued and running jobs of a kind, queue or tenant by
+    different indexes and merges them (it left waiting ones out)."""
     S = State
-    states = [S.SUCCEEDED, S.QUEUED, S.RUNNING, S.FAILED, S.QUEUED, S.CANCELLED, S.RUNNING]
+    states = [S.SUCCEEDED, S.QUEUED, S.RUNNING, S.WAITING, S.FAILED, S.QUEUED, S.CANCELLED]
+    states += [S.RUNNING, S.WAITING]
     newest_first: list[str] = []
     for state in states:
         store.enqueue(new("b", queue="q2", tenant="u"))  # not listed, between the others
-        if state in (S.QUEUED, S.CANCELLED):
+        if state is S.WAITING:  # for a signal
+            job = enqueue_and_claim(store, kind="a", tenant="t")
+            job_id = job.id
+            assert store.finish([Suspended(job.id, job.lease_token, "go", None, None)]) == [True]
+        elif state in (S.QUEUED, S.CANCELLED):
             job_id = store.enqueue(new("a", tenant="t", run_at=later(3600))).id
             if state is S.CANCELLED:
                 assert store.cancel(job_id) is CancelResult.CANCELLED
@@ -1499,6 +1505,16 @@ def test_oldest_queued_is_the_job_due_longest(store: Store) -> None:
     assert oldest is not None and oldest.id == first
     assert store.oldest_queued(tenant="t2").id == mine  # type: ignore[union-attr]
     assert store.oldest_queued(now=later(3700)).id == first  # type: ignore[union-attr]
+
+
+def test_oldest_queued_breaks_a_tie_of_due_times_by_id_across_queues(store: Store) -> None:
+    # Redis took the first of the tied jobs its set of queues happened to give.
+    due = later(-300)
+    first = store.enqueue(new("a", queue="q0", run_at=due)).id
+    for n in range(1, 20):
+        store.enqueue(new("b", queue=f"q{n}", run_at=due))
+    oldest = store.oldest_queued()
+    assert oldest is not None and oldest.id == first
 
 
 def test_oldest_queued_looks_past_the_order_claims_take_by_priority(store: Store) -> None:

@@ -38,7 +38,7 @@ ONLY_POSTGRES = {
     "release_dependents": "CTEs `succeed` and `succeed_and_claim` share; SQLite runs count_down",
     "succeed_and_claim": "one statement where SQLite runs both in one transaction",
     "list": "its WHERE clause is built from the filters, for the planner's statistics",
-    "list_merged": "finished, queued and running jobs each by their own index",
+    "list_merged": "finished, waiting, queued and running jobs each by their own index",
     "listen": "SQLite checks PRAGMA data_version instead",
     "listen_output": "SQLite's event watcher checks PRAGMA data_version instead",
     "mark_listened": "SQLite's event watcher sees every commit",

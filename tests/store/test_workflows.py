@@ -406,3 +406,62 @@ def test_a_delayed_dependent_keeps_its_run_at(store: Store) -> None:
     assert state(store, ids["b"]) is State.QUEUED
     assert claim_all(store) == []  # due in an hour
     assert store.claim("w1", ["default"], 5, LEASE, now=later(3600) + timedelta(seconds=1))
+
+
+def fail_one(store: Store, kind: str = "bad") -> str:
+    job_id = store.enqueue(new(kind, max_attempts=1)).id
+    [c] = store.claim("w1", ["default"], 1, LEASE)
+    assert store.finish([Failed(c.id, c.lease_token, "boom")]) == [True]
+    return job_id
+
+
+def test_a_job_stored_cancelled_at_enqueue_is_in_its_workflow(store: Store) -> None:
+    # Redis stored it before it named it in the workflow's set: workflow()
+    # left it out, and found none when it was the call's only job.
+    bad = fail_one(store)
+    [late] = store.enqueue_many([new("late", ref="late", depends_on=(bad,))])
+    assert state(store, late.id) is State.CANCELLED
+    assert isinstance(store, Workflows)
+    assert late.workflow_id is not None
+    view = store.workflow(late.workflow_id)
+    assert view is not None and [j.id for j in view.jobs] == [late.id]
+
+
+def test_a_job_stored_cancelled_at_enqueue_neither_holds_nor_meets_a_unique_key(
+    store: Store,
+) -> None:
+    # As on SQL, whose unique index holds active jobs only: a job stored
+    # cancelled is stored though another holds its key, and holds it for no one.
+    bad = fail_one(store)
+    holder = store.enqueue(new("k", unique_key="u")).id
+    late = store.enqueue(new("late", depends_on=(bad,), unique_key="u"))
+    assert late.created and late.id != holder and state(store, late.id) is State.CANCELLED
+    first, second = store.enqueue_many(
+        [new("late", ref="late", depends_on=(bad,), unique_key="v"), new("plain", unique_key="v")]
+    )
+    assert first.created and state(store, first.id) is State.CANCELLED
+    assert second.created and second.id != first.id and state(store, second.id) is State.QUEUED
+
+
+def test_a_dependent_cancelled_by_two_failures_of_one_call_names_the_first_by_id(
+    store: Store,
+) -> None:
+    # Redis named the dependency it settled first, the call's order; a retry
+    # of the one by id then left the dependent cancelled.
+    a, b, c = (
+        r.id
+        for r in store.enqueue_many(
+            [
+                new("a", ref="a", max_attempts=1),
+                new("b", ref="b", max_attempts=1),
+                new("c", ref="c", depends_on=("a", "b")),
+            ]
+        )
+    )
+    claimed = {j.id: j for j in store.claim("w1", ["default"], 2, LEASE)}
+    assert sorted(claimed) == sorted([a, b])
+    outcomes = [Failed(x, claimed[x].lease_token, "boom") for x in (b, a)]  # the later id first
+    assert store.finish(outcomes) == [True, True]
+    job = store.get(c)
+    assert job is not None and job.state is State.CANCELLED
+    assert job.error == f"dependency {a} failed"

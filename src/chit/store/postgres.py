@@ -557,6 +557,7 @@ class PostgresStore(Listening, SQLStore):
         else:
             query = sql.SQL(Q["list_merged"]).format(
                 finished=listing(True, _FINISHED),
+                waiting=listing(False, sql.SQL("state = 'waiting'")),
                 queued=listing(False, sql.SQL("state = 'queued'")),
                 running=listing(False, sql.SQL("state = 'running'")),
             )

@@ -363,6 +363,9 @@ end
 local function settle(P, succeeded, finished, now)
   for _, id in ipairs(succeeded) do count_down(P, id, false, now) end
   while #finished > 0 do
+    -- By id: a dependent of several that ended in one round names the first
+    -- (SQL's min(id)), which a retry of that one then finds in its error.
+    table.sort(finished)
     local next_round = {}
     for _, x in ipairs(finished) do
       count_down(P, x, true, now)

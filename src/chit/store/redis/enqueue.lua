@@ -86,6 +86,7 @@ local function store_job(P, args, b, width, id, now, nows)
   moved(P, id, nil, state, kind, tenant)
   if uniq then redis.call('ZADD', P .. ':uk:' .. tenant .. '\0' .. uniq, 0, id) end
   if idem then redis.call('HSET', P .. ':idem', tenant .. '\0' .. idem, id) end
+  if width > 20 and args[b + J_WF] ~= '' then redis.call('ZADD', P .. ':wf:' .. args[b + J_WF], 0, id) end
   if state == 'cancelled' then
     redis.call('ZADD', P .. ':done', now, id)
     return
@@ -98,7 +99,6 @@ local function store_job(P, args, b, width, id, now, nows)
     placed(P, id, queue, priority, run_at, now, m, g)
   end
   redis.call('SADD', P .. ':queues', queue)
-  if width > 20 and args[b + J_WF] ~= '' then redis.call('ZADD', P .. ':wf:' .. args[b + J_WF], 0, id) end
 end
 
 local ACTIVE = {waiting = true, queued = true, running = true}
@@ -162,6 +162,9 @@ local function enqueue(keys, args)
         code, holder = 'd', found
       end
     end
+    -- A job stored cancelled (its dependency failed) neither meets nor holds
+    -- a unique key, as SQL's index of active jobs does not hold it.
+    if width > 20 and args[b + J_STATE] == 'cancelled' then uniq = nil end
     if code == 'c' and uniq then
       local k = tenant .. '\0' .. uniq
       local found = taken.uniq[k] or live(P, ':uniq', k, ACTIVE)

@@ -177,13 +177,15 @@ end
 -- The queued job of the tenant's (or anyone's) due longest, over every queue:
 -- in its ready set's index by due time (P:d), or still in the scheduled set
 -- (P:s) though due, as a delayed job or a retry is until a claim moves it.
+-- Of jobs due at one time, the first by id, as SQL's ORDER BY run_at, id
+-- (a set's members of one score come in that order).
 local function oldest_due(P, now, tenant)
   local best, best_at = nil, nil
   for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
     for _, index in ipairs({':d:', ':s:'}) do
-      local bound = best_at and '(' .. string.format('%d', best_at) or now
+      local bound = best_at and string.format('%d', best_at) or now
       local id, at = first_due(P, P .. index .. queue, bound, tenant)
-      if id then best, best_at = id, at end
+      if id and (not best or at < best_at or id < best) then best, best_at = id, at end
     end
   end
   return best

@@ -827,9 +827,9 @@ ORDER BY {key} DESC
 LIMIT %(limit)s
 
 -- name: list_merged
--- A filter on kind or queue: finished, queued and running jobs are each found
--- by an index of their own, then merged.
-({finished}) UNION ALL ({queued}) UNION ALL ({running})
+-- A filter on kind or queue: finished, waiting, queued and running jobs are
+-- each found by an index of their own, then merged.
+({finished}) UNION ALL ({waiting}) UNION ALL ({queued}) UNION ALL ({running})
 ORDER BY id DESC
 LIMIT %(limit)s
 
