@@ -562,3 +562,35 @@ def test_a_sign_in_takes_sessions_gone_by_their_expiry_out_of_their_keys_set(
         assert client.scard(f"{P}:ksess:k1") == 6
         store.create_session(NewSession("next", "k1", idle_seconds=60, max_seconds=3600))
         assert client.smembers(f"{P}:ksess:k1") == {"live", "next"}
+
+
+def test_lost_leases_and_expiries_are_swept_a_thousand_a_call(
+    redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One call for every lost lease of a fleet would hold the server for as
+    # long as it takes: each call takes up to 1,000, and the store calls again.
+    P = "{chit-sweep}"
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    with own_store(redis_url, client, P) as store:
+        store.enqueue_many([NewJob("k", {}, max_attempts=1 + i % 2) for i in range(2100)])
+        claimed = 0
+        while batch := store.claim("w", ["default"], 1000, 30, now=at):
+            claimed += len(batch)
+        assert claimed == 2100
+        store.enqueue_many(
+            [NewJob("x", {}, queue="other", expires_at=at + timedelta(seconds=1))] * 1500
+        )
+        calls: list[str] = []
+        fcall = store.redis.fcall
+
+        def counted(function: str, *args: object) -> object:
+            calls.append(function)
+            return fcall(function, *args)
+
+        monkeypatch.setattr(store.redis, "fcall", counted)
+        report = store.rescue_expired(now=at + timedelta(seconds=60))
+        assert (report.requeued, report.failed, report.cancelled) == (1050, 1050, 0)
+        assert calls.count("chit_rescue_expired") == 3
+        assert store.expire_jobs(now=at + timedelta(seconds=60)) == 1500
+        assert calls.count("chit_expire_jobs") == 2
+        assert redis_index_faults(client, P) == []

@@ -65,6 +65,9 @@
 local VERSION = 25
 local WAKE_TOKENS = 16
 local SCAN = 200  -- entries a read of a long index takes at most at a time
+-- Jobs one call of a sweep (due jobs made ready, leases rescued, expiries)
+-- moves at most: a backlog is taken over several calls, none of them long.
+local SWEEP = 1000
 
 local function clock(arg)
   if arg ~= nil and arg ~= '' then return tonumber(arg) end

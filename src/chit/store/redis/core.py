@@ -386,11 +386,21 @@ class RedisCore(Store, ClaimsOnWake):
         return bool(self.redis.fcall("chit_save_step", *args))
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
-        requeued, failed, cancelled = self.redis.fcall("chit_rescue_expired", clock(now))
-        return RescueReport(requeued, failed, cancelled)
+        # A call at a time takes a bounded number (SWEEP), so that a fleet's
+        # worth of lost leases never holds the server in one long call.
+        total = [0, 0, 0]
+        more = True
+        while more:
+            *counts, more = self.redis.fcall("chit_rescue_expired", clock(now))
+            total = [t + int(c) for t, c in zip(total, counts, strict=True)]
+        return RescueReport(*total)
 
     def expire_jobs(self, now: datetime | None = None) -> int:
-        return int(self.redis.fcall("chit_expire_jobs", clock(now)))
+        total, more = 0, True
+        while more:
+            n, more = self.redis.fcall("chit_expire_jobs", clock(now))
+            total += int(n)
+        return total
 
     # Reading
 

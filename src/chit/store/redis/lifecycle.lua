@@ -15,7 +15,7 @@ local STARTING = {'id', 'kind', 'queue', 'payload', 'attempts', 'max_attempts', 
 -- Move a queue's scheduled jobs that are due to its ready set.
 local function promote(P, queue, now)
   local s = P .. ':s:' .. queue
-  local due = redis.call('ZRANGEBYSCORE', s, '-inf', now, 'LIMIT', 0, 1000)
+  local due = redis.call('ZRANGEBYSCORE', s, '-inf', now, 'LIMIT', 0, SWEEP)
   for _, id in ipairs(due) do
     local f = redis.call('HMGET', jkey(P, id), 'priority', 'run_at', 'g')
     local m = member(tonumber(f[2]), id)
@@ -401,10 +401,12 @@ end
 
 -- Leases and expiry
 
+-- ARGV: now. Up to SWEEP expired leases taken back: {requeued, failed,
+-- cancelled, 1 when there may be more}.
 local function rescue_expired(keys, args)
   local P = keys[1]
   local now = clock(args[1])
-  local ids = redis.call('ZRANGEBYSCORE', P .. ':leases', '-inf', '(' .. now)
+  local ids = redis.call('ZRANGEBYSCORE', P .. ':leases', '-inf', '(' .. now, 'LIMIT', 0, SWEEP)
   local counts = {queued = 0, failed = 0, cancelled = 0}
   local finished = {}
   for _, id in ipairs(ids) do
@@ -434,7 +436,7 @@ local function rescue_expired(keys, args)
     end
   end
   settle(P, {}, finished, now)
-  return {counts.queued, counts.failed, counts.cancelled}
+  return {counts.queued, counts.failed, counts.cancelled, #ids == SWEEP and 1 or 0}
 end
 
 local function cancel_now(P, id, k, f, now, err)
@@ -446,10 +448,12 @@ local function cancel_now(P, id, k, f, now, err)
   ended(P, id, 'cancelled', now)
 end
 
+-- ARGV: now. Up to SWEEP jobs past their expiry cancelled: {how many, 1 when
+-- there may be more}.
 local function expire_jobs(keys, args)
   local P = keys[1]
   local now = clock(args[1])
-  local ids = redis.call('ZRANGEBYSCORE', P .. ':exp', '-inf', now)
+  local ids = redis.call('ZRANGEBYSCORE', P .. ':exp', '-inf', now, 'LIMIT', 0, SWEEP)
   local n, finished = 0, {}
   for _, id in ipairs(ids) do
     local k = jkey(P, id)
@@ -462,7 +466,7 @@ local function expire_jobs(keys, args)
     end
   end
   settle(P, {}, finished, now)
-  return n
+  return {n, #ids == SWEEP and 1 or 0}
 end
 
 redis.register_function('chit_claim', claim)
