@@ -1417,6 +1417,29 @@ def test_attempt_stats_count_outcomes_and_bucket_durations(store: Store) -> None
     assert a3
 
 
+def test_attempt_stats_count_every_hand_back_and_forget_a_pruned_jobs(store: Store) -> None:
+    # Redis kept one duration an attempt number: a job's hand-backs (which
+    # keep the number) counted once, and its prune left the others' seconds.
+    t = later(1).replace(microsecond=0)
+    a = store.enqueue(new("k")).id
+    for start, end in ((0, 10), (10, 30)):
+        [c] = store.claim("w1", ["default"], 1, LEASE, now=t + timedelta(seconds=start))
+        store.finish([Released(a, c.lease_token)], now=t + timedelta(seconds=end))
+    [c] = store.claim("w1", ["default"], 1, LEASE, now=t + timedelta(seconds=30))
+    store.finish([Succeeded(a, c.lease_token)], now=t + timedelta(seconds=31))
+    released = {(s.kind, s.outcome): s for s in store.attempt_stats([5.0])}[("k", "released")]
+    assert (released.count, released.buckets) == (2, (0, 2))
+    assert abs(released.duration_sum - 30.0) < 0.01
+    b = store.enqueue(new("k")).id  # kept, one hand-back of 1 s
+    [c] = store.claim("w1", ["default"], 1, LEASE, now=t + timedelta(seconds=31))
+    assert c.id == b
+    store.finish([Released(b, c.lease_token)], now=t + timedelta(seconds=32))
+    assert store.prune(60, now=t + timedelta(hours=1)) == 1
+    released = {(s.kind, s.outcome): s for s in store.attempt_stats([5.0])}[("k", "released")]
+    assert released.count == 1
+    assert abs(released.duration_sum - 1.0) < 0.01, released.duration_sum
+
+
 def test_api_keys_are_stored_found_by_hash_listed_and_revoked(store: Store) -> None:
     first = store.create_api_key(
         NewApiKey(id="key1", key_hash="h1", tenant="*", scopes=("read", "admin"), name="ops")

@@ -321,7 +321,7 @@ def test_an_error_reply_among_commands_sent_together_leaves_the_connection_in_st
     redis_url: str, client: redis.Redis
 ) -> None:
     # Every reply is read before the error is raised: the next call on the
-    # pooled connection reads its own reply, not one left over.
+    # connection reads its own reply, not one left over.
     P = "{chit-send}"
     with own_store(redis_url, client, P) as store:
         sent = store.redis.send
@@ -334,7 +334,7 @@ def test_an_error_reply_among_commands_sent_together_leaves_the_connection_in_st
 def test_a_call_interrupted_before_its_reply_leaves_no_reply_for_the_next_call(
     redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # `send` gives its connection back to the pool for the next call: one whose
+    # `send` keeps its connection for the next call: one whose
     # reply was never read (an interrupt, a timeout) must not be handed out as it is.
     P = "{chit-interrupted}"
     with own_store(redis_url, client, P) as store:
@@ -356,12 +356,37 @@ def test_a_call_interrupted_before_its_reply_leaves_no_reply_for_the_next_call(
 def test_a_call_after_the_server_closed_its_connection_is_sent_on_a_new_one(
     redis_url: str, client: redis.Redis
 ) -> None:
-    # A restart, or the server's idle timeout, closes the pool's connections:
+    # A restart, or the server's idle timeout, closes the connections `send` keeps:
     # nothing was sent on them, so the next call opens another.
     with own_store(redis_url, client, "{chit-closed}") as store:
         before = connection_id(store)
         client.client_kill_filter(_id=before)
         assert connection_id(store) != before
+
+
+def test_a_call_to_a_server_gone_away_tries_to_connect_once(
+    redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A connection a failed call closed was opened by the check for unread
+    # data, then again by the send: each call waited out two connect timeouts.
+    with own_store(redis_url, client, "{chit-gone}") as store:
+        connection_id(store)  # one connection kept, idle
+        conn_class = store.redis.node().connection_pool.connection_class
+        tries: list[int] = []
+
+        def refused(self: object) -> None:
+            tries.append(1)
+            raise OSError("refused")
+
+        with monkeypatch.context() as m:
+            m.setattr(conn_class, "_connect", refused)
+            for conn in store.redis._idle:
+                conn.disconnect()  # as a failed call leaves it
+            for _ in range(2):
+                with pytest.raises(StoreError):
+                    store.redis.run(lambda: store.redis.send(("PING",)))
+        assert len(tries) == 2
+        assert connection_id(store)  # the server is there again: a call goes through
 
 
 def test_more_than_a_hundred_calls_at_once_each_get_a_connection(
@@ -395,7 +420,7 @@ def test_more_than_a_hundred_calls_at_once_each_get_a_connection(
 
 
 def test_a_forked_child_calls_on_its_own_connection(redis_url: str, client: redis.Redis) -> None:
-    # A child inherits its parent's pooled connections; reading replies on
+    # A child inherits its parent's connections; reading replies on
     # the parent's socket would take the parent's replies.
     P = "{chit-fork}"
     with own_store(redis_url, client, P) as store:

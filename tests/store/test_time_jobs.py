@@ -388,3 +388,12 @@ def test_a_claim_takes_the_earliest_due_job_before_1970_too(store: Store) -> Non
     early = store.enqueue(NewJob("k", {}, run_at=before_1970)).id
     [job] = store.claim("w1", ["default"], 1, LEASE, now=before_1970 + timedelta(seconds=10))
     assert job.id == early
+
+
+def test_a_job_due_long_before_1970_or_far_ahead_is_still_claimed(store: Store) -> None:
+    # Redis's ready entries hold a due time in 13 characters: one before 1938
+    # took 15, and its claim read a wrong id and dropped it, for ever queued.
+    long_ago = store.enqueue(NewJob("k", {}, run_at=datetime(1900, 1, 1, tzinfo=UTC))).id
+    ahead = store.enqueue(NewJob("k", {}, run_at=datetime(2300, 1, 1, tzinfo=UTC))).id
+    claimed = store.claim("w1", ["default"], 5, LEASE, now=datetime(2301, 1, 1, tzinfo=UTC))
+    assert [c.id for c in claimed] == [long_ago, ahead]

@@ -79,8 +79,12 @@ local function jkey(P, id) return P .. ':j:' .. id end
 
 -- A ready entry: the due time in 13 characters that sort as the times do,
 -- then the id. Before 1970 (a test's clock) '-' and 10^12 plus the time:
--- '%013d' would put -5 before -10.
+-- '%013d' would put -5 before -10. Times outside what 13 characters hold
+-- (before April 1938, from November 2286: neither is a run_at chit accepts)
+-- are taken as the nearest that fits; the job's hash keeps its own.
+local EARLIEST, LATEST = -999999999999, 9999999999999
 local function member(run_at, id)
+  run_at = math.min(math.max(run_at, EARLIEST), LATEST)
   if run_at < 0 then return string.format('-%012d', 1000000000000 + run_at) .. id end
   return string.format('%013d', run_at) .. id
 end
@@ -292,11 +296,18 @@ end
 
 -- Attempt records
 
+-- A record's entry in its P:dur set: its start too, as hand-backs, snoozes
+-- and replays repeat an attempt's number (library 24 and before left it
+-- out, and one record of a number took the place of another).
+local function dur_member(id, rec)
+  return id .. ':' .. rec.attempt .. ':' .. string.format('%d', rec.started_at)
+end
+
 -- Durations by kind, outcome and tenant, for attempt_stats' histograms.
 local function timed(P, id, rec, tenant, B)
   local g = rec.kind .. '\0' .. rec.outcome .. '\0' .. (tenant or redis.call('HGET', jkey(P, id), 'tenant') or '')
   local seconds = (rec.finished_at - rec.started_at) / 1000
-  write(B, 'ZADD', P .. ':dur:' .. g, seconds, id .. ':' .. rec.attempt)
+  write(B, 'ZADD', P .. ':dur:' .. g, seconds, dur_member(id, rec))
   write(B, 'HINCRBYFLOAT', P .. ':dursum', g, seconds)
 end
 

@@ -79,7 +79,9 @@ def _take_prefix(url: str) -> tuple[str, str | None]:
 
 
 class Connection:
-    """A thread-safe client (redis-py's pool) and the calls the store makes on it."""
+    """A thread-safe client and the calls the store makes on it: `send` on
+    connections of its own, the rest (blocking waits, pub/sub, a cluster's
+    calls) through redis-py's pool."""
 
     def __init__(self, url: str, prefix: str | None = None) -> None:
         self.name = server_name(url)
@@ -97,8 +99,8 @@ class Connection:
         # redis-py 8 bounds a pool at 100 connections, where 7 did not: a worker
         # of more threads, or an API under load, would fail its 101st call at
         # once. Connections are opened only as calls need them; a URL's own
-        # max_connections still bounds the pool (blocking waits, pub/sub, the
-        # cluster's calls). `send` keeps its own: one per call under way at once.
+        # max_connections bounds the pool (blocking waits, pub/sub, a cluster's
+        # calls), not `send`'s, of which there are as many as calls at once.
         options: dict[str, Any] = {
             "decode_responses": True,
             "socket_connect_timeout": 5,
@@ -191,18 +193,31 @@ class Connection:
         except IndexError:
             pool = self.node().connection_pool  # not a cluster's: its calls take another way
             return pool.connection_class(**pool.connection_kwargs)
-        try:
-            if conn.can_read():
-                conn.disconnect()  # the send connects again
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
-            conn.disconnect()
+        # One closed by a failed call stays closed: `send` connects it, once
+        # (can_read would connect it first, a second wait on a dead server).
+        if conn.is_connected:
+            try:
+                if conn.can_read():
+                    conn.disconnect()  # the send connects again
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                conn.disconnect()
         return conn
 
     def _give_back(self, conn: Any) -> None:
         if self._closed or self._pid != os.getpid():
             conn.disconnect()
-        else:
-            self._idle.append(conn)
+            return
+        self._idle.append(conn)
+        if self._closed:  # `close` ran between the check and the append
+            self._close_idle()
+
+    def _close_idle(self) -> None:
+        while True:
+            try:
+                conn = self._idle.pop()
+            except IndexError:
+                return
+            conn.disconnect()
 
     def fcall(self, function: str, *args: Any) -> Any:
         """Call a library function, loading the library first if the server
@@ -336,8 +351,7 @@ class Connection:
 
     def close(self) -> None:
         self._closed = True  # a call still under way closes its connection after
-        while self._idle:
-            self._idle.pop().disconnect()
+        self._close_idle()
         self.client.close()
         if isinstance(self.client, redis.Redis):
             self.client.connection_pool.disconnect()

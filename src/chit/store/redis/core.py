@@ -386,21 +386,21 @@ class RedisCore(Store, ClaimsOnWake):
         return bool(self.redis.fcall("chit_save_step", *args))
 
     def rescue_expired(self, now: datetime | None = None) -> RescueReport:
-        # A call at a time takes a bounded number (SWEEP), so that a fleet's
-        # worth of lost leases never holds the server in one long call.
-        total = [0, 0, 0]
-        more = True
-        while more:
-            *counts, more = self.redis.fcall("chit_rescue_expired", clock(now))
-            total = [t + int(c) for t, c in zip(total, counts, strict=True)]
-        return RescueReport(*total)
+        return RescueReport(*self._sweep("chit_rescue_expired", now))
 
     def expire_jobs(self, now: datetime | None = None) -> int:
-        total, more = 0, True
-        while more:
-            n, more = self.redis.fcall("chit_expire_jobs", clock(now))
-            total += int(n)
-        return total
+        return self._sweep("chit_expire_jobs", now)[0]
+
+    def _sweep(self, function: str, now: datetime | None) -> list[int]:
+        """A sweep's counts, summed over calls: each takes a bounded number
+        (lifecycle.lua's SWEEP) and says whether more may be left, so that a
+        fleet's worth of lost leases never holds the server in one long call."""
+        total: list[int] = []
+        while True:
+            *counts, more = self.redis.fcall(function, clock(now))
+            total = [t + int(c) for t, c in zip(total or [0] * len(counts), counts, strict=True)]
+            if not more:
+                return total
 
     # Reading
 

@@ -193,8 +193,10 @@ local function prune(keys, args)
         local a = cjson.decode(rec)
         if a.outcome then
           local g = a.kind .. '\0' .. a.outcome .. '\0' .. f[1]
-          if redis.call('ZREM', P .. ':dur:' .. g, id .. ':' .. a.attempt) == 1 then
-            if redis.call('EXISTS', P .. ':dur:' .. g) == 0 then
+          local dur = P .. ':dur:' .. g
+          -- This library's entry, else one library 24 and before wrote.
+          if redis.call('ZREM', dur, dur_member(id, a)) == 1 or redis.call('ZREM', dur, id .. ':' .. a.attempt) == 1 then
+            if redis.call('EXISTS', dur) == 0 then
               redis.call('HDEL', P .. ':dursum', g)
             else
               redis.call('HINCRBYFLOAT', P .. ':dursum', g, -(a.finished_at - a.started_at) / 1000)

@@ -185,7 +185,7 @@ local function oldest_due(P, now, tenant)
     for _, index in ipairs({':d:', ':s:'}) do
       local bound = best_at and string.format('%d', best_at) or now
       local id, at = first_due(P, P .. index .. queue, bound, tenant)
-      if id and (not best or at < best_at or id < best) then best, best_at = id, at end
+      if id and (not best or at < best_at or (at == best_at and id < best)) then best, best_at = id, at end
     end
   end
   return best

@@ -100,13 +100,15 @@ local function due_schedules(keys, args)
   local first, due, seen = nil, {}, {}
   for i = 3, #args do
     local key = P .. ':sdue:' .. args[i]
-    local head = seen[key] and {} or redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if #head > 0 and (not first or tonumber(head[2]) < first) then first = tonumber(head[2]) end
-    if limit > 0 and not seen[key] then
-      local names = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
-      for j = 1, #names, 2 do due[#due + 1] = {tonumber(names[j + 1]), names[j]} end
+    if not seen[key] then
+      seen[key] = true
+      local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+      if #head > 0 and (not first or tonumber(head[2]) < first) then first = tonumber(head[2]) end
+      if limit > 0 then
+        local names = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+        for j = 1, #names, 2 do due[#due + 1] = {tonumber(names[j + 1]), names[j]} end
+      end
     end
-    seen[key] = true
   end
   table.sort(due, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
   local out = {now, first or ''}
