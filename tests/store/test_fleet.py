@@ -89,3 +89,30 @@ def test_loads_name_every_queue_watched_at_zero() -> None:
         ("mail", 0, 0, False),
         ("reports", 0, 0, True),
     ]
+
+
+def test_a_tenants_queue_counts_and_oldest_ready_among_others_jobs(store: FullStore) -> None:
+    # Redis reads a tenant's counts from its groups (kind, key) and their ready
+    # sets, not every job of the queue: every kind of job is here, of two tenants.
+    now = datetime.now(UTC)
+    for _ in range(5):  # another tenant's, due longer ago than any of t's
+        store.enqueue(NewJob("a", {}, queue="q", tenant="u", run_at=now - timedelta(seconds=100)))
+    ago = (("a", 0, "", 30), ("a", 5, "", 60), ("b", -1, "x", 20))
+    for kind, priority, key, seconds in ago:
+        at = now - timedelta(seconds=seconds)
+        store.enqueue(
+            NewJob(kind, {}, queue="q", tenant="t", priority=priority, concurrency_key=key, run_at=at)
+        )
+    store.enqueue(NewJob("a", {}, queue="q", tenant="t", run_at=now + timedelta(seconds=2)))
+    store.enqueue(NewJob("a", {}, queue="q", tenant="t", run_at=now + timedelta(hours=1)))
+    store.enqueue(NewJob("c", {}, queue="q", tenant="t", run_at=now - timedelta(seconds=5)))
+    [running] = store.claim("w", ["q"], 1, 30, now=now, kinds=["c"])
+    assert running.kind == "c"
+    later = now + timedelta(seconds=10)  # the job due in 2 s is due, and no claim moved it
+    [theirs] = queue_loads(store.queue_counts(tenant="t", now=later), [], [])
+    assert (theirs.ready, theirs.scheduled, theirs.running) == (4, 1, 1)
+    assert 69.9 < theirs.oldest_ready_seconds < 70.1
+    [everyone] = queue_loads(store.queue_counts(now=later), [], [])
+    assert (everyone.ready, everyone.scheduled, everyone.running) == (9, 1, 1)
+    oldest = store.oldest_queued(tenant="t", now=later)
+    assert oldest is not None and oldest.kind == "a" and oldest.priority == 5

@@ -619,3 +619,28 @@ def test_lost_leases_and_expiries_are_swept_a_thousand_a_call(
         assert store.expire_jobs(now=at + timedelta(seconds=60)) == 1500
         assert calls.count("chit_expire_jobs") == 2
         assert redis_index_faults(client, P) == []
+
+
+def test_a_tenants_queue_counts_and_oldest_read_none_of_other_tenants_jobs(
+    redis_url: str, client: redis.Redis
+) -> None:
+    # Each was one call reading every job of the queue, one HGET a job: with
+    # 100,000 of another tenant's jobs, two seconds with the server held.
+    P = "{chit-tenants}"
+    with own_store(redis_url, client, P) as store:
+        store.enqueue_many([NewJob("k", {}, tenant="big") for _ in range(3000)])
+        store.enqueue_many(
+            [NewJob("k", {}, tenant="big", run_at=datetime(2100, 1, 1, tzinfo=UTC))] * 2000
+        )
+        store.enqueue(NewJob("k", {}, tenant="small"))
+
+        def hgets() -> int:
+            return int(client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0))
+
+        before = hgets()
+        [counts] = store.queue_counts(tenant="small")
+        assert (counts.ready, counts.scheduled) == (1, 0)
+        oldest = store.oldest_queued(tenant="small")
+        assert oldest is not None and oldest.tenant == "small"
+        assert store.stats(tenant="nobody").oldest_queued_age is None
+        assert hgets() - before < 50

@@ -53,24 +53,32 @@ local function queue_counts(keys, args)
       scheduled = redis.call('ZCOUNT', s, '(' .. now, '+inf')
       running = redis.call('SCARD', P .. ':run:' .. queue)
     else
-      for _, m in ipairs(redis.call('ZRANGE', P .. ':r:' .. queue, 0, -1)) do
-        if mine(string.sub(m, 14)) then ready = ready + 1 end
+      -- By the tenant's groups' counts and ready sets, not by reading every
+      -- job of the queue: its queued jobs less those ready are scheduled.
+      local queued = 0
+      for _, g in ipairs(tenant_groups(P, queue, tenant)) do
+        queued = queued + tonumber(redis.call('HGET', P .. ':qg:' .. queue, g) or 0)
+        ready = ready + redis.call('ZCARD', gkey(P, queue, g))
       end
+      -- Due jobs a claim has not yet moved to the ready sets.
       for _, id in ipairs(redis.call('ZRANGEBYSCORE', s, '-inf', now)) do
         if mine(id) then ready = ready + 1 end
       end
-      for _, id in ipairs(redis.call('ZRANGEBYSCORE', s, '(' .. now, '+inf')) do
-        if mine(id) then scheduled = scheduled + 1 end
-      end
+      scheduled = math.max(queued - ready, 0)
       for _, id in ipairs(redis.call('SMEMBERS', P .. ':run:' .. queue)) do
         if mine(id) then running = running + 1 end
       end
     end
     -- The oldest ready: the first due of the ready set or of the scheduled
     -- one (a page at a time, not every due job of a backlog each poll).
-    for _, key in ipairs({P .. ':d:' .. queue, s}) do
-      local _, at = first_due(P, key, now, tenant)
-      if at and (oldest < 0 or at < oldest) then oldest = at end
+    if tenant ~= '' then
+      local _, at = tenant_oldest(P, queue, tenant, now)
+      oldest = at or -1
+    else
+      for _, key in ipairs({P .. ':d:' .. queue, s}) do
+        local _, at = first_due(P, key, now, tenant)
+        if at and (oldest < 0 or at < oldest) then oldest = at end
+      end
     end
     if ready + scheduled + running > 0 then
       out[#out + 1] = {queue, ready, scheduled, running, oldest}

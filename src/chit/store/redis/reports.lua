@@ -174,18 +174,57 @@ local function first_due(P, key, bound, tenant)
   end
 end
 
+-- Whether (id, at) comes before (best, best_at): due earlier, or at the same
+-- time with a smaller id, as SQL's ORDER BY run_at, id.
+local function before(id, at, best, best_at)
+  return not best or at < best_at or (at == best_at and id < best)
+end
+
+-- The tenant's (arg: NUL and its name) groups of a queue with queued jobs.
+local function tenant_groups(P, queue, tenant)
+  local want, out = string.sub(tenant, 2), {}
+  for _, g in ipairs(redis.call('HKEYS', P .. ':qg:' .. queue)) do
+    local a = string.find(g, '\0', 1, true)
+    local b = a and string.find(g, '\0', a + 1, true)
+    if b and string.sub(g, a + 1, b - 1) == want then out[#out + 1] = g end
+  end
+  return out
+end
+
+-- A tenant's queued job of one queue due longest (id, run_at), or nil,
+-- without reading other tenants' jobs: the first entry of each priority of
+-- each of its groups' ready sets (ordered by priority, then due time and id),
+-- and its due jobs a claim has not yet moved out of the scheduled set.
+local function tenant_oldest(P, queue, tenant, now)
+  local best, best_at = first_due(P, P .. ':s:' .. queue, now, tenant)
+  for _, g in ipairs(tenant_groups(P, queue, tenant)) do
+    local key = gkey(P, queue, g)
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    while #first > 0 do
+      local id, at = string.sub(first[1], 14), member_time(first[1])
+      if before(id, at, best, best_at) then best, best_at = id, at end
+      first = redis.call('ZRANGE', key, '(' .. first[2], '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+    end
+  end
+  return best, best_at
+end
+
 -- The queued job of the tenant's (or anyone's) due longest, over every queue:
 -- in its ready set's index by due time (P:d), or still in the scheduled set
--- (P:s) though due, as a delayed job or a retry is until a claim moves it.
--- Of jobs due at one time, the first by id, as SQL's ORDER BY run_at, id
--- (a set's members of one score come in that order).
+-- (P:s) though due, as a delayed job or a retry is until a claim moves it. A
+-- tenant's by its own groups (`tenant_oldest`).
 local function oldest_due(P, now, tenant)
   local best, best_at = nil, nil
   for _, queue in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
-    for _, index in ipairs({':d:', ':s:'}) do
-      local bound = best_at and string.format('%d', best_at) or now
-      local id, at = first_due(P, P .. index .. queue, bound, tenant)
-      if id and (not best or at < best_at or (at == best_at and id < best)) then best, best_at = id, at end
+    if tenant ~= '' then
+      local id, at = tenant_oldest(P, queue, tenant, now)
+      if id and before(id, at, best, best_at) then best, best_at = id, at end
+    else
+      for _, index in ipairs({':d:', ':s:'}) do
+        local bound = best_at and string.format('%d', best_at) or now
+        local id, at = first_due(P, P .. index .. queue, bound, tenant)
+        if id and before(id, at, best, best_at) then best, best_at = id, at end
+      end
     end
   end
   return best
