@@ -100,9 +100,8 @@ def test_a_tenants_queue_counts_and_oldest_ready_among_others_jobs(store: FullSt
     ago = (("a", 0, "", 30), ("a", 5, "", 60), ("b", -1, "x", 20))
     for kind, priority, key, seconds in ago:
         at = now - timedelta(seconds=seconds)
-        store.enqueue(
-            NewJob(kind, {}, queue="q", tenant="t", priority=priority, concurrency_key=key, run_at=at)
-        )
+        fields = {"priority": priority, "concurrency_key": key, "run_at": at}
+        store.enqueue(NewJob(kind, {}, queue="q", tenant="t", **fields))  # type: ignore[arg-type]
     store.enqueue(NewJob("a", {}, queue="q", tenant="t", run_at=now + timedelta(seconds=2)))
     store.enqueue(NewJob("a", {}, queue="q", tenant="t", run_at=now + timedelta(hours=1)))
     store.enqueue(NewJob("c", {}, queue="q", tenant="t", run_at=now - timedelta(seconds=5)))
