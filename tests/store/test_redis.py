@@ -644,3 +644,28 @@ def test_a_tenants_queue_counts_and_oldest_read_none_of_other_tenants_jobs(
         assert oldest is not None and oldest.tenant == "small"
         assert store.stats(tenant="nobody").oldest_queued_age is None
         assert hgets() - before < 50
+
+
+def test_a_list_few_jobs_match_reads_its_ids_over_several_calls(
+    redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One call read ids until it had found the page: a rare kind among
+    # millions of jobs held the server for the whole walk.
+    P = "{chit-rare}"
+    with own_store(redis_url, client, P) as store:
+        rare = [store.enqueue(NewJob("rare", {"n": n})).id for n in range(3)]
+        store.enqueue_many([NewJob("common", {})] * 11_000)
+        calls: list[str] = []
+        fcall_ro = store.redis.fcall_ro
+
+        def counted(function: str, *args: object) -> object:
+            calls.append(function)
+            return fcall_ro(function, *args)
+
+        monkeypatch.setattr(store.redis, "fcall_ro", counted)
+        first = store.list(JobFilter(kind="rare"), limit=2)
+        assert [j.id for j in first.jobs] == rare[:0:-1] and first.next_cursor == rare[1]
+        assert calls.count("chit_list") == 3  # 11,000 common ids first, 5,000 a call
+        rest = store.list(JobFilter(kind="rare"), limit=2, cursor=first.next_cursor)
+        assert [j.id for j in rest.jobs] == rare[:1] and rest.next_cursor is None
+        assert store.list(JobFilter(kind="none"), limit=5).jobs == []

@@ -54,21 +54,32 @@ local function newest_first(P, states, high, low)
   end
 end
 
+-- Ids a list call reads at most: a filter few jobs match (a rare kind among
+-- millions) is read over several calls, none holding the server for long.
+local LIST_READS = 5000
+
 -- ARGV: now, state, kind, queue, tenant, since (ms), cursor, limit ("" for
--- none). The time, then up to `limit` jobs (flat hashes) newest first.
+-- none). The time, the id to go on after ("" when every id was read or
+-- `limit` jobs found), then up to `limit` jobs (flat hashes) newest first.
 local function list(keys, args)
   local P = keys[1]
   local state, kind, queue, tenant = args[2], args[3], args[4], args[5]
   local since, cursor, limit = tonumber(args[6]), args[7], tonumber(args[8])
-  local out = {clock(args[1])}
+  local out = {clock(args[1]), ''}
   if limit < 1 then return out end
   local high = cursor ~= '' and ('(' .. cursor) or '+'
+  local read = 0
   for id in newest_first(P, state ~= '' and {state} or STATES, high, '-') do
     local f = redis.call('HMGET', jkey(P, id), 'kind', 'queue', 'tenant', 'created_at')
     if f[1] and (kind == '' or f[1] == kind) and (queue == '' or f[2] == queue)
         and tenant_ok(f[3], tenant) and (not since or tonumber(f[4]) >= since) then
       out[#out + 1] = job_flat(P, id)
-      if #out - 1 >= limit then break end
+      if #out - 2 >= limit then break end
+    end
+    read = read + 1
+    if read >= LIST_READS then
+      out[2] = id
+      break
     end
   end
   return out

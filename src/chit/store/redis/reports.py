@@ -81,11 +81,15 @@ class ReportsRedis(RedisCore, Reports):
             where.queue or "",
             tenant_arg(where.tenant),
             "" if where.since is None else ms(where.since),
-            cursor or "",
-            limit + 1,
         ]
-        now, *flats = self.redis.fcall_ro("chit_list", *args)
-        jobs = _jobs(flats, int(now))
+        jobs: builtins.list[Job] = []
+        after = cursor or ""
+        while True:  # a call reads a bounded number of ids (reports.lua's LIST_READS)
+            wanted = limit + 1 - len(jobs)
+            now, after, *flats = self.redis.fcall_ro("chit_list", *args, after, wanted)
+            jobs += _jobs(flats, int(now))
+            if not after or len(jobs) > limit:
+                break
         if len(jobs) > limit:
             return Page(jobs[:limit], jobs[limit - 1].id)
         return Page(jobs, None)
