@@ -669,3 +669,27 @@ def test_a_list_few_jobs_match_reads_its_ids_over_several_calls(
         rest = store.list(JobFilter(kind="rare"), limit=2, cursor=first.next_cursor)
         assert [j.id for j in rest.jobs] == rare[:1] and rest.next_cursor is None
         assert store.list(JobFilter(kind="none"), limit=5).jobs == []
+
+
+def test_a_tenants_failures_and_replays_read_only_its_own_failed_jobs(
+    redis_url: str, client: redis.Redis
+) -> None:
+    P = "{chit-failed}"
+    with own_store(redis_url, client, P) as store:
+        store.enqueue_many([NewJob("k", {}, tenant="big", max_attempts=1)] * 2000)
+        while batch := store.claim("w", ["default"], 1000, 30):
+            assert store.finish([Failed(j.id, j.lease_token, "Boom") for j in batch]) == [
+                True
+            ] * len(batch)
+        store.enqueue(NewJob("k", {}, tenant="small", max_attempts=1))
+        [mine] = store.claim("w", ["default"], 1, 30)
+        store.finish([Failed(mine.id, mine.lease_token, "Boom")])
+
+        def hmgets() -> int:
+            return int(client.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0))
+
+        before = hmgets()
+        [group] = store.failures(tenant="small")
+        assert group.count == 1
+        assert store.replay_failure_group("k", "Boom", tenant="small") == 1
+        assert hmgets() - before < 50

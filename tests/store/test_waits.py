@@ -254,21 +254,21 @@ def test_a_waited_job_that_had_ended_and_is_retried_queues_its_waiter_when_it_en
     # one retried after that ended again naming no one, and it waited for ever.
     failed = store.enqueue(NewJob("child", {}, max_attempts=1)).id
     store.finish([Failed(failed, claim(store).lease_token, "Boom: no")])
-    open_one = store.enqueue(NewJob("child", {})).id
+    open_one = store.enqueue(NewJob("child", {}, queue="o")).id  # claimed by its own queue
     parent_id = store.enqueue(NewJob("parent", {}, queue="p")).id
     assert run(store, claim(store, "p"), lambda ctx: ctx.wait_for_jobs([failed, open_one])) is (
         Suspend
     )
     assert store.retry(failed)
-    store.finish([Succeeded(open_one, claim(store).lease_token, 1)])  # the retried one is open
+    assert store.finish([Succeeded(open_one, claim(store, "o").lease_token, 1)]) == [True]
 
     def state(job_id: str) -> State:
         job = store.get(job_id)
         assert job is not None
         return job.state
 
-    assert state(parent_id) is State.WAITING
-    store.finish([Succeeded(failed, claim(store).lease_token, 2)])
+    assert state(parent_id) is State.WAITING  # the retried one is open
+    assert store.finish([Succeeded(failed, claim(store).lease_token, 2)]) == [True]
     assert state(parent_id) is State.QUEUED
 
 

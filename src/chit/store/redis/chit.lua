@@ -410,6 +410,13 @@ local function tenant_ok(f_tenant, tenant)
   return tenant == '' or f_tenant == string.sub(tenant, 2)
 end
 
+-- The failed jobs by finish (P:fin:failed), or a tenant's own (its argument:
+-- NUL and its name), so that its reads never walk everyone's.
+local function failed_set(P, tenant)
+  if tenant == '' then return P .. ':fin:failed' end
+  return P .. ':fin:failed\0' .. string.sub(tenant, 2)
+end
+
 
 local RO = {'no-writes'}
 

@@ -137,7 +137,7 @@ local function replay(keys, args)
   else
     -- newest first: of several holding one unique key, the newest comes back
     local low = since == '' and '-inf' or since
-    ids = redis.call('ZREVRANGEBYSCORE', P .. ':fin:failed', '+inf', low)
+    ids = redis.call('ZREVRANGEBYSCORE', failed_set(P, tenant), '+inf', low)
   end
   local n, with_dependents = 0, {}
   for _, id in ipairs(ids) do

@@ -148,7 +148,7 @@ end
 local function failures(keys, args)
   local P = keys[1]
   local groups, order = {}, {}
-  for _, id in ipairs(redis.call('ZRANGE', P .. ':fin:failed', 0, -1)) do
+  for _, id in ipairs(redis.call('ZRANGE', failed_set(P, args[1]), 0, -1)) do
     local f = redis.call('HMGET', jkey(P, id), 'kind', 'error', 'finished_at', 'tenant', 'state')
     if f[5] == 'failed' and tenant_ok(f[4], args[1]) then
       local line = first_line(f[2] or '')
@@ -339,7 +339,7 @@ local function replay_failure_group(keys, args)
   local P = keys[1]
   local now = clock(args[1])
   local n, with_dependents = 0, {}
-  for _, id in ipairs(redis.call('ZREVRANGE', P .. ':fin:failed', 0, -1)) do
+  for _, id in ipairs(redis.call('ZREVRANGE', failed_set(P, args[2]), 0, -1)) do
     local k = jkey(P, id)
     local f = read(k)
     if f.state == 'failed' and f.kind == args[3] and tenant_ok(f.tenant, args[2])
