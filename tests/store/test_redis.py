@@ -317,6 +317,27 @@ def connection_id(store: RedisStore) -> int:
     return int(client_id)
 
 
+def recorded_calls(
+    monkeypatch: pytest.MonkeyPatch, store: RedisStore, method: str
+) -> list[tuple[object, ...]]:
+    """Each call the store makes through `method` (fcall, fcall_ro,
+    fcall_synced) from now on: the function's name and its arguments."""
+    calls: list[tuple[object, ...]] = []
+    call = getattr(store.redis, method)
+
+    def recording(function: str, *args: object) -> object:
+        calls.append((function, *args))
+        return call(function, *args)
+
+    monkeypatch.setattr(store.redis, method, recording)
+    return calls
+
+
+def command_calls(client: redis.Redis, command: str) -> int:
+    """How many times the server has run `command` (lower case), by INFO commandstats."""
+    return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
 def test_an_error_reply_among_commands_sent_together_leaves_the_connection_in_step(
     redis_url: str, client: redis.Redis
 ) -> None:
@@ -476,19 +497,12 @@ def test_a_batch_goes_in_the_short_form_only_when_no_job_has_the_later_fields(
     # Plain jobs are sent with their first 8 fields alone; one job with any
     # later field (a concurrency key here) sends the whole batch in full.
     with own_store(redis_url, client, "{chit-short}") as store:
-        widths: list[object] = []
-        fcall = store.redis.fcall_synced
-
-        def spy(function: str, *args: object) -> object:
-            widths.append(args[1])
-            return fcall(function, *args)
-
-        monkeypatch.setattr(store.redis, "fcall_synced", spy)
+        calls = recorded_calls(monkeypatch, store, "fcall_synced")
         plain = store.enqueue_many([NewJob("k", {"n": 1}), NewJob("k", {"n": 2})])
         mixed = store.enqueue_many(
             [NewJob("k", {"n": 3}), NewJob("k", {"n": 4}, concurrency_key="c", timeout=0.5)]
         )
-        assert widths == [8, 20]
+        assert [call[2] for call in calls] == [8, 20]  # the width, after the clock
         got = [store.get(e.id) for e in plain + mixed]
         assert [j.payload["n"] for j in got if j] == [1, 2, 3, 4]
         assert [(j.concurrency_key, j.timeout) for j in got if j] == [
@@ -605,19 +619,12 @@ def test_lost_leases_and_expiries_are_swept_a_thousand_a_call(
         store.enqueue_many(
             [NewJob("x", {}, queue="other", expires_at=at + timedelta(seconds=1))] * 1500
         )
-        calls: list[str] = []
-        fcall = store.redis.fcall
-
-        def counted(function: str, *args: object) -> object:
-            calls.append(function)
-            return fcall(function, *args)
-
-        monkeypatch.setattr(store.redis, "fcall", counted)
+        calls = recorded_calls(monkeypatch, store, "fcall")
         report = store.rescue_expired(now=at + timedelta(seconds=60))
         assert (report.requeued, report.failed, report.cancelled) == (1050, 1050, 0)
-        assert calls.count("chit_rescue_expired") == 3
+        assert [call[0] for call in calls].count("chit_rescue_expired") == 3
         assert store.expire_jobs(now=at + timedelta(seconds=60)) == 1500
-        assert calls.count("chit_expire_jobs") == 2
+        assert [call[0] for call in calls].count("chit_expire_jobs") == 2
         assert redis_index_faults(client, P) == []
 
 
@@ -634,16 +641,13 @@ def test_a_tenants_queue_counts_and_oldest_read_none_of_other_tenants_jobs(
         )
         store.enqueue(NewJob("k", {}, tenant="small"))
 
-        def hgets() -> int:
-            return int(client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0))
-
-        before = hgets()
+        before = command_calls(client, "hget")
         [counts] = store.queue_counts(tenant="small")
         assert (counts.ready, counts.scheduled) == (1, 0)
         oldest = store.oldest_queued(tenant="small")
         assert oldest is not None and oldest.tenant == "small"
         assert store.stats(tenant="nobody").oldest_queued_age is None
-        assert hgets() - before < 50
+        assert command_calls(client, "hget") - before < 50
 
 
 def test_a_list_few_jobs_match_reads_its_ids_over_several_calls(
@@ -655,17 +659,11 @@ def test_a_list_few_jobs_match_reads_its_ids_over_several_calls(
     with own_store(redis_url, client, P) as store:
         rare = [store.enqueue(NewJob("rare", {"n": n})).id for n in range(3)]
         store.enqueue_many([NewJob("common", {})] * 11_000)
-        calls: list[str] = []
-        fcall_ro = store.redis.fcall_ro
-
-        def counted(function: str, *args: object) -> object:
-            calls.append(function)
-            return fcall_ro(function, *args)
-
-        monkeypatch.setattr(store.redis, "fcall_ro", counted)
+        calls = recorded_calls(monkeypatch, store, "fcall_ro")
         first = store.list(JobFilter(kind="rare"), limit=2)
         assert [j.id for j in first.jobs] == rare[:0:-1] and first.next_cursor == rare[1]
-        assert calls.count("chit_list") == 3  # 11,000 common ids first, 5,000 a call
+        # 11,000 common ids first, 5,000 a call
+        assert [call[0] for call in calls].count("chit_list") == 3
         rest = store.list(JobFilter(kind="rare"), limit=2, cursor=first.next_cursor)
         assert [j.id for j in rest.jobs] == rare[:1] and rest.next_cursor is None
         assert store.list(JobFilter(kind="none"), limit=5).jobs == []
@@ -685,11 +683,8 @@ def test_a_tenants_failures_and_replays_read_only_its_own_failed_jobs(
         [mine] = store.claim("w", ["default"], 1, 30)
         store.finish([Failed(mine.id, mine.lease_token, "Boom")])
 
-        def hmgets() -> int:
-            return int(client.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0))
-
-        before = hmgets()
+        before = command_calls(client, "hmget")
         [group] = store.failures(tenant="small")
         assert group.count == 1
         assert store.replay_failure_group("k", "Boom", tenant="small") == 1
-        assert hmgets() - before < 50
+        assert command_calls(client, "hmget") - before < 50

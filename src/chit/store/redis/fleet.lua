@@ -56,8 +56,9 @@ local function queue_counts(keys, args)
       -- By the tenant's groups' counts and ready sets, not by reading every
       -- job of the queue: its queued jobs less those ready are scheduled.
       local queued = 0
-      for _, g in ipairs(tenant_groups(P, queue, tenant)) do
-        queued = queued + tonumber(redis.call('HGET', P .. ':qg:' .. queue, g) or 0)
+      local groups, counts = tenant_groups(P, queue, tenant)
+      for _, g in ipairs(groups) do
+        queued = queued + counts[g]
         ready = ready + redis.call('ZCARD', gkey(P, queue, g))
       end
       -- Due jobs a claim has not yet moved to the ready sets.

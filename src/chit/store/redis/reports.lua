@@ -191,15 +191,21 @@ local function before(id, at, best, best_at)
   return not best or at < best_at or (at == best_at and id < best)
 end
 
--- The tenant's (arg: NUL and its name) groups of a queue with queued jobs.
+-- The tenant's (arg: NUL and its name) groups of a queue with queued jobs,
+-- and each one's count of them.
 local function tenant_groups(P, queue, tenant)
-  local want, out = string.sub(tenant, 2), {}
-  for _, g in ipairs(redis.call('HKEYS', P .. ':qg:' .. queue)) do
+  local want, out, counts = string.sub(tenant, 2), {}, {}
+  local flat = redis.call('HGETALL', P .. ':qg:' .. queue)
+  for i = 1, #flat, 2 do
+    local g = flat[i]
     local a = string.find(g, '\0', 1, true)
     local b = a and string.find(g, '\0', a + 1, true)
-    if b and string.sub(g, a + 1, b - 1) == want then out[#out + 1] = g end
+    if b and string.sub(g, a + 1, b - 1) == want then
+      out[#out + 1] = g
+      counts[g] = tonumber(flat[i + 1])
+    end
   end
-  return out
+  return out, counts
 end
 
 -- A tenant's queued job of one queue due longest (id, run_at), or nil,
