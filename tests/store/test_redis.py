@@ -352,22 +352,35 @@ def test_an_error_reply_among_commands_sent_together_leaves_the_connection_in_st
         assert sent(("GET", f"{P}:a"), ("GET", f"{P}:b"), ("CLIENT", "ID")) == ["1", "2", before]
 
 
+class _Interrupted:
+    """A reply reader interrupted (Ctrl-C, a signal's exception) mid-read."""
+
+    def gets(self) -> object:
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("c_parser", [True, False], ids=["c-parser", "redis-py-parser"])
 def test_a_call_interrupted_before_its_reply_leaves_no_reply_for_the_next_call(
-    redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch, c_parser: bool
 ) -> None:
     # `send` keeps its connection for the next call: one whose
     # reply was never read (an interrupt, a timeout) must not be handed out as it is.
+    if not c_parser:
+        monkeypatch.setattr("chit.store.redis.connection.hiredis", None)
     P = "{chit-interrupted}"
     with own_store(redis_url, client, P) as store:
         sent = store.redis.send
         before = connection_id(store)
-        conn_class = store.redis.node().connection_pool.connection_class
+        [wire] = store.redis._idle
 
         def interrupted(self: object, *args: object, **kwargs: object) -> None:
             raise KeyboardInterrupt
 
         with monkeypatch.context() as m:
-            m.setattr(conn_class, "read_response", interrupted)
+            if c_parser:
+                m.setattr(wire, "_reader", _Interrupted())
+            else:
+                m.setattr(type(wire.conn), "read_response", interrupted)
             with pytest.raises(KeyboardInterrupt):
                 sent(("SET", f"{P}:a", "1"))
         assert sent(("GET", f"{P}:a"), ("CLIENT", "ID")) == ["1", ANY]
@@ -401,8 +414,8 @@ def test_a_call_to_a_server_gone_away_tries_to_connect_once(
 
         with monkeypatch.context() as m:
             m.setattr(conn_class, "_connect", refused)
-            for conn in store.redis._idle:
-                conn.disconnect()  # as a failed call leaves it
+            for wire in store.redis._idle:
+                wire.close()  # as a failed call leaves it
             for _ in range(2):
                 with pytest.raises(StoreError):
                     store.redis.run(lambda: store.redis.send(("PING",)))
@@ -508,6 +521,30 @@ def test_a_batch_goes_in_the_short_form_only_when_no_job_has_the_later_fields(
         assert [(j.concurrency_key, j.timeout) for j in got if j] == [
             ("", None), ("", None), ("", None), ("c", 0.5)
         ]  # fmt: skip
+
+
+@pytest.mark.parametrize("c_parser", [True, False], ids=["c-parser", "redis-py-parser"])
+def test_an_error_reply_is_the_error_redis_py_gives_it(
+    redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch, c_parser: bool
+) -> None:
+    # A server loading its AOF answers LOADING: a wait mends that, so it is
+    # "cannot reach" (503 from the API), as redis-py's BusyLoadingError makes
+    # it; a replica's READONLY, or any other error reply, names the server.
+    if not c_parser:
+        monkeypatch.setattr("chit.store.redis.connection.hiredis", None)
+    with own_store(redis_url, client, "{chit-errors}") as store:
+        conn = store.redis
+
+        def reply(error: str) -> tuple[str, ...]:
+            return ("EVAL", f"return redis.error_reply('{error}')", "0")
+
+        with pytest.raises(StoreError, match=r"cannot reach Redis at .*: Redis is loading"):
+            conn.run(lambda: conn.send(("PING",), reply("LOADING Redis is loading the dataset")))
+        with pytest.raises(StoreError, match=r"^Redis at .*: You cannot write against"):
+            conn.run(lambda: conn.send(reply("READONLY You cannot write against a replica")))
+        with pytest.raises(StoreError, match=r"^Redis at .*: first$"):
+            conn.run(lambda: conn.send(reply("ERR first"), ("PING",), reply("ERR second")))
+        assert conn.send(("PING",), ("ECHO", "é")) == ["PONG", "é"]  # nothing left unread
 
 
 def test_a_store_without_the_c_parser_packs_its_calls_itself(

@@ -17,6 +17,7 @@ from redis.exceptions import RedisClusterException, RedisClusterUnreachableError
 from redis.retry import Retry
 
 from chit.errors import DatabaseRefused, StoreError
+from chit.store.redis.wire import Wire
 
 try:  # the C parser, when installed, packs a command in 3 µs where redis-py takes 20
     import hiredis
@@ -91,7 +92,7 @@ class Connection:
             raise StoreError(f"the Redis key prefix {prefix!r} needs a hash tag, e.g. '{{chit}}'")
         self.prefix = prefix
         self.wait_aof = False
-        self._idle: list[Any] = []  # `send`'s connections, each with every reply read
+        self._idle: list[Wire] = []  # `send`'s connections, each with every reply read
         self._pid = os.getpid()
         self._closed = False
         scheme = urlsplit(url).scheme
@@ -143,10 +144,11 @@ class Connection:
     def send(self, *commands: tuple[Any, ...]) -> list[Any]:
         """Commands written in one send on one connection, and their replies
         read in order (an error reply raised once all are read). This skips
-        redis-py's per-command layer (events, metrics, a packer in Python), which
-        costs a one-job call about 60 µs of CPU, as much as its round trip; like
-        that layer with chit's client (no retries), a call whose connection
-        breaks is not sent again, since the server may have run it. A cluster's
+        redis-py's per-command layer (events, metrics, a packer in Python) and,
+        with the C parser, its reads (wire.py): together some 90 µs of CPU a
+        one-job call, more than its round trip. Like that layer with chit's
+        client (no retries), a call whose connection breaks is not sent again,
+        since the server may have run it. A cluster's
         calls go through redis-py's cluster client, which follows a slot that moves."""
         if self.cluster:
             if len(commands) == 1:
@@ -155,30 +157,23 @@ class Connection:
             for command in commands:
                 pipe.execute_command(*command)
             return list(pipe.execute())
-        conn = self._take()
-        replies: list[Any] = []
-        error: redis.ResponseError | None = None
+        wire = self._take()
         try:
             if hiredis is not None:
-                conn.send_packed_command([hiredis.pack_command(c) for c in commands])
+                packed = b"".join([hiredis.pack_command(c) for c in commands])
+                replies = wire.exchange(packed, len(commands))
             else:
-                conn.send_packed_command(conn.pack_commands(commands))
-            for _ in commands:
-                try:
-                    replies.append(conn.read_response())
-                except redis.ResponseError as e:
-                    error = error or e
-                    replies.append(None)
-        except BaseException:
-            conn.disconnect()  # broken, or a reply may be left unread on it
-            raise
+                replies = _through_redis_py(wire, commands)
         finally:
-            self._give_back(conn)
-        if error is not None:
-            raise error
+            self._give_back(wire)
+        # Raised once every reply is read, so none is left on the connection.
+        # Not only ResponseErrors: a loading server's reply is a ConnectionError.
+        errors = [r for r in replies if isinstance(r, redis.RedisError)]
+        if errors:
+            raise errors[0]
         return replies
 
-    def _take(self) -> Any:
+    def _take(self) -> Wire:
         """A connection for one `send`: an idle one of this object's own, else
         a new one. Not redis-py's pool: its take and give back (a lock, three
         metrics, an event) cost an enqueue 8 µs of CPU, and connections held
@@ -189,35 +184,34 @@ class Connection:
         if self._pid != os.getpid():  # the parent's sockets are not this process's
             self._idle, self._pid = [], os.getpid()
         try:
-            conn = self._idle.pop()
+            wire = self._idle.pop()
         except IndexError:
             pool = self.node().connection_pool  # not a cluster's: its calls take another way
-            return pool.connection_class(**pool.connection_kwargs)
-        # One closed by a failed call stays closed: `send` connects it, once
-        # (can_read would connect it first, a second wait on a dead server).
-        if conn.is_connected:
+            return Wire(pool.connection_class(**pool.connection_kwargs))
+        # One closed by a failed call stays closed: `send` opens it, once.
+        if wire.is_open:
             try:
-                if conn.can_read():
-                    conn.disconnect()  # the send connects again
+                if wire.stale():
+                    wire.close()
             except (redis.ConnectionError, redis.TimeoutError, OSError):
-                conn.disconnect()
-        return conn
+                wire.close()
+        return wire
 
-    def _give_back(self, conn: Any) -> None:
+    def _give_back(self, wire: Wire) -> None:
         if self._closed or self._pid != os.getpid():
-            conn.disconnect()
+            wire.close()
             return
-        self._idle.append(conn)
+        self._idle.append(wire)
         if self._closed:  # `close` ran between the check and the append
             self._close_idle()
 
     def _close_idle(self) -> None:
         while True:
             try:
-                conn = self._idle.pop()
+                wire = self._idle.pop()
             except IndexError:
                 return
-            conn.disconnect()
+            wire.close()
 
     def fcall(self, function: str, *args: Any) -> Any:
         """Call a library function, loading the library first if the server
@@ -355,6 +349,24 @@ class Connection:
         self.client.close()
         if isinstance(self.client, redis.Redis):
             self.client.connection_pool.disconnect()
+
+
+def _through_redis_py(wire: Wire, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+    """`send` without the C parser: redis-py packs, sends and reads, each error
+    reply returned as its exception, as `Wire.exchange` returns it."""
+    conn = wire.conn
+    replies: list[Any] = []
+    try:
+        conn.send_packed_command(conn.pack_commands(commands))
+        for _ in commands:
+            try:
+                replies.append(conn.read_response())
+            except redis.ResponseError as e:
+                replies.append(e)
+    except BaseException:
+        wire.close()  # broken, or a reply may be left unread on it
+        raise
+    return replies
 
 
 def _sections(node: Any) -> tuple[dict[str, Any], dict[str, Any]]:
