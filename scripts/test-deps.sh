@@ -2,8 +2,9 @@
 # What the test suite needs beyond Python, on a Debian machine: PostgreSQL
 # running, libfaketime (tests/postgres/test_pg_clock_skew.py), Chromium
 # (tests/dashboard/test_dashboard_browser.py) and promtool, from Debian's
-# prometheus package (tests/unit/test_alert_rules.py), and redis-server (the
-# Redis store's tests start their own, tests/support/redis.py). `make test` runs this first.
+# prometheus package (tests/unit/test_alert_rules.py), redis-server (the
+# Redis store's tests start their own, tests/support/redis.py) and openssl (a
+# certificate for the TLS test, tests/store/test_redis_transports.py). `make test` runs this first.
 #
 # Idempotent and quiet: it does nothing when all is there. It starts the local
 # PostgreSQL cluster if it is down and installs missing Debian packages when it
@@ -68,6 +69,7 @@ have_libfaketime() { compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/nul
 have_chromium() { [ -x "${CHIT_TEST_CHROMIUM:-/usr/bin/chromium}" ]; }
 have_promtool() { command -v promtool >/dev/null; }
 have_redis() { [ -n "${CHIT_TEST_REDIS_SERVER:-}" ] || command -v redis-server >/dev/null; }
+have_openssl() { command -v openssl >/dev/null; }
 
 packages() {
   local want=()
@@ -75,6 +77,7 @@ packages() {
   have_chromium || want+=(chromium)
   have_promtool || want+=(prometheus)
   have_redis || want+=(redis-server)
+  have_openssl || want+=(openssl)
   [ ${#want[@]} -eq 0 ] && return 0
   if ! can_apt; then
     missing+=("Debian packages ${want[*]} (as root: apt-get install ${want[*]})")

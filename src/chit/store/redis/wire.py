@@ -26,8 +26,9 @@ _CLOSED = "Connection closed by server."
 
 
 class Wire:
-    """A redis-py connection whose socket `exchange` uses directly. Not for
-    blocking commands: a read waits as long as the connection's timeout."""
+    """A redis-py connection whose socket `exchange` uses directly. A read
+    waits for its reply as long as the URL's socket_timeout allows (by default
+    without bound), as redis-py's does: a blocking move (claim_on_wake) too."""
 
     __slots__ = ("_buffer", "_poll", "_reader", "_sock", "_view", "conn")
 
