@@ -21,8 +21,10 @@ from chit.jobs import (
     NewJob,
     Released,
     RunOn,
+    SignalStatus,
     State,
     Succeeded,
+    Suspended,
 )
 from chit.store.base import Store
 from chit.store.capabilities import Workflows
@@ -210,6 +212,39 @@ def test_replaying_a_dependent_whose_dependency_still_failed_makes_it_wait(store
     assert store.retry(ids["b"])
     assert state(store, ids["b"]) is State.WAITING
     assert claim_all(store) == []
+
+
+@pytest.mark.parametrize("replayed_while", ["waiting", "running"])
+def test_a_replay_leaves_a_callback_that_started_to_wait_for_its_own_signal(
+    store: Store, replayed_while: str
+) -> None:
+    # A callback released by a failure that has started (it runs, or waits for
+    # a signal) is not its dependency's to hold again: the replayed job's end
+    # must not queue it before its signal comes, nor count it below zero.
+    ids = graph(
+        store,
+        new("a", ref="a", max_attempts=1),
+        new("cb", ref="cb", depends_on=("a",), run_on=FINISHED),
+    )
+    [a] = claim_all(store)
+    assert store.finish([Failed(a.id, a.lease_token, "boom")]) == [True]
+    [cb] = claim_all(store)
+    if replayed_while == "running":
+        assert store.retry(ids["a"])
+    assert store.finish([Suspended(cb.id, cb.lease_token, "go", None, None)]) == [True]
+    if replayed_while == "waiting":
+        assert store.retry(ids["a"])
+    [again] = claim_all(store)
+    assert again.id == ids["a"]
+    succeed(store, [again])
+    assert state(store, ids["cb"]) is State.WAITING  # for its signal, not queued by a's end
+    assert claim_all(store) == []
+    assert store.signal(ids["cb"], "go", {"ok": True}).status is SignalStatus.CREATED  # type: ignore[attr-defined]
+    [resumed] = claim_all(store)
+    assert resumed.id == ids["cb"]
+    succeed(store, [resumed])
+    counts = store.get(ids["cb"])
+    assert counts is not None and counts.state is State.SUCCEEDED
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,7 @@
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 25
+local VERSION = 26
 local WAKE_TOKENS = 16
 local SCAN = 200  -- entries a read of a long index takes at most at a time
 -- Jobs one call of a sweep (due jobs made ready, leases rescued, expiries)
@@ -360,8 +360,9 @@ local function count_down(P, id, callbacks_only, now)
   for _, d in ipairs(dependents_of(P, id)) do
     local k = jkey(P, d)
     local f = redis.call('HMGET', k, 'state', 'run_on', 'deps_pending', 'queue', 'priority', 'run_at')
-    if f[1] and (not callbacks_only or f[2] == 'finished') then
-      local pending = tonumber(f[3] or '0') - 1
+    -- None pending: a callback a replay left alone, having started (operating.lua).
+    if f[1] and (not callbacks_only or f[2] == 'finished') and tonumber(f[3] or '0') > 0 then
+      local pending = tonumber(f[3]) - 1
       redis.call('HSET', k, 'deps_pending', pending, 'updated_at', now)
       if f[1] == 'waiting' and pending <= 0 then
         redis.call('HSET', k, 'state', 'queued')

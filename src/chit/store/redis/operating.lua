@@ -84,7 +84,7 @@ local function reset(P, id, k, f, now)
 end
 
 local REPLAY_FIELDS = {'state', 'tenant', 'unique', 'deps_pending', 'queue', 'priority', 'kind', 'error', 'finished_at',
-  'run_on', 'expires_at'}
+  'run_on', 'expires_at', 'started_at'}
 
 local function read(k)
   local v = redis.call('HMGET', k, unpack(REPLAY_FIELDS))
@@ -100,9 +100,15 @@ local function replayed(P, ids, now)
       for _, d in ipairs(dependents_of(P, x)) do
         local k = jkey(P, d)
         local f = read(k)
+        local pending = tonumber(f.deps_pending or '0')
         if f.run_on == 'finished' then
-          redis.call('HSET', k, 'deps_pending', tonumber(f.deps_pending or '0') + 1, 'updated_at', now)
-          if f.state == 'queued' then
+          -- Counted pending again while it waits for its dependencies, or was
+          -- released and not yet claimed; one that has started (it runs, or
+          -- waits for a signal) ran on the outcome it was released by.
+          if (f.state == 'waiting' and pending > 0) or (f.state == 'queued' and not f.started_at) then
+            redis.call('HSET', k, 'deps_pending', pending + 1, 'updated_at', now)
+          end
+          if f.state == 'queued' and not f.started_at then
             queued_out(P, d, f.queue)
             unplace(P, d, f.queue, redis.call('HGET', k, 'rm'))
             redis.call('HSET', k, 'state', 'waiting')

@@ -411,7 +411,7 @@ wanted AS (
                      ELSE j.state END,
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM wanted
-    WHERE j.id = wanted.id
+    WHERE j.id = wanted.id AND j.deps_pending > 0  -- one a replay left alone: started
 ), moved AS (
     -- `done` returns the newest row; this reads the statement's snapshot. They
     -- differ when a dependent was enqueued after the snapshot was taken (its
@@ -592,13 +592,14 @@ FROM (
     WHERE x.id = ANY(%(ids)s::text[])
     GROUP BY d.id
 ) AS c
-WHERE j.id = c.id AND (NOT %(callbacks_only)s::boolean OR j.run_on = 'finished')
+WHERE j.id = c.id AND j.deps_pending > 0 AND (NOT %(callbacks_only)s::boolean OR j.run_on = 'finished')
 RETURNING j.id
 
 -- name: count_up
 -- The reverse, for jobs a replay took out of failed or cancelled (:ids): their
 -- run_on = 'finished' dependents count them pending again, and one that was
--- released but not yet claimed waits again.
+-- released but not yet claimed waits again. One that has started (it runs, or
+-- waits for a signal) is left alone: it ran on the outcome it was released by.
 UPDATE chit_jobs AS j
 SET deps_pending = j.deps_pending + c.n,
     state = CASE WHEN j.state = 'queued' THEN 'waiting' ELSE j.state END,
@@ -610,6 +611,7 @@ FROM (
     GROUP BY d.id
 ) AS c
 WHERE j.id = c.id AND j.run_on = 'finished'
+  AND ((j.state = 'waiting' AND j.deps_pending > 0) OR (j.state = 'queued' AND j.started_at IS NULL))
 RETURNING j.id
 
 -- name: cancel_dependents

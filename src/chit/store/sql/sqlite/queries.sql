@@ -380,13 +380,14 @@ FROM (
     WHERE x.id IN (SELECT value FROM json_each(:ids))
     GROUP BY d.value
 ) AS c
-WHERE j.id = c.id AND (NOT :callbacks_only OR j.run_on = 'finished')
+WHERE j.id = c.id AND j.deps_pending > 0 AND (NOT :callbacks_only OR j.run_on = 'finished')
 RETURNING id
 
 -- name: count_up
 -- The reverse, for jobs a replay took out of failed or cancelled (:ids): their
 -- run_on = 'finished' dependents count them pending again, and one that was
--- released but not yet claimed waits again.
+-- released but not yet claimed waits again. One that has started (it runs, or
+-- waits for a signal) is left alone: it ran on the outcome it was released by.
 UPDATE chit_jobs AS j
 SET deps_pending = j.deps_pending + c.n,
     state = CASE WHEN j.state = 'queued' THEN 'waiting' ELSE j.state END,
@@ -398,6 +399,7 @@ FROM (
     GROUP BY d.value
 ) AS c
 WHERE j.id = c.id AND j.run_on = 'finished'
+  AND ((j.state = 'waiting' AND j.deps_pending > 0) OR (j.state = 'queued' AND j.started_at IS NULL))
 RETURNING id
 
 -- name: cancel_dependents
