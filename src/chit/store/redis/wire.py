@@ -23,6 +23,9 @@ except ImportError:  # pragma: no cover - the hiredis extra is optional
 
 _READ_SIZE = 65536
 _CLOSED = "Connection closed by server."
+# What the reader returns for "read more": not its default False, which a
+# RESP3 reply (redis-py speaks RESP3 from version 8) can be.
+_MORE = object()
 
 
 class Wire:
@@ -46,10 +49,13 @@ class Wire:
 
     def stale(self) -> bool:
         """Whether the server wrote to or closed this idle connection (a
-        restart, a timeout): it is to be opened again before a call goes on it."""
+        restart, a timeout): it is to be opened again before a call goes on it.
+        This, not redis-py's PING every 30 s, is the check before a call: a
+        PING waits as long as the call would on a connection gone silent."""
         if self._poll is None:  # opened by redis-py's own send
             return bool(self.conn.can_read())
-        return bool(self._poll.poll(0))
+        pending = getattr(self._sock, "pending", None)  # TLS: bytes decrypted, not read
+        return bool(self._reader.has_data() or (pending and pending()) or self._poll.poll(0))
 
     def close(self) -> None:
         self._sock = self._poll = None
@@ -60,7 +66,9 @@ class Wire:
         sock: socket.socket = self.conn._sock  # redis-py names no public way to it
         # A reply read as redis-py reads it: text decoded, each error reply the
         # class redis-py gives it (a replica's READONLY, a loading server's LOADING).
-        self._reader = hiredis.Reader(encoding="utf-8", replyError=BaseParser.parse_error)
+        self._reader = hiredis.Reader(
+            encoding="utf-8", replyError=BaseParser.parse_error, notEnoughData=_MORE
+        )
         self._poll = select.poll()
         self._poll.register(sock, select.POLLIN)
         self._sock = sock
@@ -77,13 +85,15 @@ class Wire:
             reader = self._reader
             while len(replies) < count:
                 reply = reader.gets()
-                if reply is False:
+                if reply is _MORE:
                     n = sock.recv_into(self._buffer)
                     if not n:
                         raise redis.ConnectionError(_CLOSED)
                     reader.feed(self._view, 0, n)
-                    continue
-                replies.append(reply)
+                elif not isinstance(reply, hiredis.PushNotification):
+                    # A push (RESP3: a server's maintenance notice) answers no
+                    # call: redis-py hands it to its handlers; chit has none.
+                    replies.append(reply)
             return replies
         except TimeoutError:  # the socket's own (socket.timeout)
             self.close()
