@@ -20,6 +20,7 @@ from chit.jobs import (
     Failed,
     NewJob,
     Released,
+    ReplaySelector,
     RunOn,
     SignalStatus,
     State,
@@ -212,6 +213,37 @@ def test_replaying_a_dependent_whose_dependency_still_failed_makes_it_wait(store
     assert store.retry(ids["b"])
     assert state(store, ids["b"]) is State.WAITING
     assert claim_all(store) == []
+
+
+@pytest.mark.parametrize("order", ["dependency first", "callback first", "in one replay"])
+def test_a_failed_callback_replayed_with_its_dependency_runs_after_it_again(
+    store: Store, order: str
+) -> None:
+    # A replay makes a job new (never started), so its dependency's replay,
+    # before or after, holds it until that dependency ends again.
+    ids = graph(
+        store,
+        new("a", ref="a", max_attempts=1),
+        new("cb", ref="cb", depends_on=("a",), run_on=FINISHED, max_attempts=1),
+    )
+    [a] = claim_all(store)
+    assert store.finish([Failed(a.id, a.lease_token, "boom")]) == [True]
+    [cb] = claim_all(store)
+    assert store.finish([Failed(cb.id, cb.lease_token, "callback boom")]) == [True]
+    if order == "dependency first":
+        assert store.retry(ids["a"]) and store.retry(ids["cb"])
+    elif order == "callback first":
+        assert store.retry(ids["cb"]) and store.retry(ids["a"])
+    else:
+        assert store.replay(ReplaySelector()) == 2
+    assert state(store, ids["cb"]) is State.WAITING
+    [again] = claim_all(store)
+    assert again.id == ids["a"]  # not the callback beside it
+    succeed(store, [again])
+    [last] = claim_all(store)
+    assert last.id == ids["cb"] and last.attempt == 1
+    started = store.get(ids["cb"])
+    assert started is not None and started.started_at is not None
 
 
 @pytest.mark.parametrize("replayed_while", ["waiting", "running"])

@@ -64,7 +64,7 @@ local function reset(P, id, k, f, now)
   local pending = tonumber(f.deps_pending or '0')
   local state = pending > 0 and 'waiting' or 'queued'
   redis.call('HDEL', k, 'error', 'result', 'result_ext', 'checkpoint', 'pdone', 'ptotal', 'pmsg',
-    'lease_token', 'lease_expires_at', 'finished_at', 'expires_at', 'deb', 'deb_until',
+    'lease_token', 'lease_expires_at', 'finished_at', 'started_at', 'expires_at', 'deb', 'deb_until',
     'wsig', 'wjobs', 'wuntil')
   redis.call('HSET', k, 'state', state, 'attempts', 0, 'hand_backs', 0, 'run_at', now,
     'cancel', '0', 'updated_at', now)
@@ -102,13 +102,15 @@ local function replayed(P, ids, now)
         local f = read(k)
         local pending = tonumber(f.deps_pending or '0')
         if f.run_on == 'finished' then
-          -- Counted pending again while it waits for its dependencies, or was
-          -- released and not yet claimed; one that has started (it runs, or
-          -- waits for a signal) ran on the outcome it was released by.
-          if (f.state == 'waiting' and pending > 0) or (f.state == 'queued' and not f.started_at) then
+          -- Counted pending again, but one started since its release or its
+          -- own replay (it runs, waits for a signal, or is queued to go on or
+          -- to try again): it runs on the outcome it was released by.
+          local live = f.state == 'running' or (f.state == 'waiting' and pending == 0)
+            or (f.state == 'queued' and f.started_at)
+          if not live then
             redis.call('HSET', k, 'deps_pending', pending + 1, 'updated_at', now)
           end
-          if f.state == 'queued' and not f.started_at then
+          if f.state == 'queued' and not live then
             queued_out(P, d, f.queue)
             unplace(P, d, f.queue, redis.call('HGET', k, 'rm'))
             redis.call('HSET', k, 'state', 'waiting')

@@ -24,7 +24,7 @@ state = CASE WHEN deps_pending > 0 THEN 'waiting' ELSE 'queued' END,
     run_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
     error = NULL, result = NULL, result_external = 0, checkpoint = NULL,
     progress_done = NULL, progress_total = NULL, progress_message = NULL, cancel_requested = 0,
-    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL,
+    lease_token = NULL, lease_expires_at = NULL, finished_at = NULL, started_at = NULL,
     expires_at = NULL, debounce_key = NULL,
     wait_signal = NULL, wait_jobs = NULL, wait_until = NULL,
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
@@ -386,8 +386,9 @@ RETURNING id
 -- name: count_up
 -- The reverse, for jobs a replay took out of failed or cancelled (:ids): their
 -- run_on = 'finished' dependents count them pending again, and one that was
--- released but not yet claimed waits again. One that has started (it runs, or
--- waits for a signal) is left alone: it ran on the outcome it was released by.
+-- released but not yet claimed waits again. One started since its release or
+-- its own replay (it runs, waits for a signal, or is queued to go on or to try
+-- again) is left alone: it runs on the outcome it was released by.
 UPDATE chit_jobs AS j
 SET deps_pending = j.deps_pending + c.n,
     state = CASE WHEN j.state = 'queued' THEN 'waiting' ELSE j.state END,
@@ -399,7 +400,8 @@ FROM (
     GROUP BY d.value
 ) AS c
 WHERE j.id = c.id AND j.run_on = 'finished'
-  AND ((j.state = 'waiting' AND j.deps_pending > 0) OR (j.state = 'queued' AND j.started_at IS NULL))
+  AND j.state <> 'running' AND NOT (j.state = 'waiting' AND j.deps_pending = 0)
+  AND NOT (j.state = 'queued' AND j.started_at IS NOT NULL)
 RETURNING id
 
 -- name: cancel_dependents
