@@ -352,6 +352,14 @@ def test_an_error_reply_among_commands_sent_together_leaves_the_connection_in_st
         assert sent(("GET", f"{P}:a"), ("GET", f"{P}:b"), ("CLIENT", "ID")) == ["1", "2", before]
 
 
+@pytest.fixture(params=[True, False], ids=["c-parser", "redis-py-parser"])
+def c_parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Each way `send` reads: with the C parser (wire.py), and redis-py's without it."""
+    if not request.param:
+        monkeypatch.setattr("chit.store.redis.connection.hiredis", None)
+    return bool(request.param)
+
+
 class _Interrupted:
     """A reply reader interrupted (Ctrl-C, a signal's exception) mid-read."""
 
@@ -362,14 +370,11 @@ class _Interrupted:
         raise KeyboardInterrupt
 
 
-@pytest.mark.parametrize("c_parser", [True, False], ids=["c-parser", "redis-py-parser"])
 def test_a_call_interrupted_before_its_reply_leaves_no_reply_for_the_next_call(
     redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch, c_parser: bool
 ) -> None:
     # `send` keeps its connection for the next call: one whose
     # reply was never read (an interrupt, a timeout) must not be handed out as it is.
-    if not c_parser:
-        monkeypatch.setattr("chit.store.redis.connection.hiredis", None)
     P = "{chit-interrupted}"
     with own_store(redis_url, client, P) as store:
         sent = store.redis.send
@@ -526,15 +531,12 @@ def test_a_batch_goes_in_the_short_form_only_when_no_job_has_the_later_fields(
         ]  # fmt: skip
 
 
-@pytest.mark.parametrize("c_parser", [True, False], ids=["c-parser", "redis-py-parser"])
 def test_an_error_reply_is_the_error_redis_py_gives_it(
     redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch, c_parser: bool
 ) -> None:
     # A server loading its AOF answers LOADING: a wait mends that, so it is
     # "cannot reach" (503 from the API), as redis-py's BusyLoadingError makes
     # it; a replica's READONLY, or any other error reply, names the server.
-    if not c_parser:
-        monkeypatch.setattr("chit.store.redis.connection.hiredis", None)
     with own_store(redis_url, client, "{chit-errors}") as store:
         conn = store.redis
 
@@ -550,7 +552,6 @@ def test_an_error_reply_is_the_error_redis_py_gives_it(
         assert conn.send(("PING",), ("ECHO", "é")) == ["PONG", "é"]  # nothing left unread
 
 
-@pytest.mark.parametrize("c_parser", [True, False], ids=["c-parser", "redis-py-parser"])
 def test_a_push_or_a_false_reply_leaves_each_call_its_own_reply(
     redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch, c_parser: bool
 ) -> None:
@@ -558,8 +559,6 @@ def test_a_push_or_a_false_reply_leaves_each_call_its_own_reply(
     # (a maintenance notice; here a tracking invalidation), and a reply may be
     # RESP3's false, which the C reader also returns for "read more". A
     # timeout bounds a read that would otherwise wait for ever.
-    if not c_parser:
-        monkeypatch.setattr("chit.store.redis.connection.hiredis", None)
     P = "{chit-push}"
     with own_store(f"{redis_url}?socket_timeout=5", client, P) as store:
         send = store.redis.send

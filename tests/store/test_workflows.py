@@ -215,20 +215,27 @@ def test_replaying_a_dependent_whose_dependency_still_failed_makes_it_wait(store
     assert claim_all(store) == []
 
 
+def callback_of_a_failure(store: Store, **callback: object) -> tuple[dict[str, str], ClaimedJob]:
+    """Job a, failed, and its callback cb (run_on finished), claimed; ids by ref."""
+    ids = graph(
+        store,
+        new("a", ref="a", max_attempts=1),
+        new("cb", ref="cb", depends_on=("a",), run_on=FINISHED, **callback),
+    )
+    [a] = claim_all(store)
+    assert store.finish([Failed(a.id, a.lease_token, "boom")]) == [True]
+    [cb] = claim_all(store)
+    assert cb.id == ids["cb"]
+    return ids, cb
+
+
 @pytest.mark.parametrize("order", ["dependency first", "callback first", "in one replay"])
 def test_a_failed_callback_replayed_with_its_dependency_runs_after_it_again(
     store: Store, order: str
 ) -> None:
     # A replay makes a job new (never started), so its dependency's replay,
     # before or after, holds it until that dependency ends again.
-    ids = graph(
-        store,
-        new("a", ref="a", max_attempts=1),
-        new("cb", ref="cb", depends_on=("a",), run_on=FINISHED, max_attempts=1),
-    )
-    [a] = claim_all(store)
-    assert store.finish([Failed(a.id, a.lease_token, "boom")]) == [True]
-    [cb] = claim_all(store)
+    ids, cb = callback_of_a_failure(store, max_attempts=1)
     assert store.finish([Failed(cb.id, cb.lease_token, "callback boom")]) == [True]
     if order == "dependency first":
         assert store.retry(ids["a"]) and store.retry(ids["cb"])
@@ -252,15 +259,8 @@ def test_a_replay_leaves_a_callback_that_started_to_wait_for_its_own_signal(
 ) -> None:
     # A callback released by a failure that has started (it runs, or waits for
     # a signal) is not its dependency's to hold again: the replayed job's end
-    # must not queue it before its signal comes, nor count it below zero.
-    ids = graph(
-        store,
-        new("a", ref="a", max_attempts=1),
-        new("cb", ref="cb", depends_on=("a",), run_on=FINISHED),
-    )
-    [a] = claim_all(store)
-    assert store.finish([Failed(a.id, a.lease_token, "boom")]) == [True]
-    [cb] = claim_all(store)
+    # must not queue it before its signal comes.
+    ids, cb = callback_of_a_failure(store)
     if replayed_while == "running":
         assert store.retry(ids["a"])
     assert store.finish([Suspended(cb.id, cb.lease_token, "go", None, None)]) == [True]
@@ -275,8 +275,8 @@ def test_a_replay_leaves_a_callback_that_started_to_wait_for_its_own_signal(
     [resumed] = claim_all(store)
     assert resumed.id == ids["cb"]
     succeed(store, [resumed])
-    counts = store.get(ids["cb"])
-    assert counts is not None and counts.state is State.SUCCEEDED
+    done = store.get(ids["cb"])
+    assert done is not None and done.state is State.SUCCEEDED
 
 
 @pytest.mark.parametrize(
