@@ -2,10 +2,11 @@
 read by chit itself: redis-py opens it (TCP, TLS or a unix socket; AUTH,
 SELECT, the client name) and closes it, and the C parser reads its replies.
 
-redis-py's per-call layer around a send and a read (a health check, debug
-hooks, a Python reader around the C one, error text formatted on every read)
-costs an enqueue some 30 µs of CPU, a fifth of what the whole call costs the
-client. Without the C parser, calls go through redis-py's own send and read."""
+redis-py's layer around a send and a read (a health check, debug hooks, a
+Python reader around the C one, error text formatted on every read) cost a
+call 6-22 µs of the client's CPU: a PING sent 20,000 times took 76-99 µs a
+call against 82-121, five runs each on a 2-core machine. Without the C
+parser, calls go through redis-py's own send and read."""
 
 from __future__ import annotations
 
