@@ -36,6 +36,19 @@ def seconds_from_now(at: datetime) -> float:
     return (at - datetime.now(UTC)).total_seconds()
 
 
+def test_a_debounced_job_handed_a_run_at_starts_when_the_debounce_says(store: Store) -> None:
+    # The API refuses the pair (checks.check_debounce); code that builds a
+    # NewJob itself gets the same start on every store: PostgreSQL took the
+    # run_at where SQLite and Redis took the debounce.
+    job = debounced(1, debounce=10.0, debounce_max=30.0)
+    job = NewJob(
+        job.kind, job.payload, run_at=datetime.now(UTC) + timedelta(hours=1), debounce=job.debounce
+    )
+    stored = store.get(store.enqueue(job).id)
+    assert stored is not None and stored.run_at is not None
+    assert 0 < seconds_from_now(stored.run_at) <= 10
+
+
 def test_a_later_enqueue_replaces_the_payload_and_moves_the_start(store: Store) -> None:
     first = store.enqueue(debounced(1))
     assert first.created and not first.debounced

@@ -104,8 +104,9 @@ INSERT INTO chit_jobs (
 )
 SELECT j.id, j.kind, j.queue, j.priority, j.payload, j.tenant, j.idempotency_key,
        j.request_hash, j.max_attempts,
-       coalesce(j.run_at,
-                coalesce(%(now)s::timestamptz, now()) + make_interval(secs => j.debounce),
+       -- The debounce first, as on SQLite and Redis (the API never sends both).
+       coalesce(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => j.debounce),
+                j.run_at,
                 coalesce(%(now)s::timestamptz, now())),
        coalesce(%(now)s::timestamptz, now()),
        coalesce(%(now)s::timestamptz, now()),
