@@ -8,8 +8,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -21,6 +19,7 @@ import redis
 from chit.errors import StoreError
 from chit.jobs import NewJob, Succeeded
 from chit.store.redis import RedisStore
+from store.test_redis_claim_on_wake import waiting
 from support.redis import free_port, redis_server
 
 
@@ -81,20 +80,10 @@ def test_a_job_is_stored_claimed_and_finished(store: RedisStore) -> None:
 def test_an_idle_worker_wakes_and_claims_a_job_enqueued_after_it_blocked(
     store: RedisStore, url: str
 ) -> None:
-    claimed: list[object] = []
-    wait = threading.Thread(
-        target=lambda: claimed.append(store.claim_on_wake("w", ["default"], 1, 30, 20))
-    )
-    wait.start()
-    deadline = time.monotonic() + 20
     with closing(redis.Redis.from_url(url, decode_responses=True)) as client:
-        while not any(c.get("cmd") == "blmove" for c in client.client_list()):
-            assert wait.is_alive(), claimed
-            assert time.monotonic() < deadline, "the wait never blocked"
-            time.sleep(0.005)  # nothing to wait on but the server's client list
+        woken = waiting(client, lambda: store.claim_on_wake("w", ["default"], 1, 30, 20))
     job_id = store.enqueue(NewJob("k", {})).id
-    wait.join(20)
-    [got] = claimed
+    got = woken.result(20)
     assert got is not None and [j.id for j in got] == [job_id]
 
 
