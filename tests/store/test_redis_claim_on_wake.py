@@ -22,7 +22,8 @@ from chit.settings import Settings
 from chit.store.redis import RedisStore
 from chit.worker import Worker
 from chit.worker.execute import Call, Free, Report, invoke
-from chit.worker.runner import FIRST_IDLE_WAIT, Pause
+from chit.worker.runner import FIRST_IDLE_WAIT, IDLE_AFTER, Pause
+from support.waiting import wait_until
 
 PREFIX = "{chit-wake}"
 T = TypeVar("T")
@@ -162,4 +163,53 @@ def test_a_worker_idle_on_redis_runs_the_job_its_wait_claimed_without_claiming_a
         assert worker.flush() == 1
         assert queue.store.get(job.id).result == 8  # type: ignore[union-attr]
     finally:
+        queue.close()
+
+
+def test_an_idle_worker_waits_on_a_job_thread_which_runs_the_job_its_wake_claimed(
+    redis_url: str, client: redis.Redis
+) -> None:
+    url = f"{redis_url}?prefix=%7Bchit-wake%7D"  # PREFIX, URL-encoded
+    queue = chit.Queue(settings=Settings(database_url=url, concurrency=2))
+    ran_on: dict[str, int] = {}
+    queue.task("where")(lambda job, body: ran_on.setdefault(job.id, threading.get_ident()))
+    worker = Worker(queue)
+    waited_on: list[int] = []
+    claim_on_wake = worker.store.claim_on_wake  # type: ignore[attr-defined]
+
+    def recorded(*args: Any, **kwargs: Any) -> Claimed | None:
+        waited_on.append(threading.get_ident())
+        return claim_on_wake(*args, **kwargs)
+
+    worker.store.claim_on_wake = recorded  # type: ignore[attr-defined]
+    here = threading.get_ident()
+    try:
+        # Through a backlog (its wake already there, the wait short): this thread waits.
+        first = queue.enqueue("where")
+        worker._wait(Pause("jobs", 10))
+        assert waited_on == [here]
+        # A wait that outlasts IDLE_AFTER: the worker is idle.
+        worker._wait(Pause("jobs", IDLE_AFTER * 4))
+        assert waited_on == [here, here]
+        # So the next wait is a job thread's, which runs the job its wake claimed.
+        caller: list[int] = []
+
+        def wait() -> None:
+            caller.append(threading.get_ident())
+            worker._wait(Pause("jobs", 10))
+
+        future = waiting(client, wait)
+        job = queue.enqueue("where")
+        future.result(timeout=10)
+        assert waited_on[2] not in (here, caller[0])
+        wait_until(lambda: job.id in ran_on, 10)
+        assert ran_on[job.id] == waited_on[2]
+
+        def recorded_all() -> bool:
+            worker.flush()
+            return all(queue.store.get(j.id).state is State.SUCCEEDED for j in (first, job))  # type: ignore[union-attr]
+
+        wait_until(recorded_all, 10)
+    finally:
+        worker.stop()
         queue.close()

@@ -55,3 +55,47 @@ def test_short_jobs_are_claimed_ahead_as_many_as_the_slots_run_in_20_ms(
 def test_no_more_than_the_prefetch_is_claimed_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
     assert primed(monkeypatch, 0.0001, prefetch=3).reserve() == 4 + 3
     assert primed(monkeypatch, 0.0001, prefetch=0).reserve() == 4
+
+
+def slots_of(concurrency: int) -> Slots:
+    slots = Slots(
+        None,  # type: ignore[arg-type]  # the contexts made here write nothing
+        concurrency=concurrency,
+        prefetch=0,
+        lease_seconds=30.0,
+        stopping=threading.Event(),
+    )
+    slots.start = lambda job, ctx: None
+    return slots
+
+
+def test_an_idle_wait_waits_for_the_slots_a_finishers_claim_was_promised() -> None:
+    slots = slots_of(2)
+    slots.hold([ClaimedJob("j1", "k", "default", {}, 1, 3, "t")], slots.reserve())
+    slots.end(Succeeded("j1", "t"))
+    batch, promised = slots.take()  # the finisher's claim beside the outcome: every slot
+    assert promised == 2 and slots.reserve() == 0
+    waiting = threading.Event()
+
+    class Noted(threading.Condition):
+        def wait(self, timeout: float | None = None) -> bool:
+            waiting.set()
+            return super().wait(timeout)
+
+    slots._promise_ended = Noted(slots._lock)
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(slots.reserve(wait=10)))
+    waiter.start()
+    assert waiting.wait(10)
+    slots.settle(batch, [], promised, lambda recorded: None)  # it claimed nothing
+    waiter.join(10)
+    assert got == [2]
+
+
+def test_with_no_promise_to_wait_for_a_full_worker_reserves_nothing_at_once() -> None:
+    slots = slots_of(1)
+    slots.hold([ClaimedJob("j1", "k", "default", {}, 1, 3, "t")], slots.reserve())
+    waiter = threading.Thread(target=lambda: slots.reserve(wait=30))
+    waiter.start()
+    waiter.join(10)  # not the 30 s: nothing would free the slot sooner
+    assert not waiter.is_alive()

@@ -14,6 +14,7 @@ import logging
 import queue as queue_mod
 import threading
 import time
+from collections.abc import Callable
 
 from chit.logs import job_fields
 from chit.worker.deadlines import Deadlines
@@ -31,20 +32,56 @@ class ThreadPool:
 
     def __init__(self, size: int, deadlines: Deadlines | None = None) -> None:
         self._deadlines = deadlines if deadlines is not None else Deadlines()
-        self._calls: queue_mod.SimpleQueue[tuple[Call, Report, Free]] = queue_mod.SimpleQueue()
+        self._calls: queue_mod.SimpleQueue[tuple[Call, Report, Free] | _Wait] = (
+            queue_mod.SimpleQueue()
+        )
+        # The thread running a wait_here, and the first call submitted from it.
+        self._keeper: int | None = None
+        self._kept: list[tuple[Call, Report, Free]] = []
         for i in range(size):
             threading.Thread(target=self._work, name=f"chit-job-{i}", daemon=True).start()
 
     def submit(self, call: Call, report: Report, free: Free) -> None:
+        if self._keeper is not None and self._keeper == threading.get_ident() and not self._kept:
+            self._kept.append((call, report, free))
+            return
         self._calls.put((call, report, free))
+
+    def wait_here(self, wait: Callable[[], None]) -> None:
+        """Call `wait` (a wait for jobs that starts those it claims) on one of
+        the pool's threads, which then runs the first job `wait` submits
+        itself: the thread the wake reached runs the job, with no hand-off to
+        another. Returns once `wait` has, raising what it raised. For an idle
+        pool: a thread busy with a job would delay it."""
+        item = _Wait(wait)
+        self._calls.put(item)
+        item.done.wait()
+        if item.error is not None:
+            raise item.error
 
     def _work(self) -> None:
         while True:
-            call, report, free = self._calls.get()
+            item = self._calls.get()
             try:
-                self._run(call, report, free)
+                if isinstance(item, _Wait):
+                    self._wait_then_run(item)
+                else:
+                    self._run(*item)
             except Exception:
                 log.exception("job thread error")
+
+    def _wait_then_run(self, item: _Wait) -> None:
+        self._keeper = threading.get_ident()
+        try:
+            item.wait()
+        except BaseException as e:  # the caller's to handle
+            item.error = e
+        finally:
+            self._keeper = None
+            kept, self._kept = self._kept, []
+            item.done.set()
+        for call, report, free in kept:
+            self._run(call, report, free)
 
     def _run(self, call: Call, report: Report, free: Free) -> None:
         timeout = call.ctx.timeout
@@ -80,6 +117,15 @@ class ThreadPool:
                 time.monotonic() - started - timeout,
                 timeout,
             )
+
+
+class _Wait:
+    """A wait_here call, queued for a pool thread."""
+
+    def __init__(self, wait: Callable[[], None]) -> None:
+        self.wait = wait
+        self.done = threading.Event()
+        self.error: BaseException | None = None
 
 
 class AsyncLoop:

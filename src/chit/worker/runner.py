@@ -52,6 +52,9 @@ log = logging.getLogger("chit.worker")
 # Idle polling starts fast and backs off to poll_interval; between polls the
 # store's change check (SQLite data_version, PostgreSQL LISTEN) wakes us early.
 FIRST_IDLE_WAIT = 0.05
+# A wait for jobs this long means the worker is idle, not working through a
+# backlog: its next wait runs on a job thread (see `_wait`).
+IDLE_AFTER = 0.005
 # A failing claim is retried after this, doubling up to MAX_ERROR_WAIT.
 FIRST_ERROR_WAIT = 0.5
 MAX_ERROR_WAIT = 10.0
@@ -116,6 +119,7 @@ class Worker:
         self._look_again_at = float("-inf")
         # What the last wait claimed as a wake ended it (ClaimsOnWake), its slots held.
         self._woken: Claimed | None = None
+        self._idle = False  # the last wait for jobs lasted IDLE_AFTER or more
         self._limits_declared = False
         for schedule in queue.schedules.values():  # refused at start, not at the first tick
             if schedule.kind not in queue.tasks:
@@ -237,8 +241,10 @@ class Worker:
 
     def _claim_on_wake(self, store: ClaimsOnWake, seconds: float) -> None:
         """Wait for jobs, and claim them in the round trip that brings the wake
-        (`run_once` then counts them), for the slots free now."""
-        free = self._asked = self.slots.reserve()
+        (`run_once` then counts them), for the slots free now (when idle, once
+        the finisher's claim, which may have been promised them all, ends)."""
+        free = self._asked = self.slots.reserve(wait=seconds if self._idle else 0.0)
+        started = time.monotonic()
         claimed = None
         try:
             claimed = store.claim_on_wake(
@@ -246,6 +252,7 @@ class Worker:
             )
         finally:
             self.slots.hold(claimed or [], free)
+            self._idle = time.monotonic() - started >= IDLE_AFTER
         if claimed is not None:
             self._look_again_at = claimed.look_again_at
             self._woken = claimed
@@ -302,7 +309,16 @@ class Worker:
         elif pause.until == "jobs":
             try:
                 if isinstance(self.store, ClaimsOnWake):
-                    self._claim_on_wake(self.store, pause.seconds)
+                    store, seconds = self.store, pause.seconds
+                    pool = self.sync_pool
+                    if self._idle and isinstance(pool, ThreadPool):
+                        # A job thread waits (tick left one free) and runs the first
+                        # job it claims: a wake's job starts with no hand-off. Not
+                        # through a backlog, where waits are short and frequent and
+                        # the hand-offs to and from the waiting thread would cost more.
+                        pool.wait_here(lambda: self._claim_on_wake(store, seconds))
+                    else:
+                        self._claim_on_wake(store, seconds)
                 else:
                     self.store.wait_for_jobs(self.queues, pause.seconds, self._stopping)
             except StoreError as e:

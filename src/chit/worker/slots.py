@@ -67,6 +67,7 @@ class Slots:
         self._running: set[str] = set()
         self._lingering: set[str] = set()
         self._reserved = 0
+        self._promise_ended = threading.Condition(self._lock)
         self._mean_seconds: float | None = None  # recent jobs' run time, smoothed
         self._outcomes: list[Outcome] = []
 
@@ -97,12 +98,18 @@ class Slots:
 
     # A job starts
 
-    def reserve(self) -> int:
+    def reserve(self, wait: float = 0.0) -> int:
         """Promise the claim loop's claim the free slots, and the prefetch while
         jobs are short; nothing while stopping. Returns how many. `hold` ends
-        the promise."""
+        the promise. `wait`: seconds to wait, when a finisher's claim has been
+        promised every free slot, for that claim to end (one round trip)."""
         with self._lock:
-            return self._reserve(())
+            free = self._reserve(())
+            deadline = time.monotonic() + wait
+            while not free and self._reserved and (left := deadline - time.monotonic()) > 0:
+                self._promise_ended.wait(left)
+                free = self._reserve(())
+            return free
 
     def hold(self, claimed: list[ClaimedJob], reserved: int) -> None:
         """Take the jobs claimed for `reserved` promised slots: start them, or keep
@@ -143,6 +150,8 @@ class Slots:
     ) -> list[tuple[ClaimedJob, JobContext]]:
         # Under the lock; returns the jobs to start once it is released.
         self._reserved -= reserved
+        if reserved:
+            self._promise_ended.notify_all()
         run_now = []
         now = time.monotonic()
         for job, ctx in contexts:
