@@ -99,3 +99,24 @@ def test_with_no_promise_to_wait_for_a_full_worker_reserves_nothing_at_once() ->
     waiter.start()
     waiter.join(10)  # not the 30 s: nothing would free the slot sooner
     assert not waiter.is_alive()
+
+
+def test_a_stop_ends_the_wait_for_a_finishers_promise() -> None:
+    stopping = threading.Event()
+    slots = Slots(
+        None,  # type: ignore[arg-type]  # the contexts made here write nothing
+        concurrency=1,
+        prefetch=0,
+        lease_seconds=30.0,
+        stopping=stopping,
+    )
+    slots.start = lambda job, ctx: None
+    slots.hold([ClaimedJob("j1", "k", "default", {}, 1, 3, "t")], slots.reserve())
+    slots.end(Succeeded("j1", "t"))
+    assert slots.take()[1] == 1  # promised, and the finisher's call never ends
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(slots.reserve(wait=30)))
+    waiter.start()
+    stopping.set()
+    waiter.join(10)  # not the 30 s
+    assert got == [0]

@@ -51,8 +51,8 @@ class ThreadPool:
         """Call `wait` (a wait for jobs that starts those it claims) on one of
         the pool's threads, which then runs the first job `wait` submits
         itself: the thread the wake reached runs the job, with no hand-off to
-        another. Returns once `wait` has, raising what it raised. For an idle
-        pool: a thread busy with a job would delay it."""
+        another. Returns once `wait` has, raising what it raised. The pool
+        needs a thread free for it: a worker's has one more than its slots."""
         item = _Wait(wait)
         self._calls.put(item)
         item.done.wait()

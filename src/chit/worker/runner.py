@@ -203,7 +203,9 @@ class Worker:
 
     def _sync_pool(self) -> ThreadPool | ProcessPool:
         if self.settings.pool == "thread":
-            return ThreadPool(self.concurrency)
+            # One thread more than the slots: the one an idle worker's wait for
+            # jobs runs on (see `_wait`), never taking a thread a job has a slot for.
+            return ThreadPool(self.concurrency + 1)
         if not self.settings.app:
             raise ConfigError(
                 "--pool process needs the app as module:queue (--app or CHIT_APP): "
@@ -244,15 +246,15 @@ class Worker:
         (`run_once` then counts them), for the slots free now (when idle, once
         the finisher's claim, which may have been promised them all, ends)."""
         free = self._asked = self.slots.reserve(wait=seconds if self._idle else 0.0)
-        started = time.monotonic()
         claimed = None
         try:
+            started = time.monotonic()
             claimed = store.claim_on_wake(
                 self.id, self.queues, free, self.lease_seconds, seconds, self._stopping, self.kinds
             )
+            self._idle = time.monotonic() - started >= IDLE_AFTER
         finally:
             self.slots.hold(claimed or [], free)
-            self._idle = time.monotonic() - started >= IDLE_AFTER
         if claimed is not None:
             self._look_again_at = claimed.look_again_at
             self._woken = claimed
@@ -312,7 +314,7 @@ class Worker:
                     store, seconds = self.store, pause.seconds
                     pool = self.sync_pool
                     if self._idle and isinstance(pool, ThreadPool):
-                        # A job thread waits (tick left one free) and runs the first
+                        # A job thread waits (the pool's spare) and runs the first
                         # job it claims: a wake's job starts with no hand-off. Not
                         # through a backlog, where waits are short and frequent and
                         # the hand-offs to and from the waiting thread would cost more.

@@ -107,7 +107,10 @@ class Slots:
             free = self._reserve(())
             deadline = time.monotonic() + wait
             while not free and self._reserved and (left := deadline - time.monotonic()) > 0:
-                self._promise_ended.wait(left)
+                if self._stopping.is_set():
+                    break
+                # In steps, to see a stop (the finisher's call may hang).
+                self._promise_ended.wait(min(left, 0.05))
                 free = self._reserve(())
             return free
 
