@@ -12,18 +12,24 @@ from chit.worker import slots as slots_module
 from chit.worker.slots import PREFETCH_BELOW_SECONDS, Slots
 
 
+def slots_of(concurrency: int, prefetch: int = 0, stopping: threading.Event | None = None) -> Slots:
+    """Slots whose jobs start nowhere (the test holds and ends them itself)."""
+    slots = Slots(
+        None,  # type: ignore[arg-type]  # the contexts made here write nothing
+        concurrency=concurrency,
+        prefetch=prefetch,
+        lease_seconds=30.0,
+        stopping=stopping or threading.Event(),
+    )
+    slots.start = lambda job, ctx: None
+    return slots
+
+
 def primed(monkeypatch: pytest.MonkeyPatch, job_seconds: float, prefetch: int) -> Slots:
     """Slots of 4 whose jobs have all taken `job_seconds`, by a clock of the test's."""
     clock = [1000.0]
     monkeypatch.setattr(slots_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
-    slots = Slots(
-        None,  # type: ignore[arg-type]  # the contexts made here write nothing
-        concurrency=4,
-        prefetch=prefetch,
-        lease_seconds=30.0,
-        stopping=threading.Event(),
-    )
-    slots.start = lambda job, ctx: None
+    slots = slots_of(4, prefetch)
     for n in range(3):
         free = slots.reserve()
         slots.hold([ClaimedJob(f"j{n}", "k", "default", {}, 1, 3, "t")], free)
@@ -55,18 +61,6 @@ def test_short_jobs_are_claimed_ahead_as_many_as_the_slots_run_in_20_ms(
 def test_no_more_than_the_prefetch_is_claimed_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
     assert primed(monkeypatch, 0.0001, prefetch=3).reserve() == 4 + 3
     assert primed(monkeypatch, 0.0001, prefetch=0).reserve() == 4
-
-
-def slots_of(concurrency: int) -> Slots:
-    slots = Slots(
-        None,  # type: ignore[arg-type]  # the contexts made here write nothing
-        concurrency=concurrency,
-        prefetch=0,
-        lease_seconds=30.0,
-        stopping=threading.Event(),
-    )
-    slots.start = lambda job, ctx: None
-    return slots
 
 
 def test_an_idle_wait_waits_for_the_slots_a_finishers_claim_was_promised() -> None:
@@ -103,14 +97,7 @@ def test_with_no_promise_to_wait_for_a_full_worker_reserves_nothing_at_once() ->
 
 def test_a_stop_ends_the_wait_for_a_finishers_promise() -> None:
     stopping = threading.Event()
-    slots = Slots(
-        None,  # type: ignore[arg-type]  # the contexts made here write nothing
-        concurrency=1,
-        prefetch=0,
-        lease_seconds=30.0,
-        stopping=stopping,
-    )
-    slots.start = lambda job, ctx: None
+    slots = slots_of(1, stopping=stopping)
     slots.hold([ClaimedJob("j1", "k", "default", {}, 1, 3, "t")], slots.reserve())
     slots.end(Succeeded("j1", "t"))
     assert slots.take()[1] == 1  # promised, and the finisher's call never ends

@@ -106,10 +106,10 @@ class Slots:
         with self._lock:
             free = self._reserve(())
             deadline = time.monotonic() + wait
-            while not free and self._reserved and (left := deadline - time.monotonic()) > 0:
-                if self._stopping.is_set():
+            # In steps, to see a stop (the finisher's call may hang).
+            while not free and self._reserved and not self._stopping.is_set():
+                if (left := deadline - time.monotonic()) <= 0:
                     break
-                # In steps, to see a stop (the finisher's call may hang).
                 self._promise_ended.wait(min(left, 0.05))
                 free = self._reserve(())
             return free
