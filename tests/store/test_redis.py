@@ -27,7 +27,7 @@ from chit.store.flow import Claim
 from chit.store.redis import RedisStore
 from chit.store.redis.connection import VERSION
 from support.invariants import redis_index_faults
-from support.redis import has_waitaof, redis_server
+from support.redis import has_waitaof, own_store, recorded_calls, redis_server
 from support.waiting import wait_until
 
 
@@ -131,17 +131,6 @@ def test_racing_flow_claims_never_both_take_a_limited_kinds_last_slot(redis_url:
         client.close()
         for store in stores:
             store.close()
-
-
-@contextmanager
-def own_store(redis_url: str, client: redis.Redis, prefix: str) -> Iterator[RedisStore]:
-    store = RedisStore(redis_url, prefix=prefix)
-    try:
-        yield store
-    finally:
-        for key in client.scan_iter(match=f"{prefix}:*"):
-            client.delete(key)
-        store.close()
 
 
 def test_what_a_library_before_version_11_stored_is_closed_and_pruned_once(
@@ -315,22 +304,6 @@ def connection_id(store: RedisStore) -> int:
     """The server's id of the connection the store's next call goes out on."""
     [client_id] = store.redis.send(("CLIENT", "ID"))
     return int(client_id)
-
-
-def recorded_calls(
-    monkeypatch: pytest.MonkeyPatch, store: RedisStore, method: str
-) -> list[tuple[object, ...]]:
-    """Each call the store makes through `method` (fcall, fcall_ro,
-    fcall_synced) from now on: the function's name and its arguments."""
-    calls: list[tuple[object, ...]] = []
-    call = getattr(store.redis, method)
-
-    def recording(function: str, *args: object) -> object:
-        calls.append((function, *args))
-        return call(function, *args)
-
-    monkeypatch.setattr(store.redis, method, recording)
-    return calls
 
 
 def command_calls(client: redis.Redis, command: str) -> int:

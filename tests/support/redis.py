@@ -19,6 +19,9 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
+import redis
+
+from chit.store.redis import RedisStore
 
 START_SECONDS = 20.0
 
@@ -221,3 +224,30 @@ def redis_cluster(masters: int = 3) -> Iterator[list[str]]:
             process.kill()
             process.wait()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def own_store(redis_url: str, client: redis.Redis, prefix: str) -> Iterator[RedisStore]:
+    store = RedisStore(redis_url, prefix=prefix)
+    try:
+        yield store
+    finally:
+        for key in client.scan_iter(match=f"{prefix}:*"):
+            client.delete(key)
+        store.close()
+
+
+def recorded_calls(
+    monkeypatch: pytest.MonkeyPatch, store: RedisStore, method: str
+) -> list[tuple[object, ...]]:
+    """Each call the store makes through `method` (fcall, fcall_ro,
+    fcall_synced) from now on: the function's name and its arguments."""
+    calls: list[tuple[object, ...]] = []
+    call = getattr(store.redis, method)
+
+    def recording(function: str, *args: object) -> object:
+        calls.append((function, *args))
+        return call(function, *args)
+
+    monkeypatch.setattr(store.redis, method, recording)
+    return calls

@@ -62,7 +62,7 @@
 -- parts in connection.PARTS' order, loaded as one chunk: each part uses the
 -- helpers of those before it.
 
-local VERSION = 26
+local VERSION = 27
 local WAKE_TOKENS = 16
 local SCAN = 200  -- entries a read of a long index takes at most at a time
 -- Jobs one call of a sweep (due jobs made ready, leases rescued, expiries)

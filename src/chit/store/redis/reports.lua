@@ -57,6 +57,8 @@ end
 -- Ids a list call reads at most: a filter few jobs match (a rare kind among
 -- millions) is read over several calls, none holding the server for long.
 local LIST_READS = 5000
+-- Entries of a hash one HSCAN step of a search looks at.
+local SCAN_STEP = 1000
 
 -- ARGV: now, state, kind, queue, tenant, since (ms), cursor, limit ("" for
 -- none). The time, the id to go on after ("" when every id was read or
@@ -96,42 +98,54 @@ local function get_many(keys, args)
   return out
 end
 
--- ARGV: now, tenant, text, low, high (an id prefix's bounds, or ""), limit.
-local function search(keys, args)
+-- ARGV: now, tenant, text, HSCAN cursor ("0" to start). The time, the cursor
+-- to go on from ("0" once the scan is over), then the jobs (flat hashes) of
+-- the tenant whose idempotency key is `text`. A tenant's is one HGET; all
+-- tenants' a scan of P:idem (tenant NUL key), one HSCAN step a call, so a
+-- large one never holds the server for its whole length.
+local function search_keys(keys, args)
   local P = keys[1]
-  local tenant, text, limit = args[2], args[3], tonumber(args[6])
-  local out = {clock(args[1])}
-  local seen = {}
-  -- Whether the job is the tenant's (and in `out`).
-  local function add(id)
-    if seen[id] then return true end
-    local f = job_flat(P, id)
-    if #f > 0 and tenant_ok(redis.call('HGET', jkey(P, id), 'tenant'), tenant) then
-      seen[id] = true
-      out[#out + 1] = f
-      return true
-    end
-    return false
-  end
+  local tenant, text = args[2], args[3]
+  local out = {clock(args[1]), '0'}
+  local ids = {}
   if tenant ~= '' then
     local id = redis.call('HGET', P .. ':idem', string.sub(tenant, 2) .. '\0' .. text)
-    if id then add(id) end
+    if id then ids[1] = id end
   else
     local pattern = '*\0' .. string.gsub(text, '([%*%?%[%]\\])', '\\%1')
-    local cursor = '0'
-    repeat
-      local r = redis.call('HSCAN', P .. ':idem', cursor, 'MATCH', pattern, 'COUNT', 1000)
-      cursor = r[1]
-      for i = 2, #r[2], 2 do add(r[2][i]) end
-    until cursor == '0'
+    local r = redis.call('HSCAN', P .. ':idem', args[4], 'MATCH', pattern, 'COUNT', SCAN_STEP)
+    out[2] = r[1]
+    for i = 2, #r[2], 2 do ids[#ids + 1] = r[2][i] end
   end
-  if args[4] ~= '' then
-    local n = 0
-    -- The limit counts the tenant's jobs only, as the SQL stores' LIMIT
-    -- does after their tenant filter: others' newer ids do not use it up.
-    for id in newest_first(P, STATES, '[' .. args[5], '[' .. args[4]) do
-      if n >= limit then break end
-      if add(id) then n = n + 1 end
+  for _, id in ipairs(ids) do
+    local f = job_flat(P, id)
+    if #f > 0 then out[#out + 1] = f end
+  end
+  return out
+end
+
+-- ARGV: now, tenant, low, high (an id prefix's bounds), the id to go on
+-- after ("" to start), limit. The time, the id to go on after next ("" when
+-- every id was read or `limit` jobs found), then up to `limit` of the
+-- tenant's jobs (flat hashes) newest first. The limit counts the tenant's
+-- jobs only, as the SQL stores' LIMIT does after their tenant filter; a call
+-- reads LIST_READS ids at most, so others' ids under a short prefix never
+-- hold the server for the whole walk.
+local function search_ids(keys, args)
+  local P = keys[1]
+  local tenant, limit = args[2], tonumber(args[6])
+  local out = {clock(args[1]), ''}
+  local high = args[5] ~= '' and ('(' .. args[5]) or ('[' .. args[4])
+  local read = 0
+  for id in newest_first(P, STATES, high, '[' .. args[3]) do
+    if #out - 2 >= limit then break end
+    if tenant_ok(redis.call('HGET', jkey(P, id), 'tenant'), tenant) then
+      out[#out + 1] = job_flat(P, id)
+    end
+    read = read + 1
+    if read >= LIST_READS then
+      out[2] = id
+      break
     end
   end
   return out
@@ -143,12 +157,33 @@ local function first_line(err)
   return err
 end
 
--- ARGV: tenant. Failed jobs by kind and first line: kind, line, count,
--- first seen, last seen, latest id of each group.
+-- ARGV: tenant, the finish time to go on from ("" to start), how many jobs
+-- of that finish time were read before, and how many to read. The failed
+-- jobs of the tenant (or anyone's) by finish, a bounded number a call (the
+-- caller's FAILURE_READS), so a long retention of failures never holds the
+-- server for the whole read: the finish time and count to go on from (""
+-- when every job was read), then this call's groups by kind and first line:
+-- kind, line, count, first seen, last seen, latest id.
 local function failures(keys, args)
   local P = keys[1]
+  local from, skip, reads = args[2], tonumber(args[3]), tonumber(args[4])
+  local page = redis.call('ZRANGE', failed_set(P, args[1]), from == '' and '-inf' or from, '+inf',
+    'BYSCORE', 'LIMIT', skip, reads, 'WITHSCORES')
+  local out = {'', 0}
+  if #page == 2 * reads then
+    -- The next call starts at the last finish time read, past the jobs of
+    -- that time this call (and, if it started there, the ones before) read.
+    local last, ties = page[#page], 0
+    for i = #page, 2, -2 do
+      if page[i] ~= last then break end
+      ties = ties + 1
+    end
+    if last == from then ties = ties + skip end
+    out = {last, ties}
+  end
   local groups, order = {}, {}
-  for _, id in ipairs(redis.call('ZRANGE', failed_set(P, args[1]), 0, -1)) do
+  for i = 1, #page, 2 do
+    local id = page[i]
     local f = redis.call('HMGET', jkey(P, id), 'kind', 'error', 'finished_at', 'tenant', 'state')
     if f[5] == 'failed' and tenant_ok(f[4], args[1]) then
       local line = first_line(f[2] or '')
@@ -166,7 +201,6 @@ local function failures(keys, args)
       if id > g[6] then g[6] = id end
     end
   end
-  local out = {}
   for _, key in ipairs(order) do out[#out + 1] = groups[key] end
   return out
 end
@@ -384,7 +418,8 @@ end
 
 redis.register_function{function_name = 'chit_list', callback = list, flags = RO}
 redis.register_function{function_name = 'chit_get_many', callback = get_many, flags = RO}
-redis.register_function{function_name = 'chit_search', callback = search, flags = RO}
+redis.register_function{function_name = 'chit_search_keys', callback = search_keys, flags = RO}
+redis.register_function{function_name = 'chit_search_ids', callback = search_ids, flags = RO}
 redis.register_function{function_name = 'chit_failures', callback = failures, flags = RO}
 redis.register_function{function_name = 'chit_stats', callback = stats, flags = RO}
 redis.register_function{function_name = 'chit_finished_per_minute', callback = finished_per_minute, flags = RO}

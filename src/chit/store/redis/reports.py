@@ -1,7 +1,9 @@
-"""What the API, the dashboard and the metrics read from Redis (`Reports`):
-one call each, reading the indexes chit.lua keeps as it moves jobs (see
-reports.lua). `list` walks its index newest first, checking the other
-filters on the jobs it finds; `failures` reads every failed job."""
+"""What the API, the dashboard and the metrics read from Redis (`Reports`),
+from the indexes chit.lua keeps as it moves jobs (see reports.lua). A read
+that may walk a long index (list, search, failures) takes it over several
+calls, each reading a bounded number of entries, so that none holds the server
+for the whole walk; `list` walks its index newest first, checking the other
+filters on the jobs it finds."""
 
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ from chit.store.capabilities import Reports
 from chit.store.redis import codec
 from chit.store.redis.codec import clock, loads, ms
 from chit.store.redis.core import RedisCore, tenant_arg
+
+# Failed jobs a call of `failures` reads at most: a long retention of
+# failures is read over several calls, none holding the server for long.
+FAILURE_READS = 5000
 
 
 def _jobs(flats: Sequence[Any], now_ms: int) -> list[Job]:
@@ -95,10 +101,28 @@ class ReportsRedis(RedisCore, Reports):
         return Page(jobs, None)
 
     def failures(self, tenant: str | None = None) -> builtins.list[FailureGroup]:
-        rows = self.redis.fcall_ro("chit_failures", tenant_arg(tenant))
+        # Each call reads and groups FAILURE_READS failed jobs at most; the
+        # groups of each are merged.
+        merged: dict[tuple[str, str], list[Any]] = {}
+        after, skip = "", 0
+        while True:
+            after, skip, *rows = self.redis.fcall_ro(
+                "chit_failures", tenant_arg(tenant), after, skip, FAILURE_READS
+            )
+            for kind, line, n, first, last, latest in rows:
+                group = merged.get((kind, line))
+                if group is None:
+                    merged[kind, line] = [int(n), int(first), int(last), latest]
+                else:
+                    group[0] += int(n)
+                    group[1] = min(group[1], int(first))
+                    group[2] = max(group[2], int(last))
+                    group[3] = max(group[3], latest)
+            if not after:
+                break
         groups = [
-            FailureGroup(kind, line, int(n), codec.at(str(first)), codec.at(str(last)), latest)
-            for kind, line, n, first, last, latest in rows
+            FailureGroup(kind, line, n, codec.at(str(first)), codec.at(str(last)), latest)
+            for (kind, line), (n, first, last, latest) in merged.items()
         ]
         return sorted(groups, key=lambda g: (-g.count, -g.last_seen.timestamp()))
 
@@ -187,11 +211,27 @@ class ReportsRedis(RedisCore, Reports):
         text = text.strip()
         if not text:
             return []
-        low, high = id_prefix_range(text) or ("", "")
-        args = ["", tenant_arg(tenant), text, low, high, limit]
-        now, *flats = self.redis.fcall_ro("chit_search", *args)
-        jobs = _jobs(flats, int(now))
-        return sorted(jobs, key=lambda j: j.id, reverse=True)[:limit]
+        owner = tenant_arg(tenant)
+        found: dict[str, Job] = {}
+        cursor = "0"
+        while True:  # all tenants' keys: one HSCAN step a call
+            now, cursor, *flats = self.redis.fcall_ro("chit_search_keys", "", owner, text, cursor)
+            found |= {job.id: job for job in _jobs(flats, int(now))}
+            if str(cursor) == "0":
+                break
+        bounds = id_prefix_range(text)
+        if bounds is not None:
+            low, high = bounds
+            after, matched = "", 0
+            while matched < limit:  # a call reads a bounded number of ids (LIST_READS)
+                now, after, *flats = self.redis.fcall_ro(
+                    "chit_search_ids", "", owner, low, high, after, limit - matched
+                )
+                matched += len(flats)
+                found |= {job.id: job for job in _jobs(flats, int(now))}
+                if not after:
+                    break
+        return sorted(found.values(), key=lambda j: j.id, reverse=True)[:limit]
 
     def replay_failure_group(self, kind: str, error: str, tenant: str | None = None) -> int:
         args = ["", tenant_arg(tenant), kind, error]
