@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, Protocol, overload
 
 import pydantic
@@ -103,6 +104,20 @@ class TaskDefaults(Protocol):
     def limits(self) -> Limits: ...
 
 
+# The options most requests leave at their defaults, read in one call and
+# compared in one: `prepared` then skips the checks and fields each needs (a
+# plain job should not pay for every feature). `cost` is compared on its own,
+# since True == 1.
+_RARE = attrgetter(
+    *(
+        f.name
+        for f in fields(JobRequest)
+        if f.name not in ("kind", "payload", "priority", "queue", "max_attempts", "tenant", "cost")
+    )
+)
+_RARE_DEFAULTS = _RARE(JobRequest(""))
+
+
 def prepared(request: JobRequest, tasks: Mapping[str, TaskDefaults], settings: Settings) -> NewJob:
     """Validate a request against its kind's task and settings; the NewJob to store."""
     task = tasks.get(request.kind)
@@ -119,10 +134,21 @@ def prepared(request: JobRequest, tasks: Mapping[str, TaskDefaults], settings: S
     if not is_whole(max_attempts) or not 1 <= max_attempts <= MAX_ATTEMPTS:
         raise InvalidRequest(f"max_attempts must be 1 to {MAX_ATTEMPTS}, not {max_attempts}")
     priority = checked_priority(task.priority if request.priority is None else request.priority)
-    run_at = None if request.run_at is None else checked_run_at(request.run_at)
     queue = request.queue or task.queue
     if "\x00" in queue:  # PostgreSQL's text cannot hold it; refuse on both backends
         raise InvalidRequest("a queue name cannot hold a NUL character (\\u0000)")
+    if _RARE(request) == _RARE_DEFAULTS and type(request.cost) is int and request.cost == 1:
+        return NewJob(
+            request.kind,
+            payload,
+            queue,
+            priority,
+            max_attempts,
+            tenant=request.tenant,
+            timeout=task.timeout,
+            payload_json=encoded,
+        )
+    run_at = None if request.run_at is None else checked_run_at(request.run_at)
     concurrency_key = request.concurrency_key
     if concurrency_key is not None:
         check_concurrency_key(concurrency_key)

@@ -314,3 +314,33 @@ def test_enqueue_and_aenqueue_take_the_same_arguments_each_a_job_request_field()
     fields = {f.name for f in dataclasses.fields(JobRequest)}
     names = [name for name, _, _ in parameters(chit.Queue.enqueue)]
     assert set(names) - {"self", "connection"} <= fields
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"priority": 7, "queue": "q2", "max_attempts": 2, "tenant": "acme"},
+        {"timeout": 5.0, "run_on": "succeeded", "cost": 1, "depends_on": ()},
+        {"idempotency_key": "k-1"},
+        {"cost": 3},
+    ],
+)
+def test_a_request_without_rare_options_is_prepared_as_the_whole_way_prepares_it(
+    queue: chit.Queue, monkeypatch: pytest.MonkeyPatch, options: dict[str, object]
+) -> None:
+    # A request whose rare options are at their defaults skips their checks
+    # and fields: the job must be the one the whole way builds.
+    queue.task("timed", timeout=30, priority=3, queue="slow", max_attempts=4)(lambda j, b: None)
+    request = JobRequest("timed", {"a": 1}, **options)  # type: ignore[arg-type]
+    short = queue.prepare(request)
+    monkeypatch.setattr(requests_module, "_RARE_DEFAULTS", ())  # never matches
+    assert queue.prepare(request) == short
+
+
+@pytest.mark.parametrize("cost", [True, 0, "1"])
+def test_a_cost_equal_to_one_but_not_the_whole_number_one_is_checked(
+    queue: chit.Queue, cost: object
+) -> None:
+    with pytest.raises(chit.InvalidRequest):
+        queue.prepare(JobRequest("free", {}, cost=cost))  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ text, and a job's hash (chit.lua's field names: its header lists them) read as a
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chit.jobs import ClaimedJob, DependencyCounts, Job, Progress, RunOn, State, WaitingFor
@@ -31,8 +31,8 @@ def clock(now: datetime | None) -> str:
 def when(value: str | None) -> datetime | None:
     if value is None:
         return None
-    n = int(value)
-    return datetime.fromtimestamp(n // 1000, UTC).replace(microsecond=(n % 1000) * 1000)
+    # Exact, and half the time of fromtimestamp and replace (an enqueue reads one).
+    return _EPOCH + timedelta(milliseconds=int(value))
 
 
 def at(value: str) -> datetime:

@@ -67,6 +67,7 @@ _GRAPH_WIDTH = 29
 # The first fields alone, for a batch whose jobs have none of the rest
 # (enqueue.lua's SHORT): a plain job's call is 12 arguments shorter.
 _SHORT_WIDTH = 8
+_NONE_LATER = [""] * (_PLAIN_WIDTH - _SHORT_WIDTH)  # a short row's later fields
 
 
 def runnable_kinds(kinds: Collection[str] | None) -> frozenset[str] | None:
@@ -146,7 +147,7 @@ class RedisCore(Store, ClaimsOnWake):
         if graph.is_graph(jobs):
             return self._enqueue_graph(ids, jobs)
         rows = [self._fields(job_id, job) for job_id, job in zip(ids, jobs, strict=True)]
-        short = all(v == "" for row in rows for v in row[_SHORT_WIDTH:])
+        short = all(row[_SHORT_WIDTH:] == _NONE_LATER for row in rows)
         width = _SHORT_WIDTH if short else _PLAIN_WIDTH
         args: list[Any] = ["", width, ""]
         for row in rows:
