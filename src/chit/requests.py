@@ -106,8 +106,9 @@ class TaskDefaults(Protocol):
 
 # The options most requests leave at their defaults, read in one call and
 # compared in one: `prepared` then skips the checks and fields each needs (a
-# plain job should not pay for every feature). `cost` is compared on its own,
-# since True == 1.
+# plain job should not pay for every feature). Their types are compared
+# first, so that no value's own == (an array's, a mock's) decides; `cost`
+# on its own, since True == 1.
 _RARE = attrgetter(
     *(
         f.name
@@ -116,6 +117,18 @@ _RARE = attrgetter(
     )
 )
 _RARE_DEFAULTS = _RARE(JobRequest(""))
+_RARE_TYPES = tuple(map(type, _RARE_DEFAULTS))
+
+
+def _plain(request: JobRequest) -> bool:
+    """Whether every rare option of `request` is at its default."""
+    rare = _RARE(request)
+    return (
+        tuple(map(type, rare)) == _RARE_TYPES
+        and rare == _RARE_DEFAULTS
+        and type(request.cost) is int
+        and request.cost == 1
+    )
 
 
 def prepared(request: JobRequest, tasks: Mapping[str, TaskDefaults], settings: Settings) -> NewJob:
@@ -137,7 +150,7 @@ def prepared(request: JobRequest, tasks: Mapping[str, TaskDefaults], settings: S
     queue = request.queue or task.queue
     if "\x00" in queue:  # PostgreSQL's text cannot hold it; refuse on both backends
         raise InvalidRequest("a queue name cannot hold a NUL character (\\u0000)")
-    if _RARE(request) == _RARE_DEFAULTS and type(request.cost) is int and request.cost == 1:
+    if _plain(request):
         return NewJob(
             request.kind,
             payload,

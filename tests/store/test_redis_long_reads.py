@@ -22,23 +22,25 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
         yield c
 
 
-def fail(store: RedisStore, n: int, kind: str, error: str, at: datetime) -> None:
-    """`n` jobs of `kind` failed with `error`, all finished at `at`."""
+def fail(store: RedisStore, n: int, kind: str, error: str, at: datetime) -> list[str]:
+    """`n` jobs of `kind` failed with `error`, all finished at `at`: their ids."""
     store.enqueue_many([NewJob(kind, {}, max_attempts=1)] * n)
     claimed = store.claim("w", ["default"], n, 30)
     assert len(claimed) == n
     outcomes = [Failed(j.id, j.lease_token, error) for j in claimed]
     assert store.finish(outcomes, now=at) == [True] * n
+    return [j.id for j in claimed]
 
 
 def test_failures_are_read_a_page_at_a_time_through_jobs_of_one_finish_time(
     redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Pages start at the last finish time read, past the jobs of that time
-    # already read: seven jobs of one time span three pages of three.
+    # Seven jobs of one finish time span three pages of three. Each page goes
+    # on after the last job read, found again even once that job has left the
+    # set (retried), not at a count of jobs into that time (which would skip).
     at = datetime(2026, 1, 1, tzinfo=UTC)
     with own_store(redis_url, client, "{chit-failures-paged}") as store:
-        fail(store, 7, "mail", "Boom\nat line 3", at)
+        first = fail(store, 7, "mail", "Boom\nat line 3", at)
         fail(store, 2, "mail", "Boom", at + timedelta(seconds=1))
         fail(store, 3, "sms", "Timeout", at + timedelta(seconds=2))
         fail(store, 1, "mail", "Boom", at + timedelta(seconds=2))
@@ -53,6 +55,19 @@ def test_failures_are_read_a_page_at_a_time_through_jobs_of_one_finish_time(
         calls = recorded_calls(monkeypatch, store, "fcall_ro")
         assert store.failures() == whole
         assert [c[0] for c in calls] == ["chit_failures"] * 5  # 13 jobs, 3 a call
+        assert store.failures(tenant="") == whole  # the tenant's own set, the same way
+
+        last_read = sorted(first)[2]  # the first page's last job: by finish time, then id
+        fcall_ro = store.redis.fcall_ro
+
+        def retrying_after_the_first_page(function: str, *args: object) -> object:
+            out = fcall_ro(function, *args)
+            if args[1] == "":
+                assert store.retry(last_read)
+            return out
+
+        monkeypatch.setattr(store.redis, "fcall_ro", retrying_after_the_first_page)
+        assert store.failures() == whole
 
 
 def test_a_search_of_every_tenants_idempotency_keys_scans_them_a_step_a_call(

@@ -321,7 +321,8 @@ def test_enqueue_and_aenqueue_take_the_same_arguments_each_a_job_request_field()
     [
         {},
         {"priority": 7, "queue": "q2", "max_attempts": 2, "tenant": "acme"},
-        {"timeout": 5.0, "run_on": "succeeded", "cost": 1, "depends_on": ()},
+        {"run_on": "succeeded", "cost": 1, "depends_on": (), "traceparent": None},
+        {"depends_on": []},
         {"idempotency_key": "k-1"},
         {"cost": 3},
     ],
@@ -336,6 +337,20 @@ def test_a_request_without_rare_options_is_prepared_as_the_whole_way_prepares_it
     short = queue.prepare(request)
     monkeypatch.setattr(requests_module, "_RARE_DEFAULTS", ())  # never matches
     assert queue.prepare(request) == short
+
+
+class _Anything:
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = object.__hash__
+
+
+def test_an_option_that_equals_anything_is_still_checked(queue: chit.Queue) -> None:
+    # Types are compared before values: a value whose == says yes to None
+    # (a mock's ANY) must not pass for an option left out.
+    with pytest.raises(chit.InvalidRequest):
+        queue.prepare(JobRequest("free", {}, run_at=_Anything()))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("cost", [True, 0, "1"])

@@ -140,7 +140,8 @@ local function search_ids(keys, args)
   for id in newest_first(P, STATES, high, '[' .. args[3]) do
     if #out - 2 >= limit then break end
     if tenant_ok(redis.call('HGET', jkey(P, id), 'tenant'), tenant) then
-      out[#out + 1] = job_flat(P, id)
+      local f = job_flat(P, id)
+      if #f > 0 then out[#out + 1] = f end
     end
     read = read + 1
     if read >= LIST_READS then
@@ -157,30 +158,34 @@ local function first_line(err)
   return err
 end
 
--- ARGV: tenant, the finish time to go on from ("" to start), how many jobs
--- of that finish time were read before, and how many to read. The failed
--- jobs of the tenant (or anyone's) by finish, a bounded number a call (the
--- caller's FAILURE_READS), so a long retention of failures never holds the
--- server for the whole read: the finish time and count to go on from (""
--- when every job was read), then this call's groups by kind and first line:
--- kind, line, count, first seen, last seen, latest id.
+-- The rank in `key` of the first entry after (score, member), whether or not
+-- that member is still there (replayed, pruned): a sorted set's order is by
+-- score, then member.
+local function rank_after(key, score, member)
+  local r = redis.call('ZRANK', key, member)
+  if r then return r + 1 end
+  local lo = redis.call('ZCOUNT', key, '-inf', '(' .. score)
+  local hi = lo + redis.call('ZCOUNT', key, score, score)
+  while lo < hi do  -- the first of the score's members that sorts after it
+    local mid = math.floor((lo + hi) / 2)
+    if redis.call('ZRANGE', key, mid, mid)[1] < member then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
+-- ARGV: tenant, the finish time and id of the last job read ("" to start),
+-- how many to read. The failed jobs of the tenant (or anyone's) by finish, a
+-- bounded number a call (the caller's FAILURE_READS), so a long retention of
+-- failures never holds the server for the whole read: the last job's finish
+-- time and id ("" when every job was read), then this call's groups by kind
+-- and first line: kind, line, count, first seen, last seen, latest id.
 local function failures(keys, args)
   local P = keys[1]
-  local from, skip, reads = args[2], tonumber(args[3]), tonumber(args[4])
-  local page = redis.call('ZRANGE', failed_set(P, args[1]), from == '' and '-inf' or from, '+inf',
-    'BYSCORE', 'LIMIT', skip, reads, 'WITHSCORES')
-  local out = {'', 0}
-  if #page == 2 * reads then
-    -- The next call starts at the last finish time read, past the jobs of
-    -- that time this call (and, if it started there, the ones before) read.
-    local last, ties = page[#page], 0
-    for i = #page, 2, -2 do
-      if page[i] ~= last then break end
-      ties = ties + 1
-    end
-    if last == from then ties = ties + skip end
-    out = {last, ties}
-  end
+  local key, reads = failed_set(P, args[1]), tonumber(args[4])
+  local first = args[2] == '' and 0 or rank_after(key, args[2], args[3])
+  local page = redis.call('ZRANGE', key, first, first + reads - 1, 'WITHSCORES')
+  local out = {'', ''}
+  if #page == 2 * reads then out = {page[#page], page[#page - 1]} end
   local groups, order = {}, {}
   for i = 1, #page, 2 do
     local id = page[i]

@@ -104,10 +104,10 @@ class ReportsRedis(RedisCore, Reports):
         # Each call reads and groups FAILURE_READS failed jobs at most; the
         # groups of each are merged.
         merged: dict[tuple[str, str], list[Any]] = {}
-        after, skip = "", 0
+        after, after_id = "", ""  # the last job read: its finish time and id
         while True:
-            after, skip, *rows = self.redis.fcall_ro(
-                "chit_failures", tenant_arg(tenant), after, skip, FAILURE_READS
+            after, after_id, *rows = self.redis.fcall_ro(
+                "chit_failures", tenant_arg(tenant), after, after_id, FAILURE_READS
             )
             for kind, line, n, first, last, latest in rows:
                 group = merged.get((kind, line))
