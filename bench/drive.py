@@ -10,7 +10,7 @@ Workloads:
   bulk      N jobs in the library's bulk call          -> jobs/s
   process   N queued jobs, W worker processes          -> jobs/s, first handler start
             to last handler end, and every job counted once
-  latency   N jobs 20 ms apart to one idle worker      -> median and p99 ms from
+  latency   N jobs 10-30 ms apart to one idle worker   -> median and p99 ms from
             just before the enqueue call to the handler's first line
   growth    --finished F done jobs and N queued jobs seeded by bulk SQL (then
             ANALYZE with --analyze), one worker; jobs/s over the first --measure jobs

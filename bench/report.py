@@ -176,8 +176,8 @@ def markdown(res: Results) -> str:
     add("")
     add(
         f"{n:,} jobs per enqueue and process figure; latency over {sizes['latency_jobs']} "
-        "jobs enqueued 20 ms apart to one idle worker process. — : the library has no "
-        "bulk enqueue call."
+        "jobs enqueued 10 to 30 ms apart (20 on average) to one idle worker process. — : the "
+        "library has no bulk enqueue call."
         + (
             f" Process and growth figures are the best of {meta['repeat']} runs."
             if meta.get("repeat", 1) > 1

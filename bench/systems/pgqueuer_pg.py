@@ -21,7 +21,7 @@ from pgqueuer.models import Job
 from pgqueuer.queries import Queries
 
 from recorder import record
-from systems import BIN, System, env
+from systems import BIN, System, arrival_gaps, env
 
 DSN = env("BENCH_PG_DSN")
 # 0 is PgQueuer's "unlimited".
@@ -67,13 +67,14 @@ class Bench(System):
 
     def enqueue_each(self, first: int, n: int, spacing: float = 0.0) -> None:
         async def go() -> None:
+            gaps = arrival_gaps(first, spacing)
             next_at = time.perf_counter()
             for i in range(first, first + n):
                 if spacing:
                     delay = next_at - time.perf_counter()
                     if delay > 0:
                         await asyncio.sleep(delay)
-                    next_at += spacing
+                    next_at += next(gaps)
                 await self.queries.enqueue("noop", f"{i} {time.time()!r}".encode())
 
         self.loop.run_until_complete(go())
