@@ -160,7 +160,8 @@ end
 
 -- The rank in `key` of the first entry after (score, member), whether or not
 -- that member is still there (replayed, pruned): a sorted set's order is by
--- score, then member.
+-- score, then member (ids: of one length, digits and lower-case letters, which
+-- Lua's comparison orders as Redis does, by bytes, in every collation).
 local function rank_after(key, score, member)
   local r = redis.call('ZRANK', key, member)
   if r then return r + 1 end
