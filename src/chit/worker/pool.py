@@ -42,7 +42,7 @@ class ThreadPool:
             threading.Thread(target=self._work, name=f"chit-job-{i}", daemon=True).start()
 
     def submit(self, call: Call, report: Report, free: Free) -> None:
-        if self._keeper is not None and self._keeper == threading.get_ident() and not self._kept:
+        if self._keeper == threading.get_ident() and not self._kept:
             self._kept.append((call, report, free))
             return
         self._calls.put((call, report, free))

@@ -105,6 +105,8 @@ class Slots:
         promised every free slot, for that claim to end (one round trip)."""
         with self._lock:
             free = self._reserve(())
+            if free or not wait:  # a claim of a busy worker reads no clock here
+                return free
             deadline = time.monotonic() + wait
             # In steps, to see a stop (the finisher's call may hang).
             while not free and self._reserved and not self._stopping.is_set():
