@@ -20,7 +20,7 @@ from chit.jobs import Claimed, NewJob, State
 from chit.limits import Limits
 from chit.settings import Settings
 from chit.store.redis import RedisStore
-from chit.worker import Worker
+from chit.worker import Worker, runner
 from chit.worker.execute import Call, Free, Report, invoke
 from chit.worker.runner import FIRST_IDLE_WAIT, IDLE_AFTER, Pause
 from support.waiting import wait_until
@@ -167,7 +167,7 @@ def test_a_worker_idle_on_redis_runs_the_job_its_wait_claimed_without_claiming_a
 
 
 def test_an_idle_worker_waits_on_a_job_thread_which_runs_the_job_its_wake_claimed(
-    redis_url: str, client: redis.Redis
+    redis_url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = f"{redis_url}?prefix=%7Bchit-wake%7D"  # PREFIX, URL-encoded
     queue = chit.Queue(settings=Settings(database_url=url, concurrency=2))
@@ -184,11 +184,14 @@ def test_an_idle_worker_waits_on_a_job_thread_which_runs_the_job_its_wake_claime
     worker.store.claim_on_wake = recorded  # type: ignore[attr-defined]
     here = threading.get_ident()
     try:
-        # Through a backlog (its wake already there, the wait short): this thread waits.
+        # Through a backlog (its wake already there, the wait short): this thread
+        # waits. Short against a bound no busy machine's wait reaches, not 5 ms.
         first = queue.enqueue("where")
+        monkeypatch.setattr(runner, "IDLE_AFTER", 10.0)
         worker._wait(Pause("jobs", 10))
         assert waited_on == [here]
-        # A wait that outlasts IDLE_AFTER: the worker is idle.
+        # A wait that outlasts IDLE_AFTER (nothing to wake it): the worker is idle.
+        monkeypatch.setattr(runner, "IDLE_AFTER", IDLE_AFTER)
         worker._wait(Pause("jobs", IDLE_AFTER * 4))
         assert waited_on == [here, here]
         # So the next wait is a job thread's, which runs the job its wake claimed.
